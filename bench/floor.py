@@ -1,0 +1,108 @@
+"""The stack's floor: the cheapest server that does convograph's core write.
+
+One POST route, one INSERT + COMMIT through aiosqlite per request, with the same SQLite pragmas
+convograph uses, and no GraphQL, ORM or auth.  Whatever convograph measures above this number is
+the price of its own layers; nothing built on Starlette + aiosqlite can go below it.
+
+Run:  FLOOR_DB=/tmp/floor.sqlite python -m uvicorn bench.floor:app --port 8011
+Call: POST /append  {"conversation_id": "c1", "message": {"role": "user", "content": "hi"}}
+      -> {"seq": 1}
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from collections import defaultdict
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+
+import aiosqlite
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+# Same pragmas as convograph's engine, so the floor pays the same fsync cost per commit.
+PRAGMAS = (
+    "PRAGMA journal_mode=WAL",
+    "PRAGMA synchronous=FULL",
+    "PRAGMA foreign_keys=ON",
+    "PRAGMA busy_timeout=5000",
+)
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS message (
+    id INTEGER PRIMARY KEY,
+    conversation_id TEXT,
+    seq INTEGER,
+    role TEXT,
+    data TEXT,
+    created_at TEXT
+)
+"""
+
+INSERT = "INSERT INTO message (conversation_id, seq, role, data, created_at) VALUES (?, ?, ?, ?, ?)"
+
+
+async def append(request: Request) -> JSONResponse:
+    try:
+        body = await request.json()
+        conversation_id = body["conversation_id"]
+        message = body["message"]
+    except (ValueError, KeyError, TypeError):
+        return JSONResponse({"error": "expected {conversation_id, message}"}, status_code=400)
+    if not isinstance(conversation_id, str) or not isinstance(message, dict):
+        return JSONResponse({"error": "expected {conversation_id, message}"}, status_code=400)
+
+    state = request.app.state
+    data = json.dumps(message, separators=(",", ":"))
+    now = datetime.now(UTC).isoformat()
+    # One shared connection: the lock keeps each request's INSERT and COMMIT a transaction of
+    # its own (otherwise one request's commit would silently flush another's insert), and makes
+    # the in-memory seq counter race-free.
+    async with state.lock:
+        seq = state.next_seq[conversation_id] + 1
+        await state.db.execute(INSERT, (conversation_id, seq, message.get("role"), data, now))
+        await state.db.commit()
+        state.next_seq[conversation_id] = seq
+    return JSONResponse({"seq": seq})
+
+
+async def _load_counters(db: aiosqlite.Connection) -> defaultdict[str, int]:
+    # Resume numbering when FLOOR_DB points at a database left by an earlier run.
+    counters: defaultdict[str, int] = defaultdict(int)
+    async with db.execute("SELECT conversation_id, MAX(seq) FROM message GROUP BY 1") as cur:
+        async for conversation_id, seq in cur:
+            counters[conversation_id] = seq or 0
+    return counters
+
+
+@contextlib.asynccontextmanager
+async def lifespan(app: Starlette) -> AsyncIterator[None]:
+    path = os.environ.get("FLOOR_DB")
+    tmpdir = None
+    if not path:
+        tmpdir = tempfile.mkdtemp(prefix="floor-")
+        path = os.path.join(tmpdir, "floor.sqlite")
+    db = await aiosqlite.connect(path)
+    try:
+        for pragma in PRAGMAS:
+            await db.execute(pragma)
+        await db.execute(SCHEMA)
+        await db.commit()
+        app.state.db = db
+        app.state.lock = asyncio.Lock()
+        app.state.next_seq = await _load_counters(db)
+        yield
+    finally:
+        await db.close()
+        if tmpdir:
+            shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+app = Starlette(routes=[Route("/append", append, methods=["POST"])], lifespan=lifespan)
