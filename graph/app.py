@@ -1,0 +1,75 @@
+"""create_app(settings) -> the Starlette application."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.staticfiles import StaticFiles
+
+from . import retention
+from .context import Services
+from .crypto import Keyring, load_secret
+from .db import Database
+from .events import EventBroker
+from .http import GraphQLEndpoint
+from .ide import ASSETS_DIR
+from .schema import build_schema
+from .settings import Settings
+
+logger = logging.getLogger("convograph")
+
+
+def build_services(settings: Settings) -> Services:
+    return Services(
+        settings=settings, db=Database(settings), keyring=Keyring(load_secret(settings)),
+        broker=EventBroker(),
+    )
+
+
+def create_app(settings: Settings | None = None) -> Starlette:
+    """The ASGI app: /graphql (HTTP + WebSocket), /healthz, /readyz and GraphiQL's assets."""
+    settings = settings or Settings.from_env()
+    services = build_services(settings)
+    endpoint = GraphQLEndpoint(services, schema=build_schema(settings))
+
+    async def healthz(request: Request) -> JSONResponse:
+        database = "up" if await services.db.ping() else "down"
+        return JSONResponse({"status": "ok", "database": database})
+
+    async def readyz(request: Request) -> JSONResponse:
+        if await services.db.ping():
+            return JSONResponse({"status": "ready"})
+        return JSONResponse({"status": "database unreachable"}, status_code=503)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await services.broker.start()
+        sweeper = asyncio.create_task(retention.sweep_forever(services))
+        try:
+            yield
+        finally:
+            sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sweeper
+            await services.broker.stop()
+            await services.db.dispose()
+
+    app = Starlette(
+        routes=[
+            Route("/graphql", endpoint, methods=["GET", "POST"]),
+            WebSocketRoute("/graphql", endpoint),
+            Route("/healthz", healthz),
+            Route("/readyz", readyz),
+            Mount("/graphiql-assets", StaticFiles(directory=ASSETS_DIR), name="graphiql-assets"),
+        ],
+        lifespan=lifespan,
+    )
+    app.state.services = services
+    return app

@@ -1,0 +1,84 @@
+"""The typed per-request context: the principal, the services and this request's loaders."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.websockets import WebSocket
+
+from .crypto import Keyring
+from .db import Database
+from .errors import forbidden
+from .events import EventBroker
+from .loaders import Loaders
+from .principal import Principal
+from .repository import Repository
+from .settings import Settings
+
+
+@dataclass
+class Services:
+    """What lives as long as the process: built once in the app's lifespan."""
+
+    settings: Settings
+    db: Database
+    keyring: Keyring
+    broker: EventBroker
+
+
+class NotAuthenticated(Exception):
+    """No principal on the request (guarded by the auth middleware; here for WebSockets)."""
+
+
+@dataclass
+class Context:
+    services: Services
+    request: Request | WebSocket
+    response: Response | WebSocket | None
+    request_id: str
+    principal_: Principal | None = None
+    connection_params: dict[str, Any] | None = None
+    _loaders: Loaders | None = field(default=None, repr=False)
+
+    @property
+    def principal(self) -> Principal:
+        if self.principal_ is None:
+            raise NotAuthenticated("not authenticated")
+        return self.principal_
+
+    @property
+    def loaders(self) -> Loaders:
+        if self._loaders is None:
+            self._loaders = Loaders(self)
+        return self._loaders
+
+    @property
+    def settings(self) -> Settings:
+        return self.services.settings
+
+    @asynccontextmanager
+    async def read(self) -> AsyncIterator[Repository]:
+        async with self.services.db.read() as conn:
+            yield Repository(
+                conn, self.principal, keyring=self.services.keyring, settings=self.settings
+            )
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[Repository]:
+        """A unit of work: commits or rolls back as one, then publishes its events."""
+        principal = self.principal
+        if not principal.can_write:
+            raise forbidden()
+        async with self.services.db.write() as conn:
+            repo = Repository(
+                conn, principal, keyring=self.services.keyring, settings=self.settings
+            )
+            yield repo
+        self.services.broker.publish(repo.events)
+        # Reads later in this request must not serve what the write just changed.
+        self._loaders = None

@@ -1,0 +1,82 @@
+"""Keyed digests and sealing of secrets at rest.
+
+Tokens and owner keys never reach the database in clear text: lookups use an
+HMAC-SHA256 digest under the server secret. The owner key of an API token is
+also sealed (encrypted under a key derived from the server secret) so that
+`token list` and `viewer.ownerKey` can show it without storing it in clear.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+import secrets
+from pathlib import Path
+
+from .settings import Settings
+
+TOKEN_PREFIX = "cvg_"
+
+
+class Keyring:
+    """Holds the server secret and derives every digest and seal from it."""
+
+    def __init__(self, secret: bytes) -> None:
+        self._digest_key = hmac.new(secret, b"convograph/digest", hashlib.sha256).digest()
+        self._seal_key = hmac.new(secret, b"convograph/seal", hashlib.sha256).digest()
+
+    def digest(self, purpose: str, value: str) -> str:
+        mac = hmac.new(self._digest_key, purpose.encode() + b"\0", hashlib.sha256)
+        mac.update(value.encode("utf-8", "surrogatepass"))
+        return mac.hexdigest()
+
+    def owner_digest(self, owner_key: str) -> str:
+        return self.digest("owner", owner_key)
+
+    def token_digest(self, token: str) -> str:
+        return self.digest("token", token)
+
+    def seal(self, value: str) -> str:
+        nonce = os.urandom(16)
+        plain = value.encode("utf-8")
+        stream = hashlib.shake_256(self._seal_key + nonce).digest(len(plain))
+        cipher = bytes(a ^ b for a, b in zip(plain, stream, strict=True))
+        tag = hmac.new(self._seal_key, nonce + cipher, hashlib.sha256).digest()[:16]
+        return base64.urlsafe_b64encode(nonce + tag + cipher).decode()
+
+    def unseal(self, sealed: str) -> str:
+        raw = base64.urlsafe_b64decode(sealed.encode())
+        nonce, tag, cipher = raw[:16], raw[16:32], raw[32:]
+        expected = hmac.new(self._seal_key, nonce + cipher, hashlib.sha256).digest()[:16]
+        if not hmac.compare_digest(tag, expected):
+            raise ValueError("sealed value was not made with this server secret")
+        stream = hashlib.shake_256(self._seal_key + nonce).digest(len(cipher))
+        return bytes(a ^ b for a, b in zip(cipher, stream, strict=True)).decode("utf-8")
+
+
+def new_token() -> str:
+    return TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+def new_lock_token() -> str:
+    return secrets.token_urlsafe(24)
+
+
+def load_secret(settings: Settings) -> bytes:
+    """The server secret: CONVOGRAPH_SECRET, else a file created on first use (mode 0600)."""
+    if settings.secret:
+        return settings.secret.encode()
+    path: Path = settings.resolved_secret_file
+    if path.exists():
+        return path.read_bytes().strip()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    value = secrets.token_hex(32).encode()
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # another process created it first
+        return path.read_bytes().strip()
+    with os.fdopen(fd, "wb") as f:
+        f.write(value)
+    return value

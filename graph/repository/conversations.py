@@ -1,0 +1,435 @@
+"""Conversations: create, read, list, update, delete, locks and the pending-session lookup."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import ColumnElement, and_, delete, func, or_, select, text, tuple_, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ..crypto import new_lock_token
+from ..documents import check_text, encode_document
+from ..errors import DomainError, ErrorCode, conflict, invalid, not_found
+from ..jsoncodec import loads
+from ..pagination import Page, decode_cursor, encode_cursor
+from ..principal import OwnerType
+from ..records import ConversationRecord, Event, EventKind
+from ..tables import conversation as C
+from ..tables import message as M
+from .base import Aggregate
+from .scope import alive, owner_clause
+
+MAX_LOCK_TTL = 24 * 3600
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationFilter:
+    agent_slug: str | None = None
+    context: str | None = None
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+    root_only: bool = False
+    search: str | None = None
+    owner: tuple[OwnerType, str] | None = None  # (type, key): ADMIN only
+
+
+def parse_uuid(value: str, field: str) -> str:
+    try:
+        return str(uuid.UUID(value))
+    except (ValueError, AttributeError, TypeError):
+        raise not_found("conversation", field) from None
+
+
+def metadata_json(value: Any, field: str = "metadata") -> str:
+    if value is None:
+        return "{}"
+    if not isinstance(value, dict):
+        raise invalid("`metadata` must be a JSON object", field)
+    return encode_document(value, field)
+
+
+class Conversations(Aggregate):
+    # -- reads -------------------------------------------------------------
+
+    def _visible(self, now: datetime) -> ColumnElement[bool]:
+        return and_(owner_clause(C, self.principal), alive(C, now))
+
+    async def get(self, conversation_id: str) -> ConversationRecord | None:
+        found = await self.get_many([conversation_id])
+        return found.get(conversation_id)
+
+    async def get_many(self, ids: Sequence[str]) -> dict[str, ConversationRecord]:
+        """Visible conversations by id; keys are the ids as given."""
+        wanted = {normal: given for given in ids if (normal := _normal_uuid(given))}
+        if not wanted:
+            return {}
+        rows = await self.conn.execute(
+            select(C).where(C.c.id.in_(list(wanted)), self._visible(self.repo.now()))
+        )
+        return {wanted[r.id]: ConversationRecord.from_row(r) for r in rows}
+
+    async def list(
+        self, *, where: ConversationFilter, first: int, after: str | None
+    ) -> Page[ConversationRecord]:
+        clauses = [self._visible(self.repo.now()), *self._filter_clauses(where)]
+        query = select(C).where(*clauses)
+        if after is not None:
+            created, cid = decode_cursor(after, "after", 2)
+            query = query.where(
+                tuple_(C.c.created_at, C.c.id) < tuple_(_parse_ts(created, "after"), cid)
+            )
+        rows = (
+            await self.conn.execute(
+                query.order_by(C.c.created_at.desc(), C.c.id.desc()).limit(first + 1)
+            )
+        ).all()
+        items = [ConversationRecord.from_row(r) for r in rows[:first]]
+
+        async def count(conn: AsyncConnection) -> int:
+            result = await conn.execute(select(func.count()).select_from(C).where(*clauses))
+            return int(result.scalar_one())
+
+        return Page(
+            items=items,
+            cursors=[encode_cursor(c.created_at.isoformat(), c.id) for c in items],
+            has_next_page=len(rows) > first,
+            has_previous_page=after is not None,
+            count=count,
+        )
+
+    def _filter_clauses(self, where: ConversationFilter) -> list[ColumnElement[bool]]:
+        clauses: list[ColumnElement[bool]] = []
+        if where.owner is not None and self.principal.is_admin:
+            owner_type, key = where.owner
+            clauses.append(
+                owner_clause(
+                    C, self.principal, owner=(owner_type, self.repo.keyring.owner_digest(key))
+                )
+            )
+        if where.agent_slug is not None:
+            clauses.append(C.c.agent_slug == where.agent_slug)
+        if where.context is not None:
+            clauses.append(C.c.context == where.context)
+        if where.created_after is not None:
+            clauses.append(C.c.created_at > where.created_after)
+        if where.created_before is not None:
+            clauses.append(C.c.created_at < where.created_before)
+        if where.root_only:
+            clauses.append(C.c.parent_delegation_id.is_(None))
+        if where.search is not None and where.search.strip():
+            clauses.append(C.c.id.in_(self._search(where.search)))
+        return clauses
+
+    def _search(self, query: str) -> Any:
+        words = [w for w in query.replace("\x00", " ").split() if w]
+        if self.repo.is_sqlite:
+            # Every word as a quoted phrase: user text never reaches FTS5's query syntax.
+            match = " ".join('"' + w.replace('"', '""') + '"' for w in words)
+            hits = text("SELECT rowid FROM message_fts WHERE message_fts MATCH :q").bindparams(
+                q=match
+            )
+            return select(M.c.conversation_id).where(M.c.id.in_(hits.columns()))
+        return select(M.c.conversation_id).where(
+            func.to_tsvector("simple", func.coalesce(M.c.search_text, "")).op("@@")(
+                func.plainto_tsquery("simple", " ".join(words))
+            )
+        )
+
+    async def recent_pending(
+        self, *, within_seconds: int, context: str, token_id: str | None
+    ) -> ConversationRecord | None:
+        if within_seconds < 1:
+            raise invalid("`withinSeconds` must be at least 1", "withinSeconds")
+        now = self.repo.now()
+        query = select(C).where(
+            owner_clause(C, self.principal, own=True),
+            alive(C, now),
+            C.c.context == context,
+            C.c.created_at >= now - timedelta(seconds=within_seconds),
+        )
+        rows = (
+            await self.conn.execute(
+                query.order_by(C.c.created_at.desc(), C.c.id.desc()).limit(200 if token_id else 1)
+            )
+        ).all()
+        records = [ConversationRecord.from_row(r) for r in rows]
+        if token_id is not None:
+            records = [r for r in records if _metadata_token(r.metadata_json) == token_id][:1]
+        # Only the newest one counts: an older pending session is not a retry of this request.
+        if records and records[0].is_pending(now):
+            return records[0]
+        return None
+
+    # -- writes ------------------------------------------------------------
+
+    async def create(
+        self,
+        *,
+        title: str | None,
+        agent_slug: str,
+        metadata: Any,
+        context: str,
+        expires_at: datetime | None,
+        idempotency_key: str | None,
+        parent_delegation_id: str | None = None,
+        ancestry: tuple[str, ...] = (),
+        conversation_id: str | None = None,
+    ) -> ConversationRecord:
+        check_text(title, "title")
+        check_text(agent_slug, "agentSlug", max_len=200)
+        check_text(context, "context", required=True, max_len=200)
+        check_text(idempotency_key, "idempotencyKey", max_len=200)
+        meta = metadata_json(metadata)
+        now = self.repo.now()
+        if expires_at is not None and expires_at <= now:
+            raise invalid("`expiresAt` must be in the future", "expiresAt")
+        p = self.principal
+        values = {
+            "id": conversation_id or str(uuid.uuid4()),
+            "workspace_type": p.workspace_type,
+            "workspace_id": p.workspace_id,
+            "owner_type": p.owner_type.value,
+            "owner_digest": p.owner_digest,
+            "title": title,
+            "agent_slug": agent_slug,
+            "context": context,
+            "metadata": meta,
+            "version": 1,
+            "message_count": 0,
+            "parent_delegation_id": parent_delegation_id,
+            "ancestry": " ".join(ancestry),
+            "created_at": now,
+            "updated_at": now,
+            "expires_at": expires_at,
+            "idempotency_key": idempotency_key,
+        }
+        if idempotency_key is None:
+            row = (await self.conn.execute(C.insert().values(values).returning(*C.c))).one()
+            record = ConversationRecord.from_row(row)
+        else:
+            # A retry with the same key returns the first conversation, even when two
+            # replicas race: the unique constraint decides, the loser reads the winner.
+            stmt = (
+                self.insert(C)
+                .values(values)
+                .on_conflict_do_nothing(
+                    index_elements=[
+                        "workspace_type",
+                        "workspace_id",
+                        "owner_type",
+                        "owner_digest",
+                        "idempotency_key",
+                    ]
+                )
+                .returning(*C.c)
+            )
+            row = (await self.conn.execute(stmt)).first()
+            if row is None:
+                existing = (
+                    await self.conn.execute(
+                        select(C).where(
+                            owner_clause(C, p, own=True), C.c.idempotency_key == idempotency_key
+                        )
+                    )
+                ).one()
+                return ConversationRecord.from_row(existing)
+            record = ConversationRecord.from_row(row)
+        self.publish(EventKind.CONVERSATION_UPDATED, record)
+        return record
+
+    async def bump(
+        self,
+        conversation_id: str,
+        *,
+        expected_version: int | None = None,
+        field: str = "id",
+        values: dict[str, Any] | None = None,
+        extra: Sequence[ColumnElement[bool]] = (),
+        bump_version: bool = True,
+    ) -> ConversationRecord:
+        """Bump the version of a writable conversation (and set `values`), atomically.
+
+        The conditional UPDATE takes the row lock: writers to one conversation
+        serialise on it, and exactly one of several with the same expected version wins.
+        """
+        cid = parse_uuid(conversation_id, field)
+        now = self.repo.now()
+        where = [C.c.id == cid, owner_clause(C, self.principal, own=True), alive(C, now), *extra]
+        if expected_version is not None:
+            where.append(C.c.version == expected_version)
+        changes = dict(values or {})
+        if bump_version:
+            changes.update(version=C.c.version + 1, updated_at=now)
+        stmt = update(C).where(*where).values(**changes).returning(*C.c)
+        row = (await self.conn.execute(stmt)).first()
+        if row is not None:
+            return ConversationRecord.from_row(row)
+        current = (
+            await self.conn.execute(select(C.c.version).where(*where[:3]))
+        ).scalar_one_or_none()
+        if current is None:
+            raise not_found("conversation", field)
+        if expected_version is not None and current != expected_version:
+            raise conflict(expected_version, current)
+        raise DomainError(ErrorCode.CONFLICT, "the conversation changed; retry", [field])
+
+    async def update(
+        self,
+        *,
+        conversation_id: str,
+        title: Any,
+        metadata: Any,
+        provider: Any,
+        model: Any,
+        provider_response_id: Any,
+        expires_at: Any,
+        mark_read: bool,
+        expected_version: int | None,
+        unset: Any,
+    ) -> ConversationRecord:
+        values: dict[str, Any] = {}
+        for name, column, value in (
+            ("title", "title", title),
+            ("provider", "provider", provider),
+            ("model", "model", model),
+            ("providerResponseId", "provider_response_id", provider_response_id),
+        ):
+            if value is not unset:
+                check_text(value, name)
+                values[column] = value
+        if metadata is not unset:
+            values["metadata"] = metadata_json(metadata)
+        now = self.repo.now()
+        if expires_at is not unset:
+            if expires_at is not None and expires_at <= now:
+                raise invalid("`expiresAt` must be in the future", "expiresAt")
+            values["expires_at"] = expires_at
+        if mark_read:
+            values["last_read_at"] = now
+        record = await self.bump(conversation_id, expected_version=expected_version, values=values)
+        if "expires_at" in values:
+            await self._expire_descendants(record, values["expires_at"])
+        self.publish(EventKind.CONVERSATION_UPDATED, record)
+        return record
+
+    async def _expire_descendants(self, record: ConversationRecord, at: datetime | None) -> None:
+        # Child transcripts live and die with the conversation above them.
+        marker = f"% {record.id} %"
+        await self.conn.execute(
+            update(C)
+            .where(
+                C.c.workspace_type == record.workspace_type,
+                C.c.workspace_id == record.workspace_id,
+                (" " + C.c.ancestry + " ").like(marker),
+            )
+            .values(expires_at=at)
+        )
+
+    async def delete(self, conversation_id: str) -> bool:
+        conversation_id = _normal_uuid(conversation_id) or ""
+        if not conversation_id:
+            return False
+        now = self.repo.now()
+        row = (
+            await self.conn.execute(
+                delete(C)
+                .where(
+                    C.c.id == conversation_id,
+                    owner_clause(C, self.principal, own=True),
+                    alive(C, now),
+                )
+                .returning(*C.c)
+            )
+        ).first()
+        if row is None:
+            return False
+        self.publish(EventKind.CONVERSATION_DELETED, ConversationRecord.from_row(row))
+        return True
+
+    async def acquire_lock(self, *, conversation_id: str, ttl_seconds: int) -> tuple[str, datetime]:
+        if not 1 <= ttl_seconds <= MAX_LOCK_TTL:
+            raise invalid(f"`ttlSeconds` must be between 1 and {MAX_LOCK_TTL}", "ttlSeconds")
+        token = new_lock_token()
+        now = self.repo.now()
+        until = now + timedelta(seconds=ttl_seconds)
+        free = or_(C.c.locked_until.is_(None), C.c.locked_until <= now)
+        try:
+            # A lock is advisory: it leaves `version` alone so expectedVersion users
+            # are not disturbed by lock traffic.
+            await self.bump(
+                conversation_id,
+                field="conversationId",
+                extra=[free],
+                bump_version=False,
+                values={
+                    "lock_digest": self.repo.keyring.digest("lock", token),
+                    "locked_until": until,
+                },
+            )
+        except DomainError as exc:
+            if exc.code is ErrorCode.CONFLICT:
+                raise DomainError(
+                    ErrorCode.LOCKED, "another holder has an unexpired lock", ["conversationId"]
+                ) from None
+            raise
+        return token, until
+
+    async def release_lock(self, *, conversation_id: str, token: str) -> bool:
+        conversation_id = parse_uuid(conversation_id, "conversationId")
+        digest = self.repo.keyring.digest("lock", token)
+        now = self.repo.now()
+        where = [
+            C.c.id == conversation_id,
+            owner_clause(C, self.principal, own=True),
+            alive(C, now),
+        ]
+        result = await self.conn.execute(
+            update(C)
+            .where(*where, C.c.lock_digest == digest)
+            .values(lock_digest=None, locked_until=None)
+        )
+        if result.rowcount:
+            return True
+        exists = (await self.conn.execute(select(C.c.id).where(*where))).first()
+        if exists is None:
+            raise not_found("conversation", "conversationId")
+        return False  # a stale token: someone else holds (or held) the lock since
+
+    # -- events ------------------------------------------------------------
+
+    def publish(self, kind: EventKind, record: ConversationRecord, **extra: Any) -> None:
+        self.repo.events.append(
+            Event(
+                kind=kind,
+                conversation_id=record.id,
+                ancestry=record.ancestry,
+                workspace_type=record.workspace_type,
+                workspace_id=record.workspace_id,
+                version=record.version,
+                at=record.updated_at,
+                **extra,
+            )
+        )
+
+
+def _normal_uuid(value: str) -> str | None:
+    try:
+        return str(uuid.UUID(value))
+    except (ValueError, AttributeError, TypeError):
+        return None
+
+
+def _parse_ts(value: Any, field: str) -> datetime:
+    try:
+        return datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        raise invalid("not a cursor this server issued", field) from None
+
+
+def _metadata_token(metadata: str) -> str | None:
+    value = loads(metadata).get("token_id")
+    return None if value is None else str(value)

@@ -1,0 +1,249 @@
+"""Transcripts (append-only rows numbered by `seq`) and compaction snapshots."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ..documents import PreparedMessage, prepare_messages
+from ..errors import invalid
+from ..pagination import Page, decode_cursor, encode_cursor
+from ..records import ConversationRecord, EventKind, MessageRecord, SnapshotRecord
+from ..tables import conversation as C
+from ..tables import message as M
+from ..tables import snapshot as S
+from .base import Aggregate
+from .conversations import metadata_json
+
+
+class Messages(Aggregate):
+    def _prepare(self, messages: list[Any]) -> list[PreparedMessage]:
+        s = self.repo.settings
+        return prepare_messages(
+            messages, max_count=s.max_messages_per_call, max_bytes=s.max_message_bytes
+        )
+
+    async def _insert(
+        self, conversation_id: str, prepared: Sequence[PreparedMessage], first_seq: int
+    ) -> tuple[MessageRecord, ...]:
+        if not prepared:
+            return ()
+        now = self.repo.now()
+        rows = [
+            {
+                "conversation_id": conversation_id,
+                "seq": first_seq + i,
+                "role": m.role,
+                "data": m.text,
+                "digest": m.digest,
+                "search_text": m.search_text,
+                "created_at": now,
+            }
+            for i, m in enumerate(prepared)
+        ]
+        await self.conn.execute(M.insert(), rows)
+        return tuple(
+            MessageRecord(conversation_id, r["seq"], r["role"], r["data"], now) for r in rows
+        )
+
+    async def append(
+        self, *, conversation_id: str, messages: list[Any], expected_version: int | None
+    ) -> tuple[ConversationRecord, tuple[MessageRecord, ...]]:
+        """Store only the new messages: the cost does not grow with the transcript."""
+        return await self.append_prepared(
+            conversation_id=conversation_id,
+            prepared=self._prepare(messages),
+            expected_version=expected_version,
+        )
+
+    async def append_prepared(
+        self,
+        *,
+        conversation_id: str,
+        prepared: Sequence[PreparedMessage],
+        expected_version: int | None,
+    ) -> tuple[ConversationRecord, tuple[MessageRecord, ...]]:
+        if not prepared:
+            raise invalid("`messages` must hold at least one message", "messages")
+        record = await self.repo.conversations.bump(
+            conversation_id,
+            expected_version=expected_version,
+            field="conversationId",
+            values={"message_count": C.c.message_count + len(prepared)},
+        )
+        stored = await self._insert(record.id, prepared, record.message_count - len(prepared) + 1)
+        self.repo.conversations.publish(EventKind.MESSAGES_APPENDED, record, messages=stored)
+        return record, stored
+
+    async def replace(
+        self,
+        *,
+        conversation_id: str,
+        messages: list[Any],
+        expected_version: int | None,
+        metadata: Any,
+        provider: str | None,
+        model: str | None,
+        provider_response_id: Any,
+        unset: Any,
+    ) -> ConversationRecord:
+        """Replace the live transcript, writing only what differs from the stored one."""
+        prepared = self._prepare(messages)
+        values: dict[str, Any] = {"message_count": len(prepared)}
+        if metadata is not unset and metadata is not None:
+            values["metadata"] = metadata_json(metadata)
+        # As in the WordPress store: provider and model change only when non-empty.
+        if provider:
+            values["provider"] = provider
+        if model:
+            values["model"] = model
+        if provider_response_id is not unset:
+            values["provider_response_id"] = provider_response_id
+        record = await self.repo.conversations.bump(
+            conversation_id,
+            expected_version=expected_version,
+            field="conversationId",
+            values=values,
+        )
+        stored = (
+            (
+                await self.conn.execute(
+                    select(M.c.digest).where(M.c.conversation_id == record.id).order_by(M.c.seq)
+                )
+            )
+            .scalars()
+            .all()
+        )
+        keep = 0
+        for old, new in zip(stored, prepared, strict=False):
+            if old != new.digest:
+                break
+            keep += 1
+        if keep < len(stored):
+            await self.conn.execute(
+                delete(M).where(M.c.conversation_id == record.id, M.c.seq > keep)
+            )
+        written = await self._insert(record.id, prepared[keep:], keep + 1)
+        self.repo.conversations.publish(EventKind.TRANSCRIPT_REPLACED, record, messages=written)
+        return record
+
+    async def page(
+        self,
+        *,
+        conversation_id: str,
+        first: int | None,
+        after: str | None,
+        last: int | None,
+        before: str | None,
+    ) -> Page[MessageRecord]:
+        where = [M.c.conversation_id == conversation_id]
+        if after is not None:
+            where.append(M.c.seq > _seq_cursor(after, "after"))
+        if before is not None:
+            where.append(M.c.seq < _seq_cursor(before, "before"))
+        backward = last is not None and first is None
+        limit = last if backward else first
+        assert limit is not None
+        order = M.c.seq.desc() if backward else M.c.seq
+        rows = (
+            await self.conn.execute(select(M).where(*where).order_by(order).limit(limit + 1))
+        ).all()
+        more = len(rows) > limit
+        items = [MessageRecord.from_row(r) for r in rows[:limit]]
+        if backward:
+            items.reverse()
+
+        async def count(conn: AsyncConnection) -> int:
+            result = await conn.execute(
+                select(func.count()).select_from(M).where(M.c.conversation_id == conversation_id)
+            )
+            return int(result.scalar_one())
+
+        return Page(
+            items=items,
+            cursors=[encode_cursor(m.seq) for m in items],
+            has_next_page=more if not backward else before is not None,
+            has_previous_page=more if backward else after is not None,
+            count=count,
+        )
+
+    async def transcripts(
+        self, keys: Sequence[tuple[str, int]]
+    ) -> dict[tuple[str, int], list[str]]:
+        """JSON texts of each (conversation, fromSeq) transcript, in one statement."""
+        ids = sorted({cid for cid, _ in keys})
+        low = min(seq for _, seq in keys)
+        rows = await self.conn.execute(
+            select(M.c.conversation_id, M.c.seq, M.c.data)
+            .where(M.c.conversation_id.in_(ids), M.c.seq >= low)
+            .order_by(M.c.conversation_id, M.c.seq)
+        )
+        by_conversation: dict[str, list[tuple[int, str]]] = {cid: [] for cid in ids}
+        for cid, seq, data in rows:
+            by_conversation[cid].append((seq, data))
+        return {
+            (cid, start): [data for seq, data in by_conversation[cid] if seq >= start]
+            for cid, start in keys
+        }
+
+    # -- snapshots ---------------------------------------------------------
+
+    async def save_snapshot(self, *, conversation_id: str, messages: list[Any]) -> SnapshotRecord:
+        s = self.repo.settings
+        # A snapshot is the history before compaction: it may exceed one call's
+        # message limit, but each message is still checked.
+        prepared = prepare_messages(
+            messages,
+            max_count=max(s.max_messages_per_call * 100, 1),
+            max_bytes=s.max_message_bytes,
+        )
+        record = await self.repo.conversations.bump(conversation_id, field="conversationId")
+        now = self.repo.now()
+        body = "[" + ",".join(m.text for m in prepared) + "]"
+        snap = SnapshotRecord(str(uuid.uuid4()), record.id, len(prepared), body, now)
+        await self.conn.execute(
+            S.insert().values(
+                id=snap.id,
+                conversation_id=snap.conversation_id,
+                message_count=snap.message_count,
+                messages=body,
+                created_at=now,
+            )
+        )
+        self.repo.conversations.publish(EventKind.SNAPSHOT_SAVED, record)
+        return snap
+
+    async def snapshots(self, conversation_ids: Sequence[str]) -> dict[str, list[SnapshotRecord]]:
+        rows = await self.conn.execute(
+            select(S)
+            .where(S.c.conversation_id.in_(list(conversation_ids)))
+            .order_by(S.c.conversation_id, S.c.created_at, S.c.id)
+        )
+        out: dict[str, list[SnapshotRecord]] = {cid: [] for cid in conversation_ids}
+        for row in rows:
+            out[row.conversation_id].append(SnapshotRecord.from_row(row))
+        return out
+
+    async def snapshot(self, snapshot_id: str) -> SnapshotRecord | None:
+        try:
+            sid = str(uuid.UUID(snapshot_id))
+        except ValueError:
+            return None
+        row = (await self.conn.execute(select(S).where(S.c.id == sid))).first()
+        if row is None:
+            return None
+        # Visible only through a conversation the principal may read.
+        if await self.repo.conversations.get(row.conversation_id) is None:
+            return None
+        return SnapshotRecord.from_row(row)
+
+
+def _seq_cursor(cursor: str, field: str) -> int:
+    (seq,) = decode_cursor(cursor, field, 1)
+    if not isinstance(seq, int):
+        raise invalid("not a cursor this server issued", field)
+    return seq

@@ -1,0 +1,40 @@
+"""Owner scoping in one place: every repository query filters through these clauses."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import ColumnElement, Table, and_, or_
+
+from ..principal import OwnerType, Principal
+
+
+def owner_clause(
+    table: Table,
+    principal: Principal,
+    *,
+    own: bool = False,
+    owner: tuple[OwnerType, str] | None = None,
+) -> ColumnElement[bool]:
+    """Rows the principal may read (ADMIN: its whole workspace) or, with `own`, write.
+
+    `owner` narrows an ADMIN read to one owner, given as (type, digest).
+    """
+    c = table.c
+    clause = and_(
+        c.workspace_type == principal.workspace_type, c.workspace_id == principal.workspace_id
+    )
+    if own or not principal.is_admin:
+        return and_(
+            clause,
+            c.owner_type == principal.owner_type.value,
+            c.owner_digest == principal.owner_digest,
+        )
+    if owner is not None:
+        return and_(clause, c.owner_type == owner[0].value, c.owner_digest == owner[1])
+    return clause
+
+
+def alive(table: Table, now: datetime) -> ColumnElement[bool]:
+    """Not past its retention: an expired conversation reads as missing."""
+    return or_(table.c.expires_at.is_(None), table.c.expires_at > now)

@@ -1,0 +1,39 @@
+"""Retention: delete conversations past their `expiresAt`, with everything below them."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import UTC, datetime
+
+from sqlalchemy import delete
+
+from .context import Services
+from .db import Database
+from .tables import conversation as C
+
+logger = logging.getLogger("convograph.retention")
+
+
+async def sweep(db: Database, *, now: datetime | None = None) -> int:
+    """Delete expired conversations (cascading to transcripts, snapshots and delegations)."""
+    now = now or datetime.now(UTC)
+    async with db.write() as conn:
+        result = await conn.execute(
+            delete(C).where(C.c.expires_at.is_not(None), C.c.expires_at <= now)
+        )
+    return int(result.rowcount or 0)
+
+
+async def sweep_forever(services: Services) -> None:
+    interval = services.settings.sweep_interval_seconds
+    if interval <= 0:
+        return
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            removed = await sweep(services.db)
+            if removed:
+                logger.info("retention sweep removed %d expired conversations", removed)
+        except Exception:
+            logger.exception("retention sweep failed; retrying in %.0fs", interval)

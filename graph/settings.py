@@ -1,0 +1,79 @@
+"""Settings read from CONVOGRAPH_* environment variables; CLI flags override them."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./data/convograph.db"
+
+
+def _env(name: str, default: Any, cast: type = str) -> Any:
+    raw = os.environ.get(f"CONVOGRAPH_{name}")
+    if raw is None or raw == "":
+        return default
+    if cast is bool:
+        return raw.strip().lower() in {"1", "true", "yes", "on"}
+    return cast(raw)
+
+
+@dataclass(frozen=True)
+class Settings:
+    database_url: str = DEFAULT_DATABASE_URL
+    # HMAC key for token and owner-key digests. When unset it is read from (or
+    # generated into) `secret_file`, beside the SQLite database by default.
+    secret: str | None = dataclasses.field(default=None, repr=False)
+    secret_file: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8000
+    migrate_on_start: bool = True
+    log_level: str = "info"
+    log_format: str = "json"
+
+    max_messages_per_call: int = 1000
+    max_message_bytes: int = 1024 * 1024
+    max_body_bytes: int = 32 * 1024 * 1024
+    max_page_size: int = 100
+    max_query_depth: int = 12
+    max_aliases: int = 30
+    max_batch_size: int = 10
+
+    sweep_interval_seconds: float = 60.0
+    pool_size: int = 10
+    pool_timeout_seconds: float = 10.0
+    statement_timeout_seconds: float = 30.0
+    sqlite_busy_timeout_ms: int = 10_000
+    graphiql: bool = True
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> Settings:
+        """Build settings from the environment; `overrides` (e.g. CLI flags) win when not None."""
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            cast: type = {int: int, float: float, bool: bool}.get(
+                type(f.default) if f.default is not None else str, str
+            )
+            values[f.name] = _env(f.name.upper(), f.default, cast)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")
+
+    @property
+    def sqlite_path(self) -> Path | None:
+        if not self.is_sqlite:
+            return None
+        path = self.database_url.split("///", 1)[1] if "///" in self.database_url else ""
+        return Path(path) if path and path != ":memory:" else None
+
+    @property
+    def resolved_secret_file(self) -> Path:
+        if self.secret_file:
+            return Path(self.secret_file)
+        db = self.sqlite_path
+        return (db.parent if db else Path("data")) / "secret"

@@ -1,0 +1,150 @@
+"""Every test gets its own database (a fresh SQLite file, or a fresh PostgreSQL database when
+CONVOGRAPH_TEST_DATABASE_URL is set) and its own app, talked to over GraphQL-over-HTTP."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from graph.app import create_app
+from graph.migrate import upgrade_blocking
+from graph.principal import Scope, parse_owner, parse_workspace
+from graph.settings import Settings
+from graph.tokens import create_token
+
+PG_URL = os.environ.get("CONVOGRAPH_TEST_DATABASE_URL")
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Migrated once; each test copies the file instead of migrating again."""
+    path = tmp_path_factory.mktemp("template") / "template.db"
+    upgrade_blocking(Settings(database_url=f"sqlite+aiosqlite:///{path}", secret="t"))
+    return path
+
+
+@pytest.fixture(scope="session")
+def pg_template() -> Iterator[str | None]:
+    if not PG_URL:
+        yield None
+        return
+    name = f"cg_template_{uuid.uuid4().hex[:8]}"
+    _pg_admin(f'CREATE DATABASE "{name}"')
+    upgrade_blocking(Settings(database_url=_with_db(PG_URL, name), secret="t"))
+    yield name
+    _pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _pg_admin(sql: str) -> None:
+    """Run one statement outside a transaction (CREATE/DROP DATABASE) on the test server."""
+    import asyncio
+
+    import asyncpg
+
+    dsn = (PG_URL or "").replace("postgresql+asyncpg", "postgresql")
+
+    async def run() -> None:
+        conn = await asyncpg.connect(dsn)
+        try:
+            await conn.execute(sql)
+        finally:
+            await conn.close()
+
+    asyncio.run(run())
+
+
+def _with_db(url: str, name: str) -> str:
+    base = url.rsplit("/", 1)[0]
+    return f"{base}/{name}"
+
+
+@pytest.fixture
+def database_url(tmp_path: Path, sqlite_template: Path, pg_template: str | None) -> Iterator[str]:
+    if pg_template is None:
+        path = tmp_path / "convograph.db"
+        shutil.copy(sqlite_template, path)
+        yield f"sqlite+aiosqlite:///{path}"
+        return
+    name = f"cg_test_{uuid.uuid4().hex[:12]}"
+    _pg_admin(f'CREATE DATABASE "{name}" TEMPLATE "{pg_template}"')
+    yield _with_db(PG_URL or "", name)
+    _pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def settings(database_url: str, tmp_path: Path) -> Settings:
+    return Settings(
+        database_url=database_url, secret="test-secret", sweep_interval_seconds=0,
+        secret_file=str(tmp_path / "secret"),
+    )
+
+
+@dataclass
+class GraphQLClient:
+    http: httpx.AsyncClient
+    token: str | None
+
+    async def post(self, query: str, variables: dict[str, Any] | None = None, *,
+                   token: str | None = None, **kwargs: Any) -> httpx.Response:
+        use = token if token is not None else self.token
+        headers = {"Authorization": f"Bearer {use}"} if use else {}
+        return await self.http.post(
+            "/graphql", json={"query": query, "variables": variables or {}}, headers=headers,
+            **kwargs,
+        )
+
+    async def __call__(self, query: str, variables: dict[str, Any] | None = None, *,
+                       token: str | None = None) -> dict[str, Any]:
+        """Run an operation and return `data`, failing on any GraphQL error."""
+        response = await self.post(query, variables, token=token)
+        assert response.status_code == 200, response.text
+        body = response.json()
+        assert "errors" not in body, body["errors"]
+        return body["data"]  # type: ignore[no-any-return]
+
+    def as_(self, token: str) -> GraphQLClient:
+        return GraphQLClient(self.http, token)
+
+
+@dataclass
+class Server:
+    app: Any
+    settings: Settings
+
+    async def token(self, workspace: str = "site:1", owner: str = "user:alice",
+                    scope: str = "write") -> str:
+        services = self.app.state.services
+        async with services.db.write() as conn:
+            _, token = await create_token(
+                conn, keyring=services.keyring, workspace=parse_workspace(workspace),
+                owner=parse_owner(owner), scope=Scope(scope.upper()),
+            )
+        return token
+
+
+@pytest.fixture
+async def server(settings: Settings) -> AsyncIterator[Server]:
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        yield Server(app, settings)
+
+
+@pytest.fixture
+async def anon(server: Server) -> AsyncIterator[GraphQLClient]:
+    transport = httpx.ASGITransport(app=server.app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+        yield GraphQLClient(http, None)
+
+
+@pytest.fixture
+async def gql(server: Server, anon: GraphQLClient) -> GraphQLClient:
+    """A client authenticated as a WRITE token of user:alice in workspace site:1."""
+    return anon.as_(await server.token())
