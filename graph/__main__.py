@@ -6,12 +6,15 @@ import argparse
 import asyncio
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
 
 from .crypto import Keyring, load_secret
 from .db import Database
 from .principal import Scope, parse_owner, parse_workspace
 from .settings import Settings
+
+T = TypeVar("T")
 
 BOOTSTRAP_WORKSPACE = ("default", "default")
 BOOTSTRAP_OWNER = "system:admin"
@@ -26,7 +29,7 @@ def _settings(args: argparse.Namespace) -> Settings:
     )
 
 
-async def _with_db(settings: Settings, work):  # type: ignore[no-untyped-def]
+async def _with_db(settings: Settings, work: Callable[[Database, Keyring], Awaitable[T]]) -> T:
     db = Database(settings)
     try:
         return await work(db, Keyring(load_secret(settings)))
@@ -65,29 +68,46 @@ def cmd_token_create(args: argparse.Namespace) -> int:
 
     async def work(db: Database, keyring: Keyring) -> tuple[str, str]:
         async with db.write() as conn:
-            return await create_token(conn, keyring=keyring, workspace=workspace, owner=owner,
-                                      scope=Scope(args.scope.upper()), label=args.label)
+            return await create_token(
+                conn,
+                keyring=keyring,
+                workspace=workspace,
+                owner=owner,
+                scope=Scope(args.scope.upper()),
+                label=args.label,
+            )
 
     token_id, token = asyncio.run(_with_db(_settings(args), work))
-    print(f"created token {token_id} for {workspace[0]}:{workspace[1]} "
-          f"({owner[0].value.lower()}, scope {args.scope.lower()})", file=sys.stderr)
+    print(
+        f"created token {token_id} for {workspace[0]}:{workspace[1]} "
+        f"({owner[0].value.lower()}, scope {args.scope.lower()})",
+        file=sys.stderr,
+    )
     print(token)
     return 0
 
 
 def cmd_token_list(args: argparse.Namespace) -> int:
-    from .tokens import list_tokens
+    from .tokens import TokenInfo, list_tokens
 
-    async def work(db: Database, keyring: Keyring) -> list:  # type: ignore[type-arg]
+    async def work(db: Database, keyring: Keyring) -> list[TokenInfo]:
         async with db.read() as conn:
             return await list_tokens(conn, keyring=keyring)
 
     for t in asyncio.run(_with_db(_settings(args), work)):
-        print("\t".join([
-            t.id, t.workspace_key, t.owner, ",".join(s.value.lower() for s in t.scopes),
-            t.label or "-", t.created_at.isoformat(),
-            t.revoked_at.isoformat() if t.revoked_at else "-",
-        ]))
+        print(
+            "\t".join(
+                [
+                    t.id,
+                    t.workspace_key,
+                    t.owner,
+                    ",".join(s.value.lower() for s in t.scopes),
+                    t.label or "-",
+                    t.created_at.isoformat(),
+                    t.revoked_at.isoformat() if t.revoked_at else "-",
+                ]
+            )
+        )
     return 0
 
 
@@ -121,8 +141,14 @@ async def bootstrap_token(settings: Settings) -> str | None:
             if await has_tokens(conn):
                 return None
             owner = parse_owner(BOOTSTRAP_OWNER)
-            _, token = await create_token(conn, keyring=keyring, workspace=BOOTSTRAP_WORKSPACE,
-                                          owner=owner, scope=Scope.ADMIN, label="bootstrap")
+            _, token = await create_token(
+                conn,
+                keyring=keyring,
+                workspace=BOOTSTRAP_WORKSPACE,
+                owner=owner,
+                scope=Scope.ADMIN,
+                label="bootstrap",
+            )
             return token
 
     return await _with_db(settings, work)
@@ -141,12 +167,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
         upgrade_blocking(settings)
     token = asyncio.run(bootstrap_token(settings))
     if token is not None:
-        print("\nNo API token existed, so an ADMIN token was created for workspace "
-              "default:default, owner system:admin. It is shown only this once:\n\n"
-              f"    {token}\n\nOpen http://{settings.host}:{settings.port}/graphql and put it in "
-              "the Authorization header.\n", flush=True)
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port,
-                log_level=settings.log_level.lower(), access_log=False, workers=1)
+        print(
+            "\nNo API token existed, so an ADMIN token was created for workspace "
+            "default:default, owner system:admin. It is shown only this once:\n\n"
+            f"    {token}\n\nOpen http://{settings.host}:{settings.port}/graphql and put it in "
+            "the Authorization header.\n",
+            flush=True,
+        )
+    uvicorn.run(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level.lower(),
+        access_log=False,
+        workers=1,
+    )
     return 0
 
 
@@ -163,12 +198,15 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int)
     serve.add_argument("--no-migrate", action="store_true", help="do not upgrade on start")
     serve.set_defaults(func=cmd_serve)
-    with_db(sub.add_parser("migrate", help="upgrade the database to the newest revision")
-            ).set_defaults(func=cmd_migrate)
-    with_db(sub.add_parser("sweep", help="delete expired conversations now")
-            ).set_defaults(func=cmd_sweep)
+    with_db(
+        sub.add_parser("migrate", help="upgrade the database to the newest revision")
+    ).set_defaults(func=cmd_migrate)
+    with_db(sub.add_parser("sweep", help="delete expired conversations now")).set_defaults(
+        func=cmd_sweep
+    )
     sub.add_parser("export-schema", help="print the GraphQL SDL").set_defaults(
-        func=cmd_export_schema)
+        func=cmd_export_schema
+    )
 
     token = sub.add_parser("token", help="manage API tokens")
     tsub = token.add_subparsers(dest="token_command", required=True)
@@ -178,8 +216,9 @@ def parser() -> argparse.ArgumentParser:
     create.add_argument("--scope", default="write", choices=["read", "write", "admin"])
     create.add_argument("--label")
     create.set_defaults(func=cmd_token_create)
-    with_db(tsub.add_parser("list", help="list tokens (never the token itself)")
-            ).set_defaults(func=cmd_token_list)
+    with_db(tsub.add_parser("list", help="list tokens (never the token itself)")).set_defaults(
+        func=cmd_token_list
+    )
     revoke = with_db(tsub.add_parser("revoke", help="revoke a token by id"))
     revoke.add_argument("id")
     revoke.set_defaults(func=cmd_token_revoke)

@@ -20,6 +20,7 @@ from .db import Database
 from .events import EventBroker
 from .http import GraphQLEndpoint
 from .ide import ASSETS_DIR
+from .notify import PostgresBroker
 from .schema import build_schema
 from .settings import Settings
 
@@ -27,10 +28,9 @@ logger = logging.getLogger("convograph")
 
 
 def build_services(settings: Settings) -> Services:
-    return Services(
-        settings=settings, db=Database(settings), keyring=Keyring(load_secret(settings)),
-        broker=EventBroker(),
-    )
+    db = Database(settings)
+    broker = EventBroker() if settings.is_sqlite else PostgresBroker(db, settings.asyncpg_dsn)
+    return Services(settings=settings, db=db, keyring=Keyring(load_secret(settings)), broker=broker)
 
 
 def create_app(settings: Settings | None = None) -> Starlette:

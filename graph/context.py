@@ -79,6 +79,7 @@ class Context:
                 conn, principal, keyring=self.services.keyring, settings=self.settings
             )
             yield repo
+            await self.services.broker.stage(conn, repo.events)
         self.services.broker.publish(repo.events)
         # Reads later in this request must not serve what the write just changed.
         self._loaders = None

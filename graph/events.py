@@ -11,6 +11,8 @@ from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
+from sqlalchemy.ext.asyncio import AsyncConnection
+
 from .records import Event
 
 QUEUE_SIZE = 1000
@@ -75,6 +77,9 @@ class EventBroker:
             yield sub
         finally:
             self._subscriptions.discard(sub)
+
+    async def stage(self, conn: AsyncConnection, events: Iterable[Event]) -> None:
+        """Called inside the write transaction, before commit (PostgreSQL NOTIFYs here)."""
 
     async def start(self) -> None:
         """Hook for brokers that listen to the database (PostgreSQL LISTEN/NOTIFY)."""

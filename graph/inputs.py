@@ -23,14 +23,16 @@ class ConversationFilter:
     created_after: datetime | None = None
     created_before: datetime | None = None
     root_only: bool | None = strawberry.field(
-        default=False, description="Only conversations that are not a delegation's child "
-        "transcript."
+        default=False,
+        description="Only conversations that are not a delegation's child transcript.",
     )
-    search: str | None = strawberry.field(default=None,
-                                          description="Full-text search over message content.")
+    search: str | None = strawberry.field(
+        default=None, description="Full-text search over message content."
+    )
     owner: OwnerInput | None = strawberry.field(
-        default=None, description="ADMIN scope only: narrow to one owner of the workspace. "
-        "Without ADMIN the caller's own owner is always used."
+        default=None,
+        description="ADMIN scope only: narrow to one owner of the workspace. "
+        "Without ADMIN the caller's own owner is always used.",
     )
 
 
@@ -42,8 +44,9 @@ class CreateConversationInput:
     context: str | None = "chat"
     expires_at: datetime | None = None
     idempotency_key: str | None = strawberry.field(
-        default=None, description="A retry with the same key by the same principal returns the "
-        "first conversation instead of a new one."
+        default=None,
+        description="A retry with the same key by the same principal returns the "
+        "first conversation instead of a new one.",
     )
 
 
@@ -58,8 +61,9 @@ class UpdateConversationInput:
     expires_at: datetime | None = strawberry.UNSET
     mark_read: bool | None = False
     expected_version: int | None = strawberry.field(
-        default=None, description="When given, the write happens only if the conversation's "
-        "version still equals it (else CONFLICT)."
+        default=None,
+        description="When given, the write happens only if the conversation's "
+        "version still equals it (else CONFLICT).",
     )
 
 
@@ -70,8 +74,10 @@ class AppendMessagesInput:
     expected_version: int | None = None
 
 
-@strawberry.input(description="Replace the live transcript with the complete list given (the "
-                  "transcript may shrink after compaction).")
+@strawberry.input(
+    description="Replace the live transcript with the complete list given (the "
+    "transcript may shrink after compaction)."
+)
 class ReplaceTranscriptInput:
     conversation_id: strawberry.ID
     messages: list[JSON]
@@ -109,8 +115,10 @@ class CompleteDelegationInput:
     summary: str | None = None
 
 
-@strawberry.input(description="Exactly one of `delegationId` and `targetTier` (the latter means "
-                  "the latest COMPLETED delegation to that tier).")
+@strawberry.input(
+    description="Exactly one of `delegationId` and `targetTier` (the latter means "
+    "the latest COMPLETED delegation to that tier)."
+)
 class ResumeDelegationInput:
     task: str
     delegation_id: strawberry.ID | None = None
@@ -134,7 +142,7 @@ class ReleaseLockInput:
 class CheckpointSessionInput:
     session_id: str
     state: JSON
-    outcome: ReflectOutcome | None = ReflectOutcome.PROCEED  # type: ignore[attr-defined]
+    outcome: ReflectOutcome | None = ReflectOutcome.PROCEED
     expected_version: int | None = None
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 from alembic import command
@@ -12,7 +13,12 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from .settings import Settings
 
-MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
+# A checkout (and an editable install) has migrations/ beside the package; an image
+# that installs the package elsewhere says where they are.
+MIGRATIONS_DIR = Path(
+    os.environ.get("CONVOGRAPH_MIGRATIONS_DIR")
+    or Path(__file__).resolve().parent.parent / "migrations"
+)
 
 
 def alembic_config(settings: Settings) -> Config:

@@ -11,17 +11,29 @@ from .inputs import ConversationFilter
 from .pagination import page_size
 from .repository.conversations import ConversationFilter as Filter
 from .scalars import JSON
-from .types import CTX, Connection, Conversation, Delegation, Node, Principal, SessionState, Snapshot
+from .types import (
+    CTX,
+    Connection,
+    Conversation,
+    Delegation,
+    Node,
+    Principal,
+    SessionState,
+    Snapshot,
+)
 
 
 def _filter(value: ConversationFilter | None) -> Filter:
     if value is None:
         return Filter()
     return Filter(
-        agent_slug=value.agent_slug, context=value.context, created_after=value.created_after,
-        created_before=value.created_before, root_only=bool(value.root_only),
-        search=value.search, owner=None if value.owner is None else (value.owner.type,
-                                                                      value.owner.key),
+        agent_slug=value.agent_slug,
+        context=value.context,
+        created_after=value.created_after,
+        created_before=value.created_before,
+        root_only=bool(value.root_only),
+        search=value.search,
+        owner=None if value.owner is None else (value.owner.type, value.owner.key),
     )
 
 
@@ -51,20 +63,29 @@ class Query:
 
     @strawberry.field(description="Newest first.")
     async def conversations(
-        self, info: CTX, filter: ConversationFilter | None = None, first: int | None = 50,
+        self,
+        info: CTX,
+        filter: ConversationFilter | None = None,
+        first: int | None = 50,
         after: str | None = None,
     ) -> Connection[Conversation]:
-        size = page_size(first, default=50, maximum=info.context.settings.max_page_size,
-                         field_name="first")
+        size = page_size(
+            first, default=50, maximum=info.context.settings.max_page_size, field_name="first"
+        )
         async with info.context.read() as repo:
-            page = await repo.conversations.list(where=_filter(filter), first=size, after=after)
+            page = await repo.conversations.find(where=_filter(filter), first=size, after=after)
         return Connection.of(page, Conversation.of)
 
-    @strawberry.field(description="The newest conversation of the caller created within "
-                      "`withinSeconds` for `context` (and `tokenId`, when given), if it is still "
-                      "pending; else null.")
+    @strawberry.field(
+        description="The newest conversation of the caller created within "
+        "`withinSeconds` for `context` (and `tokenId`, when given), if it is still "
+        "pending; else null."
+    )
     async def recent_pending_conversation(
-        self, info: CTX, within_seconds: int = 600, context: str = "chat",
+        self,
+        info: CTX,
+        within_seconds: int = 600,
+        context: str = "chat",
         token_id: strawberry.ID | None = None,
     ) -> Conversation | None:
         async with info.context.read() as repo:
@@ -84,19 +105,23 @@ class Query:
             found = await repo.delegations.latest(target_tier)
         return Delegation.of(found) if found else None
 
-    @strawberry.field(description="COMPLETED delegations whose summary contains `query`, newest "
-                      "completion first.")
+    @strawberry.field(
+        description="COMPLETED delegations whose summary contains `query`, newest completion first."
+    )
     async def search_delegations(
         self, info: CTX, query: str, first: int | None = 10
     ) -> list[Delegation]:
-        size = page_size(first, default=10, maximum=info.context.settings.max_page_size,
-                         field_name="first")
+        size = page_size(
+            first, default=10, maximum=info.context.settings.max_page_size, field_name="first"
+        )
         async with info.context.read() as repo:
             found = await repo.delegations.search(query, size)
         return [Delegation.of(d) for d in found]
 
-    @strawberry.field(description="The latest checkpoint of a session; null when the session has "
-                      "none (first run).")
+    @strawberry.field(
+        description="The latest checkpoint of a session; null when the session has "
+        "none (first run)."
+    )
     async def session_state(self, info: CTX, session_id: str) -> SessionState | None:
         async with info.context.read() as repo:
             found = await repo.sessions.latest(session_id)
@@ -106,8 +131,9 @@ class Query:
     async def session_state_history(
         self, info: CTX, session_id: str, first: int | None = 20, after: str | None = None
     ) -> Connection[SessionState]:
-        size = page_size(first, default=20, maximum=info.context.settings.max_page_size,
-                         field_name="first")
+        size = page_size(
+            first, default=20, maximum=info.context.settings.max_page_size, field_name="first"
+        )
         async with info.context.read() as repo:
             page = await repo.sessions.history(session_id=session_id, first=size, after=after)
         return Connection.of(page, SessionState.of)

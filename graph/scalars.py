@@ -36,6 +36,6 @@ JSON_SCALAR = strawberry.scalar(
     parse_literal=_parse_literal,
 )
 
-SCALAR_MAP = {JSON: JSON_SCALAR}
+SCALAR_MAP: dict[object, Any] = {JSON: JSON_SCALAR}
 
 __all__ = ["JSON", "SCALAR_MAP", "RawJSON"]

@@ -9,7 +9,6 @@ import strawberry
 from graphql import GraphQLError
 from strawberry.extensions import (
     AddValidationRules,
-    MaskErrors,
     MaxAliasesLimiter,
     ParserCache,
     QueryDepthLimiter,
@@ -18,7 +17,7 @@ from strawberry.extensions import (
 from strawberry.schema.config import StrawberryConfig
 from strawberry.types import ExecutionContext
 
-from .errors import DomainError
+from .masking import ErrorMasking, is_expected
 from .mutations import Mutation
 from .queries import Query
 from .scalars import SCALAR_MAP
@@ -29,11 +28,6 @@ from .types import Conversation, Delegation, Snapshot
 logger = logging.getLogger("convograph.errors")
 
 
-def _expected(error: GraphQLError) -> bool:
-    original = error.original_error
-    return original is None or isinstance(original, (DomainError, GraphQLError))
-
-
 class Schema(strawberry.Schema):
     def process_errors(
         self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None
@@ -41,9 +35,11 @@ class Schema(strawberry.Schema):
         context: Any = execution_context.context if execution_context else None
         request_id = getattr(context, "request_id", "-")
         for error in errors:
-            if not _expected(error):
+            if not is_expected(error):
                 logger.error(
-                    "unexpected error (request %s) at %s", request_id, error.path,
+                    "unexpected error (request %s) at %s",
+                    request_id,
+                    error.path,
                     exc_info=error.original_error,
                 )
 
@@ -60,12 +56,14 @@ def build_schema(settings: Settings | None = None) -> Schema:
         mutation=Mutation,
         subscription=Subscription,
         types=[Conversation, Delegation, Snapshot],
-        config=StrawberryConfig(scalar_map=SCALAR_MAP),
+        config=StrawberryConfig(scalar_map=dict(SCALAR_MAP)),
+        # Factories get a fresh extension per operation; the parse and validation caches
+        # live at module level (keyed by maxsize) and the rules list is built once above.
         extensions=[
-            AddValidationRules(rules),
-            ParserCache(maxsize=512),
-            ValidationCache(maxsize=512),
-            MaskErrors(should_mask_error=lambda e: not _expected(e)),
+            lambda: AddValidationRules(rules),
+            lambda: ParserCache(maxsize=512),
+            lambda: ValidationCache(maxsize=512),
+            ErrorMasking,
         ],
     )
 

@@ -65,6 +65,11 @@ class Settings:
         return self.database_url.startswith("sqlite")
 
     @property
+    def asyncpg_dsn(self) -> str:
+        """The URL in the form asyncpg itself accepts (for the LISTEN connection)."""
+        return self.database_url.replace("postgresql+asyncpg://", "postgresql://", 1)
+
+    @property
     def sqlite_path(self) -> Path | None:
         if not self.is_sqlite:
             return None

@@ -244,8 +244,18 @@ class ApiTokenRow(SQLModel, table=True):
     revoked_at: datetime | None = _ts(nullable=True)
 
 
+class EventOutboxRow(SQLModel, table=True):
+    """Event payloads too large for a PostgreSQL NOTIFY; the notification carries the id."""
+
+    __tablename__ = "event_outbox"
+
+    id: int | None = Field(default=None, sa_column=Column(_BigId, primary_key=True))
+    payload: str = Field(sa_column=Column(Text, nullable=False))
+    created_at: datetime = _ts(index=True)
+
+
 def table(model: type[SQLModel]) -> Table:
-    return model.__table__  # type: ignore[attr-defined,no-any-return]
+    return model.__table__  # type: ignore[attr-defined]
 
 
 conversation = table(ConversationRow)
@@ -254,4 +264,5 @@ snapshot = table(SnapshotRow)
 delegation = table(DelegationRow)
 session_state = table(SessionStateRow)
 api_token = table(ApiTokenRow)
+event_outbox = table(EventOutboxRow)
 metadata = SQLModel.metadata

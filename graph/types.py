@@ -20,16 +20,24 @@ from .principal import Principal as PrincipalRecord
 from .principal import Scope as ScopeEnum
 from .scalars import JSON
 
-OwnerType = strawberry.enum(OwnerTypeEnum, name="OwnerType")
-Scope = strawberry.enum(ScopeEnum, name="Scope")
-DelegationStatus = strawberry.enum(records.DelegationStatus, name="DelegationStatus")
-ReflectOutcome = strawberry.enum(
-    records.ReflectOutcome, name="ReflectOutcome",
+# strawberry.enum registers the domain enums in place; the aliases keep GraphQL names here.
+strawberry.enum(OwnerTypeEnum, name="OwnerType")
+strawberry.enum(ScopeEnum, name="Scope")
+strawberry.enum(records.DelegationStatus, name="DelegationStatus")
+strawberry.enum(
+    records.ReflectOutcome,
+    name="ReflectOutcome",
     description="The decision of the Reflect phase that preceded a checkpoint; "
     "only PROCEED may be stored.",
 )
-ConversationEventKind = strawberry.enum(records.EventKind, name="ConversationEventKind")
-ErrorCode = strawberry.enum(ErrorCodeEnum, name="ErrorCode")
+strawberry.enum(records.EventKind, name="ConversationEventKind")
+strawberry.enum(ErrorCodeEnum, name="ErrorCode")
+OwnerType = OwnerTypeEnum
+Scope = ScopeEnum
+DelegationStatus = records.DelegationStatus
+ReflectOutcome = records.ReflectOutcome
+ConversationEventKind = records.EventKind
+ErrorCode = ErrorCodeEnum
 
 T = TypeVar("T")
 CTX = Info[Context, None]
@@ -75,12 +83,15 @@ class Connection(Generic[T]):
 
     @classmethod
     def of(cls, page: Page[Any], build: Callable[[Any], T]) -> Connection[T]:
-        edges = [Edge(cursor=c, node=build(item)) for c, item in zip(page.cursors, page.items,
-                                                                       strict=True)]
+        edges = [
+            Edge(cursor=c, node=build(item))
+            for c, item in zip(page.cursors, page.items, strict=True)
+        ]
         return cls(
             edges=edges,
             page_info=PageInfo(
-                has_next_page=page.has_next_page, has_previous_page=page.has_previous_page,
+                has_next_page=page.has_next_page,
+                has_previous_page=page.has_previous_page,
                 start_cursor=page.cursors[0] if page.cursors else None,
                 end_cursor=page.cursors[-1] if page.cursors else None,
             ),
@@ -88,8 +99,10 @@ class Connection(Generic[T]):
         )
 
 
-@strawberry.type(description="A workspace scope: `type` matches ^[a-z][a-z0-9_-]*$, `id` is "
-                 "non-empty; key is `type:id`.")
+@strawberry.type(
+    description="A workspace scope: `type` matches ^[a-z][a-z0-9_-]*$, `id` is "
+    "non-empty; key is `type:id`."
+)
 class Workspace:
     type: str
     id: str
@@ -99,8 +112,9 @@ class Workspace:
         return f"{self.type}:{self.id}"
 
 
-@strawberry.type(description="The authenticated caller, derived from the request's credentials "
-                 "only.")
+@strawberry.type(
+    description="The authenticated caller, derived from the request's credentials only."
+)
 class Principal:
     workspace: Workspace
     owner_type: OwnerType
@@ -109,8 +123,12 @@ class Principal:
 
     @classmethod
     def of(cls, p: PrincipalRecord) -> Principal:
-        return cls(workspace=Workspace(type=p.workspace_type, id=p.workspace_id),
-                   owner_type=p.owner_type, owner_key=p.owner_key, scopes=list(p.scopes))
+        return cls(
+            workspace=Workspace(type=p.workspace_type, id=p.workspace_id),
+            owner_type=p.owner_type,
+            owner_key=p.owner_key,
+            scopes=list(p.scopes),
+        )
 
 
 @strawberry.type
@@ -123,11 +141,13 @@ class UserError:
     )
 
 
-@strawberry.type(description="One transcript entry. `data` is the message object exactly as it "
-                 "was sent.")
+@strawberry.type(
+    description="One transcript entry. `data` is the message object exactly as it was sent."
+)
 class Message:
-    seq: int = strawberry.field(description="1-based position in the conversation's live "
-                                "transcript.")
+    seq: int = strawberry.field(
+        description="1-based position in the conversation's live transcript."
+    )
     role: str
     created_at: datetime
     _data: strawberry.Private[str]
@@ -145,8 +165,9 @@ class Message:
         return cls(seq=r.seq, role=r.role, created_at=r.created_at, _data=r.data_json)
 
 
-@strawberry.type(description="A compaction snapshot: the full history as it stood before "
-                 "compaction.")
+@strawberry.type(
+    description="A compaction snapshot: the full history as it stood before compaction."
+)
 class Snapshot(Node):
     id: strawberry.ID
     message_count: int
@@ -165,8 +186,12 @@ class Snapshot(Node):
 
     @classmethod
     def of(cls, r: records.SnapshotRecord) -> Snapshot:
-        return cls(id=strawberry.ID(r.id), message_count=r.message_count,
-                   created_at=r.created_at, _record=r)
+        return cls(
+            id=strawberry.ID(r.id),
+            message_count=r.message_count,
+            created_at=r.created_at,
+            _record=r,
+        )
 
 
 def _max_page(info: CTX) -> int:
@@ -177,16 +202,20 @@ def _max_page(info: CTX) -> int:
 class Conversation(Node):
     id: strawberry.ID
     title: str | None
-    agent_slug: str = strawberry.field(description="Registered agent slug; empty string for "
-                                       "agent-less sessions.")
-    context: str = strawberry.field(description="Execution mode, an opaque consumer string; "
-                                    "`chat`, `interactive` and `rest` are interactive.")
+    agent_slug: str = strawberry.field(
+        description="Registered agent slug; empty string for agent-less sessions."
+    )
+    context: str = strawberry.field(
+        description="Execution mode, an opaque consumer string; "
+        "`chat`, `interactive` and `rest` are interactive."
+    )
     provider: str | None
     model: str | None
     provider_response_id: str | None
     owner_type: OwnerType
-    version: int = strawberry.field(description="Bumped by every write to the transcript or the "
-                                    "conversation's fields.")
+    version: int = strawberry.field(
+        description="Bumped by every write to the transcript or the conversation's fields."
+    )
     message_count: int
     created_at: datetime
     updated_at: datetime
@@ -197,11 +226,21 @@ class Conversation(Node):
     @classmethod
     def of(cls, r: records.ConversationRecord) -> Conversation:
         return cls(
-            id=strawberry.ID(r.id), title=r.title, agent_slug=r.agent_slug, context=r.context,
-            provider=r.provider, model=r.model, provider_response_id=r.provider_response_id,
-            owner_type=r.owner_type, version=r.version, message_count=r.message_count,
-            created_at=r.created_at, updated_at=r.updated_at, last_read_at=r.last_read_at,
-            expires_at=r.expires_at, _record=r,
+            id=strawberry.ID(r.id),
+            title=r.title,
+            agent_slug=r.agent_slug,
+            context=r.context,
+            provider=r.provider,
+            model=r.model,
+            provider_response_id=r.provider_response_id,
+            owner_type=r.owner_type,
+            version=r.version,
+            message_count=r.message_count,
+            created_at=r.created_at,
+            updated_at=r.updated_at,
+            last_read_at=r.last_read_at,
+            expires_at=r.expires_at,
+            _record=r,
         )
 
     @strawberry.field
@@ -216,8 +255,9 @@ class Conversation(Node):
     def workspace(self) -> Workspace:
         return Workspace(type=self._record.workspace_type, id=self._record.workspace_id)
 
-    @strawberry.field(description="True while the transcript is empty or an unexpired lock is "
-                      "held.")
+    @strawberry.field(
+        description="True while the transcript is empty or an unexpired lock is held."
+    )
     def pending(self) -> bool:
         return self._record.is_pending(datetime.now(UTC))
 
@@ -228,26 +268,37 @@ class Conversation(Node):
 
     @strawberry.field
     async def messages(
-        self, info: CTX, first: int | None = None, after: str | None = None,
-        last: int | None = None, before: str | None = None,
+        self,
+        info: CTX,
+        first: int | None = None,
+        after: str | None = None,
+        last: int | None = None,
+        before: str | None = None,
     ) -> Connection[Message]:
         limit = info.context.settings.max_page_size
         size_first = page_size(first, default=limit, maximum=limit, field_name="first")
-        size_last = None if last is None else page_size(last, default=limit, maximum=limit,
-                                                        field_name="last")
+        size_last = (
+            None
+            if last is None
+            else page_size(last, default=limit, maximum=limit, field_name="last")
+        )
         async with info.context.read() as repo:
             page = await repo.messages.page(
                 conversation_id=self._record.id,
                 first=None if last is not None and first is None else size_first,
-                after=after, last=size_last, before=before,
+                after=after,
+                last=size_last,
+                before=before,
             )
         connection = Connection.of(page, Message.of)
         if after is None and before is None:
             connection._known_total = self._record.message_count
         return connection
 
-    @strawberry.field(description="The live transcript as one JSON array of message objects, in "
-                      "order, from `fromSeq` on.")
+    @strawberry.field(
+        description="The live transcript as one JSON array of message objects, in "
+        "order, from `fromSeq` on."
+    )
     async def transcript(self, info: CTX, from_seq: int | None = 1) -> JSON:
         texts = await info.context.loaders.transcript.load((self._record.id, max(1, from_seq or 1)))
         return JSON(RawJSON("[" + ",".join(texts) + "]"))
@@ -264,7 +315,10 @@ class Conversation(Node):
 
     @strawberry.field(description="Delegations made from this conversation, oldest first.")
     async def delegations(
-        self, info: CTX, status: DelegationStatus | None = None, first: int | None = 50,
+        self,
+        info: CTX,
+        status: DelegationStatus | None = None,
+        first: int | None = 50,
         after: str | None = None,
     ) -> Connection[Delegation]:
         size = page_size(first, default=50, maximum=_max_page(info), field_name="first")
@@ -273,8 +327,9 @@ class Conversation(Node):
         connection._known_total = len(items)
         return connection
 
-    @strawberry.field(description="The delegation whose child transcript this is; null for a root "
-                      "conversation.")
+    @strawberry.field(
+        description="The delegation whose child transcript this is; null for a root conversation."
+    )
     async def parent_delegation(self, info: CTX) -> Delegation | None:
         if self._record.parent_delegation_id is None:
             return None
@@ -298,10 +353,12 @@ def _slice(
     if after is not None:
         mark = decode_cursor(after, "after", 2)
         start = next((i for i, item in enumerate(items) if key(item) > mark), len(items))
-    chosen = items[start:start + size]
+    chosen = items[start : start + size]
     page: Page[Any] = Page(
-        items=chosen, cursors=[encode_cursor(*key(item)) for item in chosen],
-        has_next_page=start + size < len(items), has_previous_page=start > 0,
+        items=chosen,
+        cursors=[encode_cursor(*key(item)) for item in chosen],
+        has_next_page=start + size < len(items),
+        has_previous_page=start > 0,
     )
     return page
 
@@ -322,9 +379,16 @@ class Delegation(Node):
     @classmethod
     def of(cls, r: records.DelegationRecord) -> Delegation:
         return cls(
-            id=strawberry.ID(r.id), delegating_tier=r.delegating_tier, target_tier=r.target_tier,
-            task=r.task, max_turns=r.max_turns, status=r.status, summary=r.summary,
-            created_at=r.created_at, completed_at=r.completed_at, _record=r,
+            id=strawberry.ID(r.id),
+            delegating_tier=r.delegating_tier,
+            target_tier=r.target_tier,
+            task=r.task,
+            max_turns=r.max_turns,
+            status=r.status,
+            summary=r.summary,
+            created_at=r.created_at,
+            completed_at=r.completed_at,
+            _record=r,
         )
 
     @strawberry.field
@@ -383,8 +447,13 @@ class SessionState:
 
     @classmethod
     def of(cls, r: records.SessionStateRecord) -> SessionState:
-        return cls(session_id=r.session_id, version=r.version, outcome=r.outcome,
-                   created_at=r.created_at, _record=r)
+        return cls(
+            session_id=r.session_id,
+            version=r.version,
+            outcome=r.outcome,
+            created_at=r.created_at,
+            _record=r,
+        )
 
 
 @strawberry.type
@@ -402,9 +471,10 @@ class ConversationEvent:
     @classmethod
     def of(cls, e: records.Event) -> ConversationEvent:
         return cls(
-            kind=e.kind, conversation_id=strawberry.ID(e.conversation_id), version=e.version,
+            kind=e.kind,
+            conversation_id=strawberry.ID(e.conversation_id),
+            version=e.version,
             at=e.at,
             messages=None if e.messages is None else [Message.of(m) for m in e.messages],
             delegation=None if e.delegation is None else Delegation.of(e.delegation),
         )
-

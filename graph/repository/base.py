@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Insert, Table
+from sqlalchemy import Table
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -26,7 +26,7 @@ class Aggregate:
     def principal(self) -> Principal:
         return self.repo.principal
 
-    def insert(self, table: Table) -> Insert:
+    def insert(self, table: Table) -> sqlite.Insert | postgresql.Insert:
         """A dialect insert, so that `on_conflict_do_nothing` works on both backends."""
         if self.repo.is_sqlite:
             return sqlite.insert(table)

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The whole suite on SQLite, then again on PostgreSQL when a server is reachable.
+# CONVOGRAPH_TEST_DATABASE_URL names the PostgreSQL database to work in (tests create
+# their own databases beside it); without it, the local server on 127.0.0.1:5432 is tried.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PY=.venv/bin/python
+
+echo "== test pass 1/2: SQLite"
+env -u CONVOGRAPH_TEST_DATABASE_URL "$PY" -m pytest -q ${PYTEST_ARGS:-}
+sqlite_rc=$?
+
+pg_url="${CONVOGRAPH_TEST_DATABASE_URL:-postgresql+asyncpg://postgres@127.0.0.1:5432/postgres}"
+if "$PY" -m tests.pg_probe "$pg_url"; then
+  echo "== test pass 2/2: PostgreSQL ($("$PY" -m tests.pg_probe --describe "$pg_url"))"
+  CONVOGRAPH_TEST_DATABASE_URL="$pg_url" "$PY" -m pytest -q ${PYTEST_ARGS:-}
+  pg_rc=$?
+else
+  echo "== test pass 2/2: PostgreSQL SKIPPED: no PostgreSQL server answered at $("$PY" -m tests.pg_probe --describe "$pg_url")."
+  echo "   Set CONVOGRAPH_TEST_DATABASE_URL=postgresql+asyncpg://user@host:port/db to run it."
+  pg_rc=0
+fi
+[ "$sqlite_rc" -eq 0 ] && [ "$pg_rc" -eq 0 ]
