@@ -19,8 +19,7 @@ class JSONFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
-        for key in ("request_id", "operation", "workspace", "owner_type", "duration_ms",
-                    "outcome"):
+        for key in ("request_id", "operation", "workspace", "owner_type", "duration_ms", "outcome"):
             if hasattr(record, key):
                 entry[key] = getattr(record, key)
         if record.exc_info:

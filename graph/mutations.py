@@ -44,9 +44,12 @@ class Mutation:
     ) -> ConversationPayload:
         async def work(repo: Repository) -> ConversationPayload:
             record = await repo.conversations.create(
-                title=input.title, agent_slug=input.agent_slug or "", metadata=input.metadata,
+                title=input.title,
+                agent_slug=input.agent_slug or "",
+                metadata=input.metadata,
                 context="chat" if input.context is None else input.context,
-                expires_at=input.expires_at, idempotency_key=input.idempotency_key,
+                expires_at=input.expires_at,
+                idempotency_key=input.idempotency_key,
             )
             return ConversationPayload(conversation=Conversation.of(record))
 
@@ -58,10 +61,15 @@ class Mutation:
     ) -> ConversationPayload:
         async def work(repo: Repository) -> ConversationPayload:
             record = await repo.conversations.update(
-                conversation_id=input.id, title=input.title, metadata=input.metadata,
-                provider=input.provider, model=input.model,
-                provider_response_id=input.provider_response_id, expires_at=input.expires_at,
-                mark_read=bool(input.mark_read), expected_version=input.expected_version,
+                conversation_id=input.id,
+                title=input.title,
+                metadata=input.metadata,
+                provider=input.provider,
+                model=input.model,
+                provider_response_id=input.provider_response_id,
+                expires_at=input.expires_at,
+                mark_read=bool(input.mark_read),
+                expected_version=input.expected_version,
                 unset=strawberry.UNSET,
             )
             return ConversationPayload(conversation=Conversation.of(record))
@@ -74,7 +82,8 @@ class Mutation:
     ) -> AppendMessagesPayload:
         async def work(repo: Repository) -> AppendMessagesPayload:
             record, stored = await repo.messages.append(
-                conversation_id=input.conversation_id, messages=list(input.messages),
+                conversation_id=input.conversation_id,
+                messages=list(input.messages),
                 expected_version=input.expected_version,
             )
             return AppendMessagesPayload(
@@ -89,10 +98,14 @@ class Mutation:
     ) -> ConversationPayload:
         async def work(repo: Repository) -> ConversationPayload:
             record = await repo.messages.replace(
-                conversation_id=input.conversation_id, messages=list(input.messages),
-                expected_version=input.expected_version, metadata=input.metadata,
-                provider=input.provider, model=input.model,
-                provider_response_id=input.provider_response_id, unset=strawberry.UNSET,
+                conversation_id=input.conversation_id,
+                messages=list(input.messages),
+                expected_version=input.expected_version,
+                metadata=input.metadata,
+                provider=input.provider,
+                model=input.model,
+                provider_response_id=input.provider_response_id,
+                unset=strawberry.UNSET,
             )
             return ConversationPayload(conversation=Conversation.of(record))
 
@@ -124,8 +137,10 @@ class Mutation:
         async def work(repo: Repository) -> DelegationPayload:
             record = await repo.delegations.create(
                 parent_conversation_id=input.parent_conversation_id,
-                delegating_tier=input.delegating_tier, target_tier=input.target_tier,
-                task=input.task, max_turns=input.max_turns,
+                delegating_tier=input.delegating_tier,
+                target_tier=input.target_tier,
+                task=input.task,
+                max_turns=input.max_turns,
             )
             return DelegationPayload(delegation=Delegation.of(record))
 
@@ -149,8 +164,10 @@ class Mutation:
     ) -> DelegationPayload:
         async def work(repo: Repository) -> DelegationPayload:
             record = await repo.delegations.resume(
-                delegation_id=input.delegation_id, target_tier=input.target_tier,
-                task=input.task, max_turns=input.max_turns,
+                delegation_id=input.delegation_id,
+                target_tier=input.target_tier,
+                task=input.task,
+                max_turns=input.max_turns,
             )
             return DelegationPayload(delegation=Delegation.of(record))
 
@@ -168,9 +185,7 @@ class Mutation:
         return await _run(info, LockPayload, work)
 
     @strawberry.mutation
-    async def release_lock(
-        self, info: CTX, input: inputs.ReleaseLockInput
-    ) -> ReleaseLockPayload:
+    async def release_lock(self, info: CTX, input: inputs.ReleaseLockInput) -> ReleaseLockPayload:
         async def work(repo: Repository) -> ReleaseLockPayload:
             released = await repo.conversations.release_lock(
                 conversation_id=input.conversation_id, token=input.token
@@ -185,7 +200,8 @@ class Mutation:
     ) -> SessionStatePayload:
         async def work(repo: Repository) -> SessionStatePayload:
             record = await repo.sessions.checkpoint(
-                session_id=input.session_id, state=input.state,
+                session_id=input.session_id,
+                state=input.state,
                 outcome=ReflectOutcome.PROCEED if input.outcome is None else input.outcome,
                 expected_version=input.expected_version,
             )

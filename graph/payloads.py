@@ -24,8 +24,8 @@ class ConversationPayload:
 class AppendMessagesPayload:
     conversation: Conversation | None = None
     messages: list[Message] = strawberry.field(
-        default_factory=list, description="The messages this call stored, with their sequence "
-        "numbers."
+        default_factory=list,
+        description="The messages this call stored, with their sequence numbers.",
     )
     user_errors: list[UserError] = strawberry.field(default_factory=list)
 
@@ -36,8 +36,10 @@ class SnapshotPayload:
     user_errors: list[UserError] = strawberry.field(default_factory=list)
 
 
-@strawberry.type(description="Deletes are idempotent: deleting what is already gone is not an "
-                 "error (`deleted` is false).")
+@strawberry.type(
+    description="Deletes are idempotent: deleting what is already gone is not an "
+    "error (`deleted` is false)."
+)
 class DeletePayload:
     deleted: bool = False
     user_errors: list[UserError] = strawberry.field(default_factory=list)

@@ -72,7 +72,7 @@ class Conversations(Aggregate):
         )
         return {wanted[r.id]: ConversationRecord.from_row(r) for r in rows}
 
-    async def list(
+    async def find(
         self, *, where: ConversationFilter, first: int, after: str | None
     ) -> Page[ConversationRecord]:
         clauses = [self._visible(self.repo.now()), *self._filter_clauses(where)]
@@ -227,8 +227,8 @@ class Conversations(Aggregate):
                 )
                 .returning(*C.c)
             )
-            row = (await self.conn.execute(stmt)).first()
-            if row is None:
+            inserted = (await self.conn.execute(stmt)).first()
+            if inserted is None:
                 existing = (
                     await self.conn.execute(
                         select(C).where(
@@ -237,7 +237,7 @@ class Conversations(Aggregate):
                     )
                 ).one()
                 return ConversationRecord.from_row(existing)
-            record = ConversationRecord.from_row(row)
+            record = ConversationRecord.from_row(inserted)
         self.publish(EventKind.CONVERSATION_UPDATED, record)
         return record
 

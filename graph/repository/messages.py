@@ -47,7 +47,8 @@ class Messages(Aggregate):
         ]
         await self.conn.execute(M.insert(), rows)
         return tuple(
-            MessageRecord(conversation_id, r["seq"], r["role"], r["data"], now) for r in rows
+            MessageRecord(conversation_id, first_seq + i, m.role, m.text, now)
+            for i, m in enumerate(prepared)
         )
 
     async def append(
