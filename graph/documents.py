@@ -45,6 +45,9 @@ def prepare_message(
     role = message.get("role")
     if not isinstance(role, str) or (not role.strip() and not allow_empty_role):
         raise invalid("a message needs a non-empty string `role`", *field)
+    if "\x00" in role:
+        # The role is also stored as a column of its own, and PostgreSQL text refuses NUL.
+        raise invalid("a message's `role` must not contain NUL characters", *field)
     try:
         encoded = jsoncodec.dumps(message)
     except ValueError as exc:

@@ -18,6 +18,7 @@ from starlette.types import Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError
+from strawberry.schema.exceptions import InvalidOperationTypeError
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
 from strawberry.types.unset import UnsetType
 
@@ -25,12 +26,46 @@ from . import jsoncodec
 from .auth import authorization_from_params, principal_for
 from .context import Context, Services
 from .ide import graphiql_html
+from .masking import UNAVAILABLE, is_unavailable
 
 logger = logging.getLogger("convograph.http")
 
 
 def error_response(status: int, message: str, **headers: str) -> JSONResponse:
     return JSONResponse({"errors": [{"message": message}]}, status_code=status, headers=headers)
+
+
+def internal_error(exc: Exception, request_id: str) -> JSONResponse:
+    """A failure outside the resolvers, masked as the schema masks errors inside them."""
+    unavailable = is_unavailable(exc)
+    logger.error("request %s failed before execution", request_id, exc_info=exc)
+    error = {
+        "message": UNAVAILABLE if unavailable else "Unexpected error.",
+        "extensions": {
+            "code": "DATABASE_UNAVAILABLE" if unavailable else "INTERNAL",
+            "requestId": request_id,
+        },
+    }
+    return JSONResponse({"errors": [error]}, status_code=503 if unavailable else 500)
+
+
+def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
+    # Strawberry answers a mutation over GET with 400; the method, not the request, is
+    # what is wrong, so say 405 and name the method that works.
+    if request.method == "GET" and isinstance(exc.__cause__, InvalidOperationTypeError):
+        return error_response(405, exc.reason, Allow="POST")
+    return error_response(exc.status_code, exc.reason)
+
+
+def _with_request_id(send: Send, request_id: str) -> Send:
+    header = (b"x-request-id", request_id.encode())
+
+    async def send_with_id(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message["headers"] = [*message.get("headers", []), header]
+        await send(message)
+
+    return send_with_id
 
 
 class BodyTooLarge(Exception):
@@ -70,14 +105,24 @@ class GraphQLEndpoint(GraphQL[Context, None]):
             return
         request_id = uuid.uuid4().hex[:16]
         scope.setdefault("state", {})["request_id"] = request_id
+        # Every answer carries the id, the refusals (401, 413, …) included: it is what a
+        # client quotes when it reports a problem, and what the logs are searched by.
+        await self._http(scope, receive, _with_request_id(send, request_id))
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
         if self._wants_ide(request):
-            await self._respond(Request(scope, receive), scope, receive, send)
+            await self._respond(request, scope, receive, send)
             return
-        principal = await principal_for(self.services, request.headers.get("authorization"))
+        try:
+            principal = await principal_for(self.services, request.headers.get("authorization"))
+        except Exception as exc:
+            await internal_error(exc, scope["state"]["request_id"])(scope, receive, send)
+            return
         if principal is None:
             response: Response = error_response(
-                401, "missing, unknown or revoked bearer token",
+                401,
+                "missing, unknown or revoked bearer token",
                 **{"WWW-Authenticate": 'Bearer realm="convograph"'},
             )
             await response(scope, receive, send)
@@ -104,23 +149,21 @@ class GraphQLEndpoint(GraphQL[Context, None]):
             sent = True
             return {"type": "http.request", "body": body, "more_body": False}
 
-        async def send_with_id(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message.setdefault("headers", []).append((b"x-request-id", request_id.encode()))
-            await send(message)
-
-        await self._respond(Request(scope, replay), scope, replay, send_with_id)
+        await self._respond(Request(scope, replay), scope, replay, send)
 
     async def _respond(self, request: Request, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             response = await self.run(request)
         except HTTPException as exc:
-            response = error_response(exc.status_code, exc.reason)
+            response = _http_error(request, exc)
+        except Exception as exc:
+            response = internal_error(exc, scope["state"]["request_id"])
         await response(scope, receive, send)
 
     def _wants_ide(self, request: Request) -> bool:
         return (
-            request.method == "GET"
+            self.services.settings.graphiql
+            and request.method == "GET"
             and "text/html" in request.headers.get("accept", "")
             and "query" not in request.query_params
         )
@@ -133,9 +176,11 @@ class GraphQLEndpoint(GraphQL[Context, None]):
             if principal is None:
                 ws = WebSocket(scope, receive, send)
                 protocols = scope.get("subprotocols") or []
-                chosen = GRAPHQL_TRANSPORT_WS_PROTOCOL if GRAPHQL_TRANSPORT_WS_PROTOCOL in (
-                    protocols
-                ) else None
+                chosen = (
+                    GRAPHQL_TRANSPORT_WS_PROTOCOL
+                    if GRAPHQL_TRANSPORT_WS_PROTOCOL in (protocols)
+                    else None
+                )
                 await ws.accept(subprotocol=chosen)
                 await ws.close(code=4401, reason="Unauthorized")
                 return
@@ -147,8 +192,11 @@ class GraphQLEndpoint(GraphQL[Context, None]):
     async def get_context(self, request: Request | WebSocket, response: Any) -> Context:
         state = request.scope.get("state", {})
         return Context(
-            services=self.services, request=request, response=response,
-            request_id=state.get("request_id", "-"), principal_=state.get("principal"),
+            services=self.services,
+            request=request,
+            response=response,
+            request_id=state.get("request_id", "-"),
+            principal_=state.get("principal"),
         )
 
     async def on_ws_connect(self, context: Context) -> UnsetType | dict[str, object] | None:
@@ -162,6 +210,13 @@ class GraphQLEndpoint(GraphQL[Context, None]):
 
     async def render_graphql_ide(self, request: Request) -> Response:
         return HTMLResponse(graphiql_html(endpoint=request.url.path))
+
+    def parse_json(self, data: str | bytes) -> Any:
+        value = super().parse_json(data)
+        # Strawberry assumes an object (or a batch list) and fails with a 500 on anything else.
+        if not isinstance(value, dict | list):
+            raise HTTPException(400, "expected a JSON object")
+        return value
 
     def decode_json(self, data: str | bytes) -> object:
         try:

@@ -42,7 +42,8 @@ def parse_workspace(value: str) -> tuple[str, str]:
     type_, id_ = type_.strip().lower(), id_.strip()
     if not sep or not WORKSPACE_TYPE.match(type_) or not id_:
         raise ValueError(
-            f"workspace must be TYPE:ID with TYPE matching {WORKSPACE_TYPE.pattern} and ID non-empty"
+            f"workspace must be TYPE:ID with TYPE matching {WORKSPACE_TYPE.pattern} "
+            "and ID non-empty"
         )
     return type_, id_
 

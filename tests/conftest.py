@@ -82,7 +82,9 @@ def database_url(tmp_path: Path, sqlite_template: Path, pg_template: str | None)
 @pytest.fixture
 def settings(database_url: str, tmp_path: Path) -> Settings:
     return Settings(
-        database_url=database_url, secret="test-secret", sweep_interval_seconds=0,
+        database_url=database_url,
+        secret="test-secret",
+        sweep_interval_seconds=0,
         secret_file=str(tmp_path / "secret"),
     )
 
@@ -92,17 +94,26 @@ class GraphQLClient:
     http: httpx.AsyncClient
     token: str | None
 
-    async def post(self, query: str, variables: dict[str, Any] | None = None, *,
-                   token: str | None = None, **kwargs: Any) -> httpx.Response:
+    async def post(
+        self,
+        query: str,
+        variables: dict[str, Any] | None = None,
+        *,
+        token: str | None = None,
+        **kwargs: Any,
+    ) -> httpx.Response:
         use = token if token is not None else self.token
         headers = {"Authorization": f"Bearer {use}"} if use else {}
         return await self.http.post(
-            "/graphql", json={"query": query, "variables": variables or {}}, headers=headers,
+            "/graphql",
+            json={"query": query, "variables": variables or {}},
+            headers=headers,
             **kwargs,
         )
 
-    async def __call__(self, query: str, variables: dict[str, Any] | None = None, *,
-                       token: str | None = None) -> dict[str, Any]:
+    async def __call__(
+        self, query: str, variables: dict[str, Any] | None = None, *, token: str | None = None
+    ) -> dict[str, Any]:
         """Run an operation and return `data`, failing on any GraphQL error."""
         response = await self.post(query, variables, token=token)
         assert response.status_code == 200, response.text
@@ -119,13 +130,17 @@ class Server:
     app: Any
     settings: Settings
 
-    async def token(self, workspace: str = "site:1", owner: str = "user:alice",
-                    scope: str = "write") -> str:
+    async def token(
+        self, workspace: str = "site:1", owner: str = "user:alice", scope: str = "write"
+    ) -> str:
         services = self.app.state.services
         async with services.db.write() as conn:
             _, token = await create_token(
-                conn, keyring=services.keyring, workspace=parse_workspace(workspace),
-                owner=parse_owner(owner), scope=Scope(scope.upper()),
+                conn,
+                keyring=services.keyring,
+                workspace=parse_workspace(workspace),
+                owner=parse_owner(owner),
+                scope=Scope(scope.upper()),
             )
         return token
 

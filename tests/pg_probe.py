@@ -17,7 +17,7 @@ def describe(url: str) -> str:
 async def reachable(url: str) -> bool:
     try:
         conn = await asyncpg.connect(url.replace("postgresql+asyncpg", "postgresql"), timeout=5)
-    except (OSError, asyncpg.PostgresError, asyncio.TimeoutError):
+    except (TimeoutError, OSError, asyncpg.PostgresError):
         return False
     await conn.close()
     return True

@@ -8,7 +8,21 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, delete, func, or_, select, text, tuple_, update
+from sqlalchemy import (
+    ColumnElement,
+    Integer,
+    and_,
+    column,
+    delete,
+    false,
+    func,
+    not_,
+    or_,
+    select,
+    text,
+    tuple_,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..crypto import new_lock_token
@@ -78,10 +92,7 @@ class Conversations(Aggregate):
         clauses = [self._visible(self.repo.now()), *self._filter_clauses(where)]
         query = select(C).where(*clauses)
         if after is not None:
-            created, cid = decode_cursor(after, "after", 2)
-            query = query.where(
-                tuple_(C.c.created_at, C.c.id) < tuple_(_parse_ts(created, "after"), cid)
-            )
+            query = query.where(tuple_(C.c.created_at, C.c.id) < tuple_(*_keyset(after, "after")))
         rows = (
             await self.conn.execute(
                 query.order_by(C.c.created_at.desc(), C.c.id.desc()).limit(first + 1)
@@ -111,28 +122,31 @@ class Conversations(Aggregate):
                 )
             )
         if where.agent_slug is not None:
-            clauses.append(C.c.agent_slug == where.agent_slug)
+            clauses.append(_equals(C.c.agent_slug, where.agent_slug))
         if where.context is not None:
-            clauses.append(C.c.context == where.context)
+            clauses.append(_equals(C.c.context, where.context))
         if where.created_after is not None:
             clauses.append(C.c.created_at > where.created_after)
         if where.created_before is not None:
             clauses.append(C.c.created_at < where.created_before)
         if where.root_only:
             clauses.append(C.c.parent_delegation_id.is_(None))
-        if where.search is not None and where.search.strip():
-            clauses.append(C.c.id.in_(self._search(where.search)))
+        # A search without a single word (blank, or NUL only) does not filter.
+        words = (where.search or "").replace("\x00", " ").split()
+        if words:
+            clauses.append(C.c.id.in_(self._search(words)))
         return clauses
 
-    def _search(self, query: str) -> Any:
-        words = [w for w in query.replace("\x00", " ").split() if w]
+    def _search(self, words: list[str]) -> Any:
         if self.repo.is_sqlite:
             # Every word as a quoted phrase: user text never reaches FTS5's query syntax.
             match = " ".join('"' + w.replace('"', '""') + '"' for w in words)
-            hits = text("SELECT rowid FROM message_fts WHERE message_fts MATCH :q").bindparams(
-                q=match
+            hits = (
+                text("SELECT rowid FROM message_fts WHERE message_fts MATCH :q")
+                .bindparams(q=match)
+                .columns(column("rowid", Integer))
             )
-            return select(M.c.conversation_id).where(M.c.id.in_(hits.columns()))
+            return select(M.c.conversation_id).where(M.c.id.in_(hits))
         return select(M.c.conversation_id).where(
             func.to_tsvector("simple", func.coalesce(M.c.search_text, "")).op("@@")(
                 func.plainto_tsquery("simple", " ".join(words))
@@ -148,7 +162,7 @@ class Conversations(Aggregate):
         query = select(C).where(
             owner_clause(C, self.principal, own=True),
             alive(C, now),
-            C.c.context == context,
+            _equals(C.c.context, context),
             C.c.created_at >= now - timedelta(seconds=within_seconds),
         )
         rows = (
@@ -211,6 +225,9 @@ class Conversations(Aggregate):
             row = (await self.conn.execute(C.insert().values(values).returning(*C.c))).one()
             record = ConversationRecord.from_row(row)
         else:
+            holder = and_(owner_clause(C, p, own=True), C.c.idempotency_key == idempotency_key)
+            # An expired holder of the key is gone for every read: the key starts a new one.
+            await self.conn.execute(delete(C).where(holder, not_(alive(C, now))))
             # A retry with the same key returns the first conversation, even when two
             # replicas race: the unique constraint decides, the loser reads the winner.
             stmt = (
@@ -229,13 +246,7 @@ class Conversations(Aggregate):
             )
             inserted = (await self.conn.execute(stmt)).first()
             if inserted is None:
-                existing = (
-                    await self.conn.execute(
-                        select(C).where(
-                            owner_clause(C, p, own=True), C.c.idempotency_key == idempotency_key
-                        )
-                    )
-                ).one()
+                existing = (await self.conn.execute(select(C).where(holder))).one()
                 return ConversationRecord.from_row(existing)
             record = ConversationRecord.from_row(inserted)
         self.publish(EventKind.CONVERSATION_UPDATED, record)
@@ -292,7 +303,7 @@ class Conversations(Aggregate):
         unset: Any,
     ) -> ConversationRecord:
         values: dict[str, Any] = {}
-        for name, column, value in (
+        for name, key, value in (
             ("title", "title", title),
             ("provider", "provider", provider),
             ("model", "model", model),
@@ -300,7 +311,7 @@ class Conversations(Aggregate):
         ):
             if value is not unset:
                 check_text(value, name)
-                values[column] = value
+                values[key] = value
         if metadata is not unset:
             values["metadata"] = metadata_json(metadata)
         now = self.repo.now()
@@ -423,11 +434,22 @@ def _normal_uuid(value: str) -> str | None:
         return None
 
 
-def _parse_ts(value: Any, field: str) -> datetime:
+def _keyset(cursor: str, field: str) -> tuple[datetime, str]:
+    """(created_at, id) of a conversation cursor; anything this server did not issue is refused."""
+    created, cid = decode_cursor(cursor, field, 2)
     try:
-        return datetime.fromisoformat(value)
+        at = datetime.fromisoformat(created)
     except (TypeError, ValueError):
-        raise invalid("not a cursor this server issued", field) from None
+        at = None
+    # The id reaches the database as a bound string: it must be one of our UUIDs.
+    if at is None or not isinstance(cid, str) or _normal_uuid(cid) != cid:
+        raise invalid("not a cursor this server issued", field)
+    return at, cid
+
+
+def _equals(column: ColumnElement[str], value: str) -> ColumnElement[bool]:
+    # Stored strings never hold NUL (check_text refuses it) and PostgreSQL cannot bind one.
+    return column == value if "\x00" not in value else false()
 
 
 def _metadata_token(metadata: str) -> str | None:

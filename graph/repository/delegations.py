@@ -29,12 +29,13 @@ def _uuid(value: str | None, field: str) -> str:
 
 
 class Delegations(Aggregate):
-    def _visible(self) -> ColumnElement[bool]:
+    def _visible(self, *, own: bool = False) -> ColumnElement[bool]:
+        """Readable delegations (ADMIN: the workspace's) or, with `own`, the caller's own."""
         # A delegation lives as long as its parent conversation is readable.
         parent_alive = exists().where(
             C.c.id == D.c.parent_conversation_id, alive(C, self.repo.now())
         )
-        return and_(owner_clause(D, self.principal), parent_alive)
+        return and_(owner_clause(D, self.principal, own=own), parent_alive)
 
     async def get_many(self, ids: Sequence[str]) -> dict[str, DelegationRecord]:
         wanted: dict[str, str] = {}
@@ -77,12 +78,13 @@ class Delegations(Aggregate):
         )
         return {r.child_conversation_id: DelegationRecord.from_row(r) for r in rows}
 
-    async def latest(self, target_tier: str) -> DelegationRecord | None:
+    async def latest(self, target_tier: str, *, own: bool = False) -> DelegationRecord | None:
+        check_text(target_tier, "targetTier", max_len=200)
         row = (
             await self.conn.execute(
                 select(D)
                 .where(
-                    self._visible(),
+                    self._visible(own=own),
                     D.c.target_tier == target_tier,
                     D.c.status == DelegationStatus.COMPLETED.value,
                 )
@@ -93,14 +95,17 @@ class Delegations(Aggregate):
         return DelegationRecord.from_row(row) if row else None
 
     async def search(self, query: str, first: int) -> list[DelegationRecord]:
+        check_text(query, "query")
         # A substring match, as entropic's follow-up tool does; LIKE wildcards are escaped.
+        # ILIKE, because SQLite's LIKE ignores case and PostgreSQL's does not: both backends
+        # must answer the same follow-up the same way (SQLite folds ASCII letters only).
         pattern = "%" + query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         rows = await self.conn.execute(
             select(D)
             .where(
                 self._visible(),
                 D.c.status == DelegationStatus.COMPLETED.value,
-                D.c.summary.like(pattern, escape="\\"),
+                D.c.summary.ilike(pattern, escape="\\"),
             )
             .order_by(D.c.completed_at.desc(), D.c.id.desc())
             .limit(first)
@@ -182,7 +187,7 @@ class Delegations(Aggregate):
         check_text(summary, "summary", max_len=1_000_000)
         did = _uuid(delegation_id, "delegationId")
         now = self.repo.now()
-        mine = and_(owner_clause(D, self.principal, own=True), self._visible())
+        mine = self._visible(own=True)
         row = (
             await self.conn.execute(
                 update(D)
@@ -228,15 +233,35 @@ class Delegations(Aggregate):
                 "delegationId" if delegation_id is not None else "targetTier",
             )
         check_text(task, "task", required=True, max_len=1_000_000)
-        if delegation_id is not None:
-            prior = await self.get(_uuid(delegation_id, "delegationId"))
-            if prior is None:
-                raise not_found("delegation", "delegationId")
-        else:
-            assert target_tier is not None
-            prior = await self.latest(target_tier)
-            if prior is None:
+        prior = await self._prior(delegation_id, target_tier)
+        return await self.create(
+            parent_conversation_id=prior.parent_conversation_id,
+            delegating_tier=prior.delegating_tier,
+            target_tier=prior.target_tier,
+            task=task,
+            max_turns=max_turns,
+            resumed_from_id=prior.id,
+            seed_messages=await self._seed(prior, task),
+        )
+
+    async def _prior(self, delegation_id: str | None, target_tier: str | None) -> DelegationRecord:
+        # Only the caller's own delegations: the new one is created under the same parent,
+        # which an ADMIN reading another owner's delegation could not write to.
+        if target_tier is not None:
+            latest = await self.latest(target_tier, own=True)
+            if latest is None:
                 raise not_found("completed delegation to that tier", "targetTier")
+            return latest
+        did = _uuid(delegation_id, "delegationId")
+        row = (
+            await self.conn.execute(select(D).where(D.c.id == did, self._visible(own=True)))
+        ).first()
+        if row is None:
+            raise not_found("delegation", "delegationId")
+        return DelegationRecord.from_row(row)
+
+    async def _seed(self, prior: DelegationRecord, task: str) -> list[PreparedMessage]:
+        """The prior child's `role`/`content` messages (no empty roles), then `task`."""
         texts = (
             (
                 await self.conn.execute(
@@ -256,13 +281,4 @@ class Delegations(Aggregate):
                 seed.append({"role": role, "content": message.get("content")})
         seed.append({"role": "user", "content": task})
         max_bytes = self.repo.settings.max_message_bytes
-        prepared = [prepare_message(m, field=["task"], max_bytes=max_bytes) for m in seed]
-        return await self.create(
-            parent_conversation_id=prior.parent_conversation_id,
-            delegating_tier=prior.delegating_tier,
-            target_tier=prior.target_tier,
-            task=task,
-            max_turns=max_turns,
-            resumed_from_id=prior.id,
-            seed_messages=prepared,
-        )
+        return [prepare_message(m, field=["task"], max_bytes=max_bytes) for m in seed]

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import delete, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ..documents import PreparedMessage, prepare_messages
+from ..documents import PreparedMessage, check_text, prepare_messages
 from ..errors import invalid
 from ..pagination import Page, decode_cursor, encode_cursor
 from ..records import ConversationRecord, EventKind, MessageRecord, SnapshotRecord
@@ -94,6 +94,10 @@ class Messages(Aggregate):
     ) -> ConversationRecord:
         """Replace the live transcript, writing only what differs from the stored one."""
         prepared = self._prepare(messages)
+        check_text(provider, "provider")
+        check_text(model, "model")
+        if provider_response_id is not unset:
+            check_text(provider_response_id, "providerResponseId")
         values: dict[str, Any] = {"message_count": len(prepared)}
         if metadata is not unset and metadata is not None:
             values["metadata"] = metadata_json(metadata)
@@ -245,6 +249,7 @@ class Messages(Aggregate):
 
 def _seq_cursor(cursor: str, field: str) -> int:
     (seq,) = decode_cursor(cursor, field, 1)
-    if not isinstance(seq, int):
+    # A forged seq beyond the column's range would fail in the driver, not as bad input.
+    if not isinstance(seq, int) or isinstance(seq, bool) or not 0 <= seq < 2**31:
         raise invalid("not a cursor this server issued", field)
     return seq

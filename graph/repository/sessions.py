@@ -42,6 +42,17 @@ def validate_state(session_id: str, state: Any) -> None:
             raise invalid(f"`state.{key}` must be a list of strings", "state", key)
 
 
+SESSION_ID_MAX = 500
+# Each lost race means another writer committed a version, so a few passes always suffice
+# in practice; the bound only stops a pathological stream of writers from spinning forever.
+MAX_VERSION_ATTEMPTS = 20
+
+
+def _check_session_id(session_id: str, *, required: bool = False) -> None:
+    # Reads check too: a NUL would reach PostgreSQL, which refuses it in text.
+    check_text(session_id, "sessionId", required=required, max_len=SESSION_ID_MAX)
+
+
 class Sessions(Aggregate):
     async def checkpoint(
         self,
@@ -51,7 +62,7 @@ class Sessions(Aggregate):
         outcome: ReflectOutcome,
         expected_version: int | None,
     ) -> SessionStateRecord:
-        check_text(session_id, "sessionId", required=True, max_len=500)
+        _check_session_id(session_id, required=True)
         if outcome is not ReflectOutcome.PROCEED:
             # The loop persists only what Reflect approved: a poisoned state is never stored.
             raise DomainError(
@@ -61,18 +72,28 @@ class Sessions(Aggregate):
             )
         validate_state(session_id, state)
         text = encode_document(state, "state")
+        for _ in range(MAX_VERSION_ATTEMPTS):
+            current = await self._current_version(session_id)
+            if expected_version is not None and expected_version != current:
+                raise conflict(expected_version, current)
+            record = SessionStateRecord(session_id, current + 1, text, outcome, self.repo.now())
+            if await self._insert_version(record):
+                return record
+            # Another writer stored that version first (the unique constraint decided).
+            # A conditional write has lost and says so on the next pass; an unconditional
+            # one, Manglekit's last-write-wins, takes the next version.
+        raise DomainError(ErrorCode.CONFLICT, "too many concurrent checkpoints; retry", ["state"])
+
+    async def _current_version(self, session_id: str) -> int:
         mine = owner_clause(SS, self.principal, own=True)
-        current = (
-            await self.conn.execute(
-                select(func.max(SS.c.version)).where(mine, SS.c.session_id == session_id)
-            )
-        ).scalar_one_or_none() or 0
-        if expected_version is not None and expected_version != current:
-            raise conflict(expected_version, current)
-        now = self.repo.now()
+        current = await self.conn.execute(
+            select(func.max(SS.c.version)).where(mine, SS.c.session_id == session_id)
+        )
+        return current.scalar_one_or_none() or 0
+
+    async def _insert_version(self, record: SessionStateRecord) -> bool:
+        """Store one version; False when a concurrent writer already stored that version."""
         p = self.principal
-        # The unique (scope, session, version) constraint makes concurrent writers of one
-        # version collide: the loser gets CONFLICT, never a silent overwrite.
         stmt = (
             self.insert(SS)
             .values(
@@ -80,22 +101,19 @@ class Sessions(Aggregate):
                 workspace_id=p.workspace_id,
                 owner_type=p.owner_type.value,
                 owner_digest=p.owner_digest,
-                session_id=session_id,
-                version=current + 1,
-                state=text,
-                outcome=outcome.value,
-                created_at=now,
+                session_id=record.session_id,
+                version=record.version,
+                state=record.state_json,
+                outcome=record.outcome.value,
+                created_at=record.created_at,
             )
             .on_conflict_do_nothing()
             .returning(SS.c.id)
         )
-        if (await self.conn.execute(stmt)).first() is None:
-            raise conflict(
-                expected_version if expected_version is not None else current, current + 1
-            )
-        return SessionStateRecord(session_id, current + 1, text, outcome, now)
+        return (await self.conn.execute(stmt)).first() is not None
 
     async def latest(self, session_id: str) -> SessionStateRecord | None:
+        _check_session_id(session_id)
         row = (
             await self.conn.execute(
                 select(SS)
@@ -109,6 +127,7 @@ class Sessions(Aggregate):
     async def history(
         self, *, session_id: str, first: int, after: str | None
     ) -> Page[SessionStateRecord]:
+        _check_session_id(session_id)
         where = [owner_clause(SS, self.principal, own=True), SS.c.session_id == session_id]
         query = select(SS).where(*where)
         if after is not None:
@@ -132,6 +151,7 @@ class Sessions(Aggregate):
         )
 
     async def delete(self, session_id: str) -> bool:
+        _check_session_id(session_id)
         result = await self.conn.execute(
             delete(SS).where(
                 owner_clause(SS, self.principal, own=True), SS.c.session_id == session_id

@@ -1,0 +1,293 @@
+"""A real convograph server in a child process, for tests that need one (WebSocket
+subscriptions, crash recovery, concurrency across processes).
+
+The server is `python -m graph serve` (uvicorn, one worker) on a free 127.0.0.1 port, over
+the database URL it is given, with `CONVOGRAPH_SECRET` set; it is ready once `/healthz`
+answers. Its stdout and stderr go to a log file that a failing test can print.
+
+Use it through the fixtures, registering this module as a plugin of the test module (an
+ordinary import before that would keep pytest from rewriting its asserts):
+
+    if TYPE_CHECKING:
+        from tests.live_server import LiveServer
+
+    pytest_plugins = ["tests.live_server"]
+
+    async def test_something(live_server: LiveServer) -> None:
+        token = await live_server.token(owner="user:alice")
+        ...  # talk to live_server.http_url / live_server.ws_url
+
+`live_server` is one server over conftest's fresh per-test `database_url` (SQLite or
+PostgreSQL). `live_servers` is a factory, `await live_servers.start(database_url, ...)`,
+for several servers (e.g. two replicas on one database), and `await
+live_servers.restart(server)` starts a new server on the same database (after `stop()` or a
+crash by `kill()`); every server it started is stopped at teardown, and a failing test's
+report shows their logs.
+
+The database must be migrated already (conftest's databases are), unless `migrate=True`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import GraphQLClient
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_SECRET = "live-server-test-secret"
+START_TIMEOUT = 30.0
+STOP_TIMEOUT = 10.0
+CLI_TIMEOUT = 30.0
+HTTP_TIMEOUT = 30.0
+PORT_ATTEMPTS = 3
+
+
+class ServerFailed(RuntimeError):
+    """The server did not come up, or a CLI command against its database failed."""
+
+
+def free_port() -> int:
+    """A port nobody listens on right now (the server binds it a moment later)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class LiveServer:
+    """One running server process; `http_url`/`ws_url` point at its GraphQL endpoint."""
+
+    database_url: str
+    secret: str
+    port: int
+    log_path: Path
+    env: dict[str, str]
+    process: asyncio.subprocess.Process | None = field(default=None, repr=False)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def http_url(self) -> str:
+        return f"{self.base_url}/graphql"
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/graphql"
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.returncode is None
+
+    def logs(self) -> str:
+        """Everything the server printed so far (for assertion messages)."""
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    async def cli(self, *args: str) -> str:
+        """Run `python -m graph ARGS --database-url URL` with this server's secret; its stdout."""
+        return await run_cli(*args, database_url=self.database_url, env=self.env)
+
+    async def token(
+        self,
+        workspace: str = "site:1",
+        owner: str = "user:alice",
+        scope: str = "write",
+        label: str | None = None,
+    ) -> str:
+        """A new bearer token made by the `token create` command (its last stdout line)."""
+        args = ["--workspace", workspace, "--owner", owner, "--scope", scope]
+        if label is not None:
+            args += ["--label", label]
+        out = await self.cli("token", "create", *args)
+        return out.strip().splitlines()[-1]
+
+    @contextlib.asynccontextmanager
+    async def client(self, token: str | None = None) -> AsyncIterator[GraphQLClient]:
+        """conftest's GraphQLClient, talking HTTP to this server with `token`."""
+        async with httpx.AsyncClient(base_url=self.base_url, timeout=HTTP_TIMEOUT) as http:
+            yield GraphQLClient(http, token)
+
+    async def stop(self) -> None:
+        """Graceful stop (SIGTERM), then SIGKILL if it does not exit in time. Idempotent."""
+        await self._end(signal.SIGTERM)
+
+    async def kill(self) -> None:
+        """Crash the server (SIGKILL): no shutdown hook runs, as on a power cut."""
+        await self._end(signal.SIGKILL)
+
+    async def _end(self, sig: signal.Signals) -> None:
+        process = self.process
+        if process is None or process.returncode is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(sig)
+        try:
+            await asyncio.wait_for(process.wait(), STOP_TIMEOUT)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await process.wait()
+
+
+async def run_cli(*args: str, database_url: str, env: dict[str, str]) -> str:
+    """Run one `python -m graph` command and return its stdout; ServerFailed when it fails."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "graph",
+        *args,
+        "--database-url",
+        database_url,
+        cwd=ROOT,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        out, err = await asyncio.wait_for(process.communicate(), CLI_TIMEOUT)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        raise ServerFailed(f"`graph {' '.join(args)}` timed out") from None
+    if process.returncode != 0:
+        raise ServerFailed(
+            f"`graph {' '.join(args)}` exited {process.returncode}: {err.decode(errors='replace')}"
+        )
+    return out.decode()
+
+
+def server_env(secret: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The child's environment: ours without CONVOGRAPH_* settings, plus the test's."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CONVOGRAPH_")}
+    env.update(
+        CONVOGRAPH_SECRET=secret,
+        CONVOGRAPH_LOG_FORMAT="text",
+        CONVOGRAPH_SWEEP_INTERVAL_SECONDS="0",
+        PYTHONUNBUFFERED="1",
+    )
+    env.update(extra or {})
+    return env
+
+
+async def start_server(
+    database_url: str,
+    *,
+    log_dir: Path,
+    secret: str = DEFAULT_SECRET,
+    env: dict[str, str] | None = None,
+    migrate: bool = False,
+) -> LiveServer:
+    """Start a server over `database_url` and wait until /healthz answers.
+
+    `env` adds CONVOGRAPH_* settings; `migrate` lets `serve` upgrade the database first.
+    Another process may take the chosen port between probe and bind: then a new port is tried.
+    """
+    child_env = server_env(secret, env)
+    await asyncio.to_thread(log_dir.mkdir, parents=True, exist_ok=True)
+    for attempt in range(PORT_ATTEMPTS):
+        port = free_port()
+        log_path = log_dir / f"server-{port}.log"
+        server = LiveServer(database_url, secret, port, log_path, child_env)
+        args = ["serve", "--host", "127.0.0.1", "--port", str(port)]
+        if not migrate:
+            args.append("--no-migrate")
+        with log_path.open("wb") as log:
+            server.process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "graph",
+                *args,
+                "--database-url",
+                database_url,
+                cwd=ROOT,
+                env=child_env,
+                stdout=log,
+                stderr=asyncio.subprocess.STDOUT,
+                stdin=asyncio.subprocess.DEVNULL,
+            )
+        if await _wait_healthy(server):
+            return server
+        await server.kill()
+        if "address already in use" not in server.logs().lower() or attempt == PORT_ATTEMPTS - 1:
+            raise ServerFailed(f"the server did not become healthy:\n{server.logs()}")
+    raise AssertionError("unreachable")
+
+
+async def _wait_healthy(server: LiveServer) -> bool:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + START_TIMEOUT
+    async with httpx.AsyncClient(timeout=2) as http:
+        while loop.time() < deadline and server.running:
+            with contextlib.suppress(httpx.TransportError):
+                response = await http.get(f"{server.base_url}/healthz")
+                if response.status_code == 200 and response.json().get("database") == "up":
+                    return True
+            await asyncio.sleep(0.05)
+    return False
+
+
+class LiveServers:
+    """Starts servers for one test and stops all of them when it ends."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self.started: list[LiveServer] = []
+
+    async def start(
+        self,
+        database_url: str,
+        *,
+        secret: str = DEFAULT_SECRET,
+        env: dict[str, str] | None = None,
+        migrate: bool = False,
+    ) -> LiveServer:
+        server = await start_server(
+            database_url, log_dir=self.log_dir, secret=secret, env=env, migrate=migrate
+        )
+        self.started.append(server)
+        return server
+
+    async def restart(self, server: LiveServer) -> LiveServer:
+        """Stop `server` (if still running) and start a new one on its database and settings."""
+        await server.stop()
+        return await self.start(server.database_url, secret=server.secret, env=server.env)
+
+    async def stop_all(self) -> None:
+        await asyncio.gather(*(server.stop() for server in self.started))
+        # pytest shows a test's captured output only when it fails: then the logs explain it.
+        for server in self.started:
+            print(f"--- live server on port {server.port} ---\n{server.logs()}")
+
+
+@pytest.fixture
+async def live_servers(database_url: str, tmp_path: Path) -> AsyncIterator[LiveServers]:
+    """A factory of live servers, each stopped at teardown.
+
+    It depends on `database_url` so that its servers stop before that database is dropped.
+    """
+    servers = LiveServers(tmp_path / "live-server-logs")
+    try:
+        yield servers
+    finally:
+        await servers.stop_all()
+
+
+@pytest.fixture
+async def live_server(database_url: str, live_servers: LiveServers) -> LiveServer:
+    """One live server over this test's fresh database."""
+    return await live_servers.start(database_url)

@@ -1,0 +1,359 @@
+"""Bearer authentication, the principal a token stands for, scopes, and secrets at rest."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import uuid
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from graph.settings import Settings
+from graph.tokens import list_tokens, revoke_token
+from tests.conftest import GraphQLClient, Server
+from tests.test_http import serving
+from tests.test_isolation import (
+    PAYLOADS,
+    TIER,
+    attacks,
+    holdings,
+    mutate,
+    ok,
+    peek,
+    seed,
+    session_document,
+)
+
+VIEWER = "{ viewer { workspace { type id key } ownerType ownerKey scopes } }"
+
+
+def assert_unauthorized(response: Any) -> None:
+    assert response.status_code == 401, response.text
+    assert response.headers["content-type"].startswith("application/json")
+    assert response.headers["www-authenticate"].lower().startswith("bearer")
+    errors = response.json()["errors"]
+    assert errors and "token" in errors[0]["message"]
+    assert "data" not in response.json()
+
+
+async def token_id(server: Server, owner: str, scopes: str) -> str:
+    """The id of the token of `owner` with `scopes` (as `token list` shows it)."""
+    services = server.app.state.services
+    async with services.db.read() as conn:
+        tokens = await list_tokens(conn, keyring=services.keyring)
+    (found,) = [
+        t.id for t in tokens if t.owner == owner and ",".join(s.value for s in t.scopes) == scopes
+    ]
+    return found
+
+
+# -- refusals --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("method", ["POST", "GET"])
+async def test_no_token_is_401(anon: GraphQLClient, method: str) -> None:
+    if method == "POST":
+        response = await anon.post(VIEWER)
+    else:
+        response = await anon.http.get("/graphql", params={"query": VIEWER})
+    assert_unauthorized(response)
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "",
+        "Bearer",
+        "Bearer ",
+        "Bearer    ",
+        "Basic dXNlcjpwYXNz",
+        "Token cvg_abc",
+        "cvg_abc",
+        "Bearer cvg_abc extra",
+        "Bearer " + "x" * 2000,
+    ],
+)
+async def test_malformed_authorization_is_401(anon: GraphQLClient, header: str) -> None:
+    response = await anon.http.post(
+        "/graphql", json={"query": VIEWER}, headers={"Authorization": header}
+    )
+    assert_unauthorized(response)
+
+
+async def test_non_ascii_authorization_is_401(anon: GraphQLClient) -> None:
+    response = await anon.http.post(
+        "/graphql", json={"query": VIEWER}, headers={"Authorization": b"Bearer \xff\xfe\x80"}
+    )
+    assert_unauthorized(response)
+
+
+async def test_unknown_token_is_401(gql: GraphQLClient) -> None:
+    # Well-formed, and one character away from a real one.
+    real = gql.token or ""
+    forged = real[:-1] + ("A" if real[-1] != "A" else "B")
+    assert_unauthorized(await gql.post(VIEWER, token=forged))
+    assert_unauthorized(await gql.post(VIEWER, token="cvg_" + uuid.uuid4().hex))
+    assert (await gql.post(VIEWER)).status_code == 200
+
+
+async def test_the_scheme_is_case_insensitive(gql: GraphQLClient) -> None:
+    response = await gql.http.post(
+        "/graphql", json={"query": VIEWER}, headers={"Authorization": f"bearer  {gql.token} "}
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["data"]["viewer"]["ownerKey"] == "alice"
+
+
+async def test_revoked_token_is_refused_on_the_next_request(
+    server: Server, anon: GraphQLClient
+) -> None:
+    carol = anon.as_(await server.token(owner="user:carol"))
+    carol_reader = anon.as_(await server.token(owner="user:carol", scope="read"))
+    created = await ok(carol, "createConversation", {"title": "kept"})
+    assert (await carol.post(VIEWER)).status_code == 200
+    revoked = await token_id(server, "user:carol", "READ,WRITE")
+    services = server.app.state.services
+    async with services.db.write() as conn:
+        assert await revoke_token(conn, token_id=revoked) is True
+    assert_unauthorized(await carol.post(VIEWER))
+    headers = {"Authorization": f"Bearer {carol.token}"}
+    assert_unauthorized(await carol.http.get("/graphql", params={"query": VIEWER}, headers=headers))
+    # Revoking one token leaves the owner's data and its other tokens alone.
+    seen = await carol_reader(
+        "query($id: ID!) { conversation(id: $id) { title } }", {"id": created["conversation"]["id"]}
+    )
+    assert seen == {"conversation": {"title": "kept"}}
+    async with services.db.write() as conn:
+        assert await revoke_token(conn, token_id=revoked) is False  # already revoked
+
+
+async def test_healthz_needs_no_token(anon: GraphQLClient) -> None:
+    response = await anon.http.get("/healthz")
+    assert response.status_code == 200
+    assert response.json()["status"] == "ok"
+
+
+async def test_graphiql_page_needs_no_token_and_no_cdn(anon: GraphQLClient) -> None:
+    response = await anon.http.get("/graphql", headers={"Accept": "text/html"})
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/html")
+    page = response.text
+    assert "/graphiql-assets/graphiql.min.js" in page
+    # Every script and stylesheet comes from this server: the page works offline.
+    sources = re.findall(r'(?:src|href)="([^"]*)"', page)
+    assert sources and all(s.startswith(("/graphiql-assets/", "data:")) for s in sources), sources
+    assert not re.search(r"unpkg|jsdelivr|cdnjs|esm\.sh|https?://", page)
+    for asset in sources:
+        if asset.startswith("/"):
+            assert (await anon.http.get(asset)).status_code == 200, asset
+
+
+async def test_the_graphiql_exception_does_not_run_queries(anon: GraphQLClient) -> None:
+    # A browser-looking GET that carries a query is an API request, token required.
+    response = await anon.http.get(
+        "/graphql", params={"query": VIEWER}, headers={"Accept": "text/html"}
+    )
+    assert_unauthorized(response)
+    response = await anon.http.post(
+        "/graphql", json={"query": VIEWER}, headers={"Accept": "text/html"}
+    )
+    assert_unauthorized(response)
+
+
+async def test_without_graphiql_a_browser_get_needs_a_token(settings: Settings) -> None:
+    async with serving(dataclasses.replace(settings, graphiql=False)) as (_, http):
+        response = await http.get("/graphql", headers={"Accept": "text/html"})
+    assert_unauthorized(response)
+
+
+# -- the principal ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("scope", "scopes"),
+    [("read", ["READ"]), ("write", ["READ", "WRITE"]), ("admin", ["READ", "WRITE", "ADMIN"])],
+)
+async def test_viewer_lists_implied_scopes(
+    server: Server, anon: GraphQLClient, scope: str, scopes: list[str]
+) -> None:
+    client = anon.as_(await server.token(workspace="site:42", owner="user:dana", scope=scope))
+    assert await client(VIEWER) == {
+        "viewer": {
+            "workspace": {"type": "site", "id": "42", "key": "site:42"},
+            "ownerType": "USER",
+            "ownerKey": "dana",
+            "scopes": scopes,
+        }
+    }
+
+
+@pytest.mark.parametrize("owner_type", ["user", "audience", "runtime", "token", "system"])
+async def test_viewer_for_every_owner_type(
+    server: Server, anon: GraphQLClient, owner_type: str
+) -> None:
+    client = anon.as_(
+        await server.token(workspace=" Agents_1 : team 7 ", owner=f"{owner_type}:k:1")
+    )
+    viewer = (await client(VIEWER))["viewer"]
+    # The workspace is normalised as the WordPress store does: type lower-cased, both trimmed.
+    assert viewer["workspace"] == {"type": "agents_1", "id": "team 7", "key": "agents_1:team 7"}
+    assert viewer["ownerType"] == owner_type.upper()
+    assert viewer["ownerKey"] == "k:1"
+
+
+# -- scopes ----------------------------------------------------------------------------------
+
+
+async def test_read_token_reads_but_every_mutation_is_forbidden(
+    server: Server, gql: GraphQLClient
+) -> None:
+    records = await seed(gql)
+    before = await holdings(gql, records)
+    reader = gql.as_(await server.token(scope="read"))
+    # Reading is allowed: the reader is the same owner.
+    assert (await peek(reader, records))["conversation"] == {"id": records.conversation}
+    tries = [
+        *attacks(records),
+        ("createConversation", {"title": "new"}),
+        ("deleteConversation", {"id": records.conversation}),
+        ("checkpointSession", {"sessionId": "s2", "state": session_document("s2")}),
+        ("deleteSessionState", {"sessionId": "session-1"}),
+        ("resumeDelegation", {"targetTier": TIER, "task": "again"}),
+    ]
+    assert {name for name, _ in tries} == set(PAYLOADS)
+    for name, input in tries:
+        payload = await mutate(reader, name, input)
+        assert [e["code"] for e in payload["userErrors"]] == ["FORBIDDEN"], (name, payload)
+        assert all(v in (None, False, []) for k, v in payload.items() if k != "userErrors")
+    assert await holdings(gql, records) == before
+    assert (await reader('{ sessionState(sessionId: "s2") { version } }')) == {"sessionState": None}
+
+
+async def test_write_token_cannot_widen_its_listing(server: Server, gql: GraphQLClient) -> None:
+    bob = gql.as_(await server.token(owner="user:bob"))
+    await ok(bob, "createConversation", {"title": "bob's"})
+    mine = (await ok(gql, "createConversation", {"title": "alice's"}))["conversation"]["id"]
+    query = "query($f: ConversationFilter) { conversations(filter: $f) { nodes { id } } }"
+    for owner in (None, {"type": "USER", "key": "bob"}, {"type": "USER", "key": "alice"}):
+        listed = await gql(query, {"f": {"owner": owner}})
+        assert listed["conversations"]["nodes"] == [{"id": mine}], owner
+
+
+LIST = """query($f: ConversationFilter) {
+  conversations(filter: $f) { totalCount nodes { id title ownerType } }
+}"""
+
+
+async def titles(client: GraphQLClient, owner: dict[str, str] | None = None) -> set[str]:
+    listed = await client(LIST, {"f": {"owner": owner}})
+    nodes = listed["conversations"]["nodes"]
+    assert listed["conversations"]["totalCount"] == len(nodes)
+    return {n["title"] for n in nodes}
+
+
+async def test_admin_reads_the_whole_workspace(server: Server, gql: GraphQLClient) -> None:
+    admin = gql.as_(await server.token(owner="system:root", scope="admin"))
+    bob = gql.as_(await server.token(owner="user:bob"))
+    outsider = gql.as_(await server.token(workspace="site:2", owner="user:alice"))
+    records = await seed(gql)
+    await ok(bob, "createConversation", {"title": "bob's"})
+    await ok(admin, "createConversation", {"title": "admin's"})
+    await ok(outsider, "createConversation", {"title": "outside"})
+    alice_titles = {
+        "victim plan",
+        "fresh",
+        f"Delegation: {TIER} — look around",
+        f"Delegation: {TIER} — find it",
+    }
+    assert await titles(admin) == alice_titles | {"bob's", "admin's"}
+    assert await titles(admin, {"type": "USER", "key": "bob"}) == {"bob's"}
+    assert await titles(admin, {"type": "USER", "key": "alice"}) == alice_titles
+    assert await titles(admin, {"type": "SYSTEM", "key": "root"}) == {"admin's"}
+    assert await titles(admin, {"type": "AUDIENCE", "key": "bob"}) == set()
+    assert await titles(gql) == alice_titles
+    # By id too, down to the transcript and the delegations below it.
+    seen = await admin(
+        """query($id: ID!) { conversation(id: $id) {
+             ownerType transcript delegations { nodes { status } } } }""",
+        {"id": records.conversation},
+    )
+    assert seen["conversation"]["ownerType"] == "USER"
+    assert [m["content"] for m in seen["conversation"]["transcript"]] == ["find the zebra", "ok"]
+    assert len(seen["conversation"]["delegations"]["nodes"]) == 2
+    found = await peek(admin, records)
+    assert found["latestDelegation"] == {"id": records.completed}
+    assert found["search"]["nodes"] == [{"id": records.conversation}]
+    # Session checkpoints are each owner's own, even for an ADMIN.
+    assert found["sessionState"] is None
+
+
+async def test_admin_writes_only_as_its_own_owner(server: Server, gql: GraphQLClient) -> None:
+    admin = gql.as_(await server.token(owner="system:root", scope="admin"))
+    records = await seed(gql)
+    before = await holdings(gql, records)
+    for name, input in attacks(records):
+        payload = await mutate(admin, name, input)
+        assert [e["code"] for e in payload["userErrors"]] == ["NOT_FOUND"], (name, payload)
+    deleted = await mutate(admin, "deleteConversation", {"id": records.conversation})
+    assert deleted == {"deleted": False, "userErrors": []}
+    assert await holdings(gql, records) == before
+    created = await ok(admin, "createConversation", {"title": "admin's"})
+    assert created["conversation"]["ownerType"] == "SYSTEM"
+    assert await titles(gql) == {n["title"] for n in before["conversations"]["nodes"]}
+
+
+async def test_admin_resumes_its_own_latest_delegation(server: Server, gql: GraphQLClient) -> None:
+    admin = gql.as_(await server.token(owner="system:root", scope="admin"))
+    own = await seed(admin)
+    await seed(gql)  # alice completes a delegation to the same tier after the admin did
+    resumed = await ok(admin, "resumeDelegation", {"targetTier": TIER, "task": "continue"})
+    check = await admin(
+        "query($id: ID!) { delegation(id: $id) { resumedFrom { id } } }",
+        {"id": resumed["delegation"]["id"]},
+    )
+    assert check["delegation"]["resumedFrom"] == {"id": own.completed}
+
+
+# -- secrets at rest -------------------------------------------------------------------------
+
+
+async def stored_bytes(server: Server) -> bytes:
+    """Everything the database holds: the SQLite files, or every PostgreSQL row as text."""
+    settings = server.settings
+    if settings.is_sqlite:
+        path = settings.sqlite_path
+        assert path is not None
+        files = [path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")]
+        return b"".join(f.read_bytes() for f in files if f.exists())
+    services = server.app.state.services
+    chunks: list[str] = []
+    async with services.db.read() as conn:
+        tables = (
+            await conn.execute(
+                text("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")
+            )
+        ).scalars()
+        for table in list(tables):
+            rows = await conn.execute(text(f'SELECT t::text FROM "{table}" t'))
+            chunks.extend(rows.scalars())
+    return "\n".join(chunks).encode()
+
+
+async def test_no_token_or_owner_key_is_stored_in_clear(
+    server: Server, anon: GraphQLClient
+) -> None:
+    owners = [f"user:owner-{uuid.uuid4().hex}", f"runtime:rt:{uuid.uuid4().hex}:Zoë"]
+    secrets: list[str] = []
+    for owner in owners:
+        token = await server.token(owner=owner)
+        client = anon.as_(token)
+        records = await seed(client)
+        secrets += [token, owner.split(":", 1)[1], records.lock_token]
+        assert (await client(VIEWER))["viewer"]["ownerKey"] == owner.split(":", 1)[1]
+    stored = await stored_bytes(server)
+    # The control: what is meant to be stored in clear is found, so the search works.
+    assert b"the zebra was found" in stored
+    for secret in secrets:
+        assert secret.encode() not in stored, secret

@@ -1,0 +1,357 @@
+"""The convograph command, run as `python -m graph` in a subprocess against a SQLite file.
+
+What the CLI writes is then checked through the API of an app started in-process on the
+same database file, the way a deployment uses the two together.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+import pytest
+
+from graph.settings import Settings
+from tests.conftest import GraphQLClient
+from tests.test_http import serving
+
+REPO = Path(__file__).resolve().parents[1]
+SECRET = "cli-test-secret"
+TOKEN = re.compile(r"cvg_[A-Za-z0-9_-]{20,}")
+VIEWER = "{ viewer { workspace { key } ownerType ownerKey scopes } }"
+
+
+def clean_env(**values: str) -> dict[str, str]:
+    """This process's environment without any CONVOGRAPH_* setting, plus `values`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CONVOGRAPH_")}
+    return {**env, **values}
+
+
+@dataclass
+class Cli:
+    url: str
+    cwd: Path
+
+    @property
+    def settings(self) -> Settings:
+        return Settings(database_url=self.url, secret=SECRET, sweep_interval_seconds=0)
+
+    def __call__(self, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(
+            [sys.executable, "-m", "graph", *args],
+            env=clean_env(CONVOGRAPH_DATABASE_URL=self.url, CONVOGRAPH_SECRET=SECRET),
+            cwd=self.cwd,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if ok:
+            assert result.returncode == 0, result.stderr
+        return result
+
+    def create(self, *args: str) -> str:
+        """`token create …` and the token it printed."""
+        return self("token", "create", *args).stdout.splitlines()[-1]
+
+    def tokens(self) -> list[list[str]]:
+        """`token list`, one list of fields per line."""
+        return [line.split("\t") for line in self("token", "list").stdout.splitlines()]
+
+
+@pytest.fixture
+def cli(tmp_path: Path, sqlite_template: Path) -> Cli:
+    path = tmp_path / "cli.db"
+    shutil.copy(sqlite_template, path)
+    return Cli(f"sqlite+aiosqlite:///{path}", tmp_path)
+
+
+@asynccontextmanager
+async def api(settings: Settings, token: str) -> AsyncIterator[GraphQLClient]:
+    """A client of an app started in-process on the database the CLI wrote."""
+    async with serving(settings) as (_, http):
+        yield GraphQLClient(http, token)
+
+
+async def run(cli: Cli, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
+    return await asyncio.to_thread(cli, *args, ok=ok)
+
+
+# -- migrate ---------------------------------------------------------------------------------
+
+
+async def test_migrate_a_fresh_database(tmp_path: Path) -> None:
+    cli = Cli(f"sqlite+aiosqlite:///{tmp_path}/new/fresh.db", tmp_path)
+    assert "newest revision" in (await run(cli, "migrate")).stdout
+    assert (await run(cli, "migrate")).returncode == 0  # idempotent
+    token = await asyncio.to_thread(cli.create, "--workspace", "site:1", "--owner", "user:u")
+    async with api(cli.settings, token) as client:
+        created = await client(
+            'mutation { createConversation(input: {title: "t"}) { conversation { title } } }'
+        )
+        assert created["createConversation"]["conversation"] == {"title": "t"}
+
+
+# -- token create ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("flags", "scopes"),
+    [
+        ([], ["READ", "WRITE"]),
+        (["--scope", "read"], ["READ"]),
+        (["--scope", "write"], ["READ", "WRITE"]),
+        (["--scope", "admin"], ["READ", "WRITE", "ADMIN"]),
+    ],
+)
+async def test_token_create(cli: Cli, flags: list[str], scopes: list[str]) -> None:
+    args = ["token", "create", "--workspace", "Site:7", "--owner", "user:a:b", *flags]
+    result = await run(cli, *args, "--label", "ci bot")
+    token = result.stdout.splitlines()[-1]
+    assert TOKEN.fullmatch(token), result.stdout
+    # Shown once: the last line of stdout, and nowhere else.
+    assert (result.stdout + result.stderr).count(token) == 1
+    assert TOKEN.findall(result.stdout + result.stderr) == [token]
+    async with api(cli.settings, token) as client:
+        assert (await client(VIEWER))["viewer"] == {
+            "workspace": {"key": "site:7"},
+            "ownerType": "USER",
+            "ownerKey": "a:b",
+            "scopes": scopes,
+        }
+
+
+@pytest.mark.parametrize(
+    ("workspace", "owner", "complaint"),
+    [
+        ("site", "user:alice", "workspace"),
+        ("site:", "user:alice", "workspace"),
+        ("1site:2", "user:alice", "workspace"),
+        ("si te:2", "user:alice", "workspace"),
+        ("site:1", "alice", "owner"),
+        ("site:1", "user:", "owner"),
+        ("site:1", "robot:alice", "owner"),
+        ("site:1", ":alice", "owner"),
+    ],
+)
+async def test_token_create_refuses_invalid_names(
+    cli: Cli, workspace: str, owner: str, complaint: str
+) -> None:
+    args = ["token", "create", "--workspace", workspace, "--owner", owner]
+    result = await run(cli, *args, ok=False)
+    assert result.returncode != 0
+    assert result.stdout == ""
+    assert complaint in result.stderr.lower()
+    assert "Traceback" not in result.stderr
+    assert await asyncio.to_thread(cli.tokens) == []
+
+
+async def test_token_create_refuses_an_unknown_scope(cli: Cli) -> None:
+    args = ["token", "create", "--workspace", "site:1", "--owner", "user:a", "--scope", "root"]
+    result = await run(cli, *args, ok=False)
+    assert result.returncode != 0
+    assert "scope" in result.stderr
+    assert await asyncio.to_thread(cli.tokens) == []
+
+
+# -- token list and revoke -------------------------------------------------------------------
+
+
+def test_token_list_shows_everything_but_the_token(cli: Cli) -> None:
+    labelled = cli.create("--workspace", "site:1", "--owner", "runtime:r:1", "--label", "ci bot")
+    plain = cli.create("--workspace", "blog:x y", "--owner", "user:Zoë", "--scope", "read")
+    before = datetime.now(UTC)
+    rows = {fields[2]: fields for fields in cli.tokens()}
+    assert set(rows) == {"runtime:r:1", "user:Zoë"}
+    bot, zoe = rows["runtime:r:1"], rows["user:Zoë"]
+    assert bot[1:5] == ["site:1", "runtime:r:1", "read,write", "ci bot"]
+    assert zoe[1:5] == ["blog:x y", "user:Zoë", "read", "-"]
+    for fields in (bot, zoe):
+        assert len(fields) == 7
+        assert re.fullmatch(r"[0-9a-f-]{36}", fields[0])
+        created = datetime.fromisoformat(fields[5])
+        assert before - timedelta(minutes=5) < created <= before
+        assert fields[6] == "-"
+    cli("token", "revoke", bot[0])
+    after = {fields[0]: fields for fields in cli.tokens()}
+    assert after[zoe[0]][6] == "-"
+    assert datetime.fromisoformat(after[bot[0]][6]) >= datetime.fromisoformat(bot[5])
+    listing = cli("token", "list")
+    for token in (labelled, plain):
+        assert token not in listing.stdout + listing.stderr
+    assert TOKEN.search(listing.stdout + listing.stderr) is None
+
+
+async def test_token_revoke_takes_effect_on_the_next_request(cli: Cli) -> None:
+    token = await asyncio.to_thread(cli.create, "--workspace", "site:1", "--owner", "user:alice")
+    (token_id,) = [fields[0] for fields in await asyncio.to_thread(cli.tokens)]
+    keep = await asyncio.to_thread(cli.create, "--workspace", "site:1", "--owner", "user:alice")
+    async with api(cli.settings, token) as client:
+        assert (await client.post(VIEWER)).status_code == 200
+        result = await run(cli, "token", "revoke", token_id)
+        assert token_id in result.stdout
+        # The same running app, the very next request.
+        response = await client.post(VIEWER)
+        assert response.status_code == 401
+        assert response.json()["errors"][0]["message"]
+        assert (await client.post(VIEWER, token=keep)).status_code == 200
+    again = await run(cli, "token", "revoke", token_id, ok=False)
+    assert again.returncode != 0
+    assert token_id in again.stderr
+    unknown = await run(cli, "token", "revoke", "00000000-0000-4000-8000-000000000000", ok=False)
+    assert unknown.returncode != 0
+
+
+# -- export-schema and sweep -----------------------------------------------------------------
+
+
+def test_export_schema_prints_schema_graphql(cli: Cli) -> None:
+    result = cli("export-schema")
+    assert result.stdout == (REPO / "schema.graphql").read_text(), "run `make schema`"
+
+
+async def test_sweep_removes_only_expired_conversations(cli: Cli) -> None:
+    assert "removed 0 " in (await run(cli, "sweep")).stdout
+    token = await asyncio.to_thread(cli.create, "--workspace", "site:1", "--owner", "user:u")
+    create = """mutation($at: DateTime, $title: String) {
+      createConversation(input: {title: $title, expiresAt: $at}) { conversation { id } }
+    }"""
+    async with api(cli.settings, token) as client:
+        soon = (datetime.now(UTC) + timedelta(seconds=1)).isoformat()
+        later = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
+        await client(create, {"at": soon, "title": "short-lived"})
+        await client(create, {"at": later, "title": "long-lived"})
+        await client(create, {"at": None, "title": "forever"})
+        await asyncio.sleep(1.2)
+        assert "removed 1 " in (await run(cli, "sweep")).stdout
+        listed = await client("{ conversations { nodes { title } } }")
+        titles = {n["title"] for n in listed["conversations"]["nodes"]}
+        assert titles == {"long-lived", "forever"}
+    assert "removed 0 " in (await run(cli, "sweep")).stdout
+
+
+# -- serve -----------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Served:
+    """`python -m graph serve` in the background; its stdout is collected as it comes."""
+
+    def __init__(self, database_url: str, cwd: Path) -> None:
+        self.port = free_port()
+        self.lines: list[str] = []
+        self.log = cwd / f"serve-{self.port}.log"
+        command = ["serve", "--port", str(self.port), "--database-url", database_url]
+        with self.log.open("w") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "graph", *command],
+                env=clean_env(CONVOGRAPH_LOG_LEVEL="warning"),
+                cwd=cwd,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+            )
+        # A reader thread, so that waiting for the server never blocks on the pipe.
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        self.lines.extend(self.process.stdout)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def stdout(self) -> str:
+        return "".join(self.lines)
+
+    def wait_until_up(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, self.log.read_text()
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError(f"the server did not come up:\n{self.log.read_text()}")
+
+    def viewer(self, token: str) -> httpx.Response:
+        return httpx.post(
+            f"{self.url}/graphql",
+            json={"query": VIEWER},
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=10,
+        )
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.reader.join(timeout=5)
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[Callable[[str], Served]]:
+    """Start servers in tmp_path; every one still running is stopped after the test."""
+    started: list[Served] = []
+
+    def start(database_url: str) -> Served:
+        started.append(Served(database_url, tmp_path))
+        started[-1].wait_until_up()
+        return started[-1]
+
+    yield start
+    for server in started:
+        if server.process.poll() is None:
+            server.stop()
+
+
+def test_serve_bootstraps_an_admin_token_once(
+    tmp_path: Path, serve: Callable[[str], Served]
+) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path}/db.sqlite"
+    first = serve(url)
+    printed = TOKEN.findall(first.stdout)
+    assert len(printed) == 1, first.stdout
+    token = printed[0]
+    response = first.viewer(token)
+    assert response.status_code == 200, response.text
+    assert response.json()["data"]["viewer"] == {
+        "workspace": {"key": "default:default"},
+        "ownerType": "SYSTEM",
+        "ownerKey": "admin",
+        "scopes": ["READ", "WRITE", "ADMIN"],
+    }
+    # Without CONVOGRAPH_SECRET, the secret is generated beside the database, owner-only.
+    assert (tmp_path / "secret").stat().st_mode & 0o777 == 0o600
+    first.stop()
+
+    second = serve(url)
+    response = second.viewer(token)
+    assert response.status_code == 200, response.text  # the same secret, so the same token
+    second.stop()
+    assert TOKEN.search(second.stdout) is None, second.stdout

@@ -1,0 +1,298 @@
+"""The HTTP edges of /graphql: malformed requests get a clear 4xx with a JSON body, never a 500."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import text
+
+from graph.app import create_app
+from graph.settings import Settings
+from tests.conftest import GraphQLClient, Server
+
+VIEWER = "{ viewer { ownerKey } }"
+LIMIT = 4096
+
+
+def assert_json_error(response: httpx.Response, status: int, *words: str) -> str:
+    """A JSON body `{"errors": [{"message": …}]}` with `status`; returns the message."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/json")
+    message: str = response.json()["errors"][0]["message"]
+    for word in words:
+        assert word.lower() in message.lower(), message
+    return message
+
+
+def headers(client: GraphQLClient, **extra: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {client.token}", **extra}
+
+
+async def post_raw(client: GraphQLClient, body: Any, content_type: str) -> httpx.Response:
+    return await client.http.post(
+        "/graphql", content=body, headers=headers(client, **{"Content-Type": content_type})
+    )
+
+
+async def count_conversations(gql: GraphQLClient) -> int:
+    return int((await gql("{ conversations { totalCount } }"))["conversations"]["totalCount"])
+
+
+# -- malformed requests ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"{not json", b"", b'{"query": "{ viewer { ownerKey } }"', b"[1, 2", b"nan", b"\x00"],
+)
+async def test_malformed_json_is_400(gql: GraphQLClient, body: bytes) -> None:
+    assert_json_error(await post_raw(gql, body, "application/json"), 400, "JSON")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"query": "{ viewer { ownerKey } }", "variables": {"a": "\xff\xfe"}}',
+        b'{"query": "{ viewer { ownerKey } }\xc3"}',
+        b'{"query": "{ viewer { ownerKey } }", "variables": {"a": "\xed\xa0\x80"}}',
+    ],
+)
+async def test_invalid_utf8_is_400(gql: GraphQLClient, body: bytes) -> None:
+    assert_json_error(await post_raw(gql, body, "application/json"), 400)
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        (b"[]", ()),
+        (b'[{"query": "{ viewer { ownerKey } }"}]', ("batch",)),
+        (b'{"variables": {}}', ("query",)),
+        (b'{"query": 5}', ("query",)),
+        (b'{"query": "{ viewer { ownerKey } }", "variables": [1]}', ("variables",)),
+        (b'"just a string"', ("object",)),
+        (b"42", ("object",)),
+        (b"null", ("object",)),
+    ],
+)
+async def test_json_that_is_not_a_request_is_400(
+    gql: GraphQLClient, body: bytes, words: tuple[str, ...]
+) -> None:
+    assert_json_error(await post_raw(gql, body, "application/json"), 400, *words)
+
+
+@pytest.mark.parametrize("variables", ["{not json", "5", "[1]"])
+async def test_bad_variables_over_get_are_400(gql: GraphQLClient, variables: str) -> None:
+    response = await gql.http.get(
+        "/graphql", params={"query": VIEWER, "variables": variables}, headers=headers(gql)
+    )
+    assert_json_error(response, 400)
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/xml", "image/png"])
+async def test_wrong_content_type_is_4xx(gql: GraphQLClient, content_type: str) -> None:
+    response = await post_raw(gql, b'{"query": "{ viewer { ownerKey } }"}', content_type)
+    assert 400 <= response.status_code < 500, response.text
+    assert_json_error(response, response.status_code, "content type")
+
+
+async def test_mutation_over_get_is_405_and_writes_nothing(gql: GraphQLClient) -> None:
+    mutation = 'mutation { createConversation(input: {title: "via GET"}) { conversation { id } } }'
+    response = await gql.http.get("/graphql", params={"query": mutation}, headers=headers(gql))
+    assert_json_error(response, 405, "mutation", "GET")
+    assert response.headers["allow"] == "POST"
+    assert await count_conversations(gql) == 0
+
+
+async def test_query_over_get_works(gql: GraphQLClient) -> None:
+    await gql('mutation { createConversation(input: {title: "t"}) { conversation { id } } }')
+    response = await gql.http.get(
+        "/graphql",
+        params={
+            "query": "query($n: Int) { viewer { ownerKey } "
+            "conversations(first: $n) { totalCount } }",
+            "variables": '{"n": 1}',
+        },
+        headers=headers(gql),
+    )
+    assert response.status_code == 200, response.text
+    assert response.json() == {
+        "data": {"viewer": {"ownerKey": "alice"}, "conversations": {"totalCount": 1}}
+    }
+
+
+@pytest.mark.parametrize(
+    ("query", "words"),
+    [
+        ("{ viewer { ownerKey ", ("syntax",)),
+        ("{ viewer { nosuchfield } }", ("nosuchfield",)),
+        ("query($n: Int!) { conversations(first: $n) { totalCount } }", ("$n",)),
+        ("{ conversations(first: 99999999999999999999) { totalCount } }", ("32-bit",)),
+    ],
+)
+async def test_graphql_errors_are_errors_not_500(
+    gql: GraphQLClient, query: str, words: tuple[str, ...]
+) -> None:
+    response = await gql.post(query)
+    assert response.status_code in (200, 400), response.text
+    body = response.json()
+    assert body.get("data") is None
+    assert_json_error(response, response.status_code, *words)
+
+
+async def test_query_depth_over_the_limit_is_refused(server: Server, gql: GraphQLClient) -> None:
+    depth = server.settings.max_query_depth
+    # Each level of the tree adds two: `childConversation { delegations { nodes {`.
+    inner = "id"
+    for _ in range(depth):
+        inner = f"delegations {{ nodes {{ childConversation {{ {inner} }} }} }}"
+    response = await gql.post(f"{{ conversations {{ nodes {{ {inner} }} }} }}")
+    assert response.status_code in (200, 400), response.text
+    assert response.json().get("data") is None
+    assert_json_error(response, response.status_code, "depth")
+    # A query within the limit still runs.
+    assert await gql("{ conversations { nodes { delegations { nodes { id } } } } }")
+
+
+async def test_aliases_over_the_limit_are_refused(server: Server, gql: GraphQLClient) -> None:
+    limit = server.settings.max_aliases
+    many = " ".join(f"a{i}: viewer {{ ownerKey }}" for i in range(limit + 1))
+    response = await gql.post(f"{{ {many} }}")
+    assert response.status_code in (200, 400), response.text
+    assert response.json().get("data") is None
+    assert_json_error(response, response.status_code, "alias")
+    enough = " ".join(f"a{i}: viewer {{ ownerKey }}" for i in range(limit))
+    assert len(await gql(f"{{ {enough} }}")) == limit
+
+
+# -- body size -------------------------------------------------------------------------------
+
+
+@asynccontextmanager
+async def serving(settings: Settings) -> AsyncIterator[tuple[Server, httpx.AsyncClient]]:
+    """An app built from `settings`, started, and an HTTP client talking to it in-process."""
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+            yield Server(app, settings), http
+
+
+@pytest.fixture
+async def small(settings: Settings) -> AsyncIterator[tuple[Server, GraphQLClient]]:
+    """An app whose request bodies may hold at most LIMIT bytes."""
+    async with serving(dataclasses.replace(settings, max_body_bytes=LIMIT)) as (server, http):
+        yield server, GraphQLClient(http, await server.token())
+
+
+def body_of(size: int) -> bytes:
+    """A createConversation request of exactly `size` bytes."""
+    start = b'{"query": "mutation($t: String) { createConversation(input: {title: $t}) '
+    start += b'{ conversation { id } } }", "variables": {"t": "'
+    end = b'"}}'
+    return start + b"x" * (size - len(start) - len(end)) + end
+
+
+async def test_body_at_the_limit_is_accepted(small: tuple[Server, GraphQLClient]) -> None:
+    _, client = small
+    response = await post_raw(client, body_of(LIMIT), "application/json")
+    assert response.status_code == 200, response.text
+    assert response.json()["data"]["createConversation"]["conversation"]["id"]
+
+
+async def test_body_over_the_limit_is_413(small: tuple[Server, GraphQLClient]) -> None:
+    _, client = small
+    response = await post_raw(client, body_of(LIMIT + 1), "application/json")
+    assert_json_error(response, 413, str(LIMIT))
+    assert await count_conversations(client) == 0
+
+
+async def test_streamed_body_over_the_limit_is_413(small: tuple[Server, GraphQLClient]) -> None:
+    # No Content-Length to trust: the limit holds while the body is read.
+    _, client = small
+    body = body_of(3 * LIMIT)
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for i in range(0, len(body), 1000):
+            yield body[i : i + 1000]
+
+    response = await post_raw(client, chunks(), "application/json")
+    assert "content-length" not in response.request.headers
+    assert_json_error(response, 413, str(LIMIT))
+    assert await count_conversations(client) == 0
+
+
+async def test_a_large_body_without_a_token_is_401(small: tuple[Server, GraphQLClient]) -> None:
+    # Credentials are checked before anything is read.
+    _, client = small
+    response = await client.http.post(
+        "/graphql", content=body_of(LIMIT + 1), headers={"Content-Type": "application/json"}
+    )
+    assert response.status_code == 401
+
+
+# -- failures --------------------------------------------------------------------------------
+
+
+def assert_masked(response: httpx.Response, *internals: str) -> dict[str, Any]:
+    body = response.json()
+    error: dict[str, Any] = body["errors"][0]
+    assert error["message"] == "Unexpected error."
+    for word in ("Traceback", "File ", ".py", "sqlalchemy", "SELECT", *internals):
+        assert word.lower() not in response.text.lower(), word
+    assert error["extensions"]["requestId"] == response.headers["x-request-id"]
+    return body
+
+
+async def test_an_internal_error_is_masked(server: Server, gql: GraphQLClient) -> None:
+    created = await gql(
+        'mutation { createConversation(input: {title: "t"}) { conversation { id } } }'
+    )
+    cid = created["createConversation"]["conversation"]["id"]
+    # A real failure inside a resolver: a table the query needs is gone.
+    async with server.app.state.services.db.write() as conn:
+        await conn.execute(text("DROP TABLE snapshot"))
+    response = await gql.post(
+        "query($id: ID!) { conversation(id: $id) { title snapshots { totalCount } } }", {"id": cid}
+    )
+    assert response.status_code == 200, response.text
+    body = assert_masked(response, "no such table", "does not exist")
+    assert body["errors"][0]["path"] == ["conversation", "snapshots"]
+
+
+async def test_a_failure_while_authenticating_is_masked(server: Server, gql: GraphQLClient) -> None:
+    async with server.app.state.services.db.write() as conn:
+        await conn.execute(text("DROP TABLE api_token"))
+    response = await gql.post(VIEWER)
+    assert response.status_code == 500
+    assert response.headers["content-type"].startswith("application/json")
+    assert_masked(response, "api_token", "no such table", "does not exist")
+
+
+# -- request ids -----------------------------------------------------------------------------
+
+
+async def test_every_response_carries_a_request_id(
+    gql: GraphQLClient, small: tuple[Server, GraphQLClient]
+) -> None:
+    _, limited = small
+    responses = {
+        "ok": await gql.post(VIEWER),
+        "get": await gql.http.get("/graphql", params={"query": VIEWER}, headers=headers(gql)),
+        "graphql error": await gql.post("{ nope }"),
+        "no token": await gql.post(VIEWER, token="cvg_nope"),
+        "bad json": await post_raw(gql, b"{", "application/json"),
+        "content type": await post_raw(gql, b"{}", "text/plain"),
+        "mutation over GET": await gql.http.get(
+            "/graphql", params={"query": "mutation { __typename }"}, headers=headers(gql)
+        ),
+        "too large": await post_raw(limited, body_of(LIMIT + 1), "application/json"),
+        "graphiql": await gql.http.get("/graphql", headers={"Accept": "text/html"}),
+    }
+    ids = {name: r.headers.get("x-request-id") for name, r in responses.items()}
+    assert all(ids.values()), ids
+    assert len(set(ids.values())) == len(ids), ids

@@ -1,0 +1,199 @@
+"""Retention: a conversation past its expiresAt reads as gone, and the sweep deletes it with
+everything below it (transcript, snapshots, delegations, child conversations)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from graph.retention import sweep
+from tests.conftest import GraphQLClient, Server
+from tests.test_conversations import (
+    CREATE,
+    UPDATE,
+    append,
+    create,
+    delegate,
+    get,
+    list_ids,
+    listing,
+    save_snapshot,
+    stored_rows,
+    ts,
+)
+
+TTL = timedelta(seconds=1)
+
+
+async def tree(gql: GraphQLClient) -> dict[str, str]:
+    """A root with a transcript, a snapshot and a delegation whose child has a transcript."""
+    root = (await create(gql, title="doomed"))["id"]
+    await append(gql, root, [{"role": "user", "content": "ephemeral-word"}])
+    snapshot = (await save_snapshot(gql, root, [{"role": "user", "content": "old"}]))["id"]
+    delegation = await delegate(gql, root)
+    child = delegation["childConversation"]["id"]
+    await append(gql, child, [{"role": "assistant", "content": "ephemeral-child"}])
+    return {"root": root, "snapshot": snapshot, "delegation": delegation["id"], "child": child}
+
+
+async def expire_soon(gql: GraphQLClient, cid: str) -> datetime:
+    """Set expiresAt just ahead through the API and return it."""
+    at = datetime.now(UTC) + TTL
+    payload = (await gql(UPDATE, {"input": {"id": cid, "expiresAt": at.isoformat()}}))[
+        "updateConversation"
+    ]
+    assert payload["userErrors"] == []
+    return at
+
+
+async def wait_past(at: datetime) -> None:
+    await asyncio.sleep(max(0.0, (at - datetime.now(UTC)).total_seconds()) + 0.05)
+
+
+async def read_everything(gql: GraphQLClient, ids: dict[str, str]) -> dict[str, Any]:
+    return await gql(
+        """query($root: ID!, $child: ID!, $snapshot: ID!, $delegation: ID!) {
+          root: conversation(id: $root) { id }
+          child: conversation(id: $child) { id }
+          rootNode: node(id: $root) { id }
+          childNode: node(id: $child) { id }
+          snapshot: node(id: $snapshot) { id }
+          delegationNode: node(id: $delegation) { id }
+          delegation: delegation(id: $delegation) { id }
+          latest: latestDelegation(targetTier: "researcher") { id }
+        }""",
+        ids,
+    )
+
+
+async def test_an_expired_conversation_is_hidden_from_every_read(gql: GraphQLClient) -> None:
+    ids = await tree(gql)
+    survivor = (await create(gql, title="stays"))["id"]
+    visible = await read_everything(gql, ids)
+    assert all(visible[k] is not None for k in visible if k != "latest")
+
+    await wait_past(await expire_soon(gql, ids["root"]))
+
+    hidden = await read_everything(gql, ids)
+    assert hidden == dict.fromkeys(hidden)
+    page = await listing(gql)
+    assert [e["node"]["id"] for e in page["edges"]] == [survivor]
+    assert page["totalCount"] == 1
+    assert await list_ids(gql, filter={"search": "ephemeral"}) == []
+
+
+async def test_an_expired_conversation_cannot_be_written(gql: GraphQLClient) -> None:
+    cid = (await create(gql))["id"]
+    await wait_past(await expire_soon(gql, cid))
+    payload = await append(gql, cid, [{"role": "user", "content": "too late"}])
+    assert [(e["code"], e["field"]) for e in payload["userErrors"]] == [
+        ("NOT_FOUND", ["conversationId"])
+    ]
+    update = (await gql(UPDATE, {"input": {"id": cid, "expiresAt": None}}))["updateConversation"]
+    assert [e["code"] for e in update["userErrors"]] == ["NOT_FOUND"]
+    assert await get(gql, cid) is None
+
+
+async def test_expires_at_reaches_the_delegation_children(gql: GraphQLClient) -> None:
+    root = (await create(gql))["id"]
+    before = (await delegate(gql, root))["childConversation"]["id"]
+    at = (datetime.now(UTC) + timedelta(hours=1)).replace(microsecond=0)
+    await gql(UPDATE, {"input": {"id": root, "expiresAt": at.isoformat()}})
+    after = (await delegate(gql, root))["childConversation"]["id"]
+    grandchild = (await delegate(gql, after))["childConversation"]["id"]
+    for cid in (root, before, after, grandchild):
+        stored = await get(gql, cid)
+        assert stored is not None and ts(stored["expiresAt"]) == at, cid
+    await gql(UPDATE, {"input": {"id": root, "expiresAt": None}})
+    for cid in (root, before, after, grandchild):
+        stored = await get(gql, cid)
+        assert stored is not None and stored["expiresAt"] is None, cid
+
+
+async def test_clearing_expires_at_in_time_keeps_the_conversation(
+    server: Server, gql: GraphQLClient
+) -> None:
+    ids = await tree(gql)
+    at = await expire_soon(gql, ids["root"])
+    await gql(UPDATE, {"input": {"id": ids["root"], "expiresAt": None}})
+    await wait_past(at)
+    assert await sweep(server.app.state.services.db) == 0
+    assert all(v is not None for k, v in (await read_everything(gql, ids)).items() if k != "latest")
+
+
+async def test_the_sweep_deletes_an_expired_conversation_with_everything_below_it(
+    server: Server, gql: GraphQLClient
+) -> None:
+    ids = await tree(gql)
+    survivor = (await create(gql))["id"]
+    await append(gql, survivor, [{"role": "user", "content": "kept"}])
+    doomed = [ids["root"], ids["child"]]
+    assert await stored_rows(server, doomed) == {
+        "conversation": 2,
+        "message": 2,
+        "snapshot": 1,
+        "delegation": 1,
+    }
+    await wait_past(await expire_soon(gql, ids["root"]))
+
+    assert await sweep(server.app.state.services.db) >= 1
+
+    assert await stored_rows(server, doomed) == {
+        "conversation": 0,
+        "message": 0,
+        "snapshot": 0,
+        "delegation": 0,
+    }
+    assert await stored_rows(server, [survivor]) == {
+        "conversation": 1,
+        "message": 1,
+        "snapshot": 0,
+        "delegation": 0,
+    }
+    assert await list_ids(gql) == [survivor]
+    assert await sweep(server.app.state.services.db) == 0
+
+
+async def test_the_sweep_leaves_conversations_that_have_not_expired(
+    server: Server, gql: GraphQLClient
+) -> None:
+    later = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
+    expiring = (await create(gql, expiresAt=later))["id"]
+    forever = (await create(gql))["id"]
+    db = server.app.state.services.db
+    assert await sweep(db) == 0
+    assert set(await list_ids(gql)) == {expiring, forever}
+    # The sweep's clock is a parameter: two hours on, the first one is due.
+    assert await sweep(db, now=datetime.now(UTC) + timedelta(hours=2)) == 1
+    assert await stored_rows(server, [expiring, forever]) == {
+        "conversation": 1,
+        "message": 0,
+        "snapshot": 0,
+        "delegation": 0,
+    }
+    assert await list_ids(gql) == [forever]
+
+
+async def test_create_with_an_expires_at_in_the_past_is_invalid(gql: GraphQLClient) -> None:
+    past = (datetime.now(UTC) - timedelta(seconds=1)).isoformat()
+    payload = (await gql(CREATE, {"input": {"expiresAt": past}}))["createConversation"]
+    assert payload["conversation"] is None
+    assert [(e["code"], e["field"]) for e in payload["userErrors"]] == [
+        ("INVALID_INPUT", ["expiresAt"])
+    ]
+    assert (await listing(gql))["totalCount"] == 0
+
+
+async def test_an_idempotency_key_of_an_expired_conversation_starts_a_new_one(
+    gql: GraphQLClient,
+) -> None:
+    soon = (datetime.now(UTC) + TTL).isoformat()
+    first = await create(gql, idempotencyKey="retry-me", expiresAt=soon)
+    assert (await create(gql, idempotencyKey="retry-me"))["id"] == first["id"]
+    await wait_past(ts(soon))
+    fresh = await create(gql, idempotencyKey="retry-me", title="new life")
+    assert fresh["id"] != first["id"]
+    stored = await get(gql, fresh["id"])
+    assert stored is not None and stored["title"] == "new life"
+    assert (await create(gql, idempotencyKey="retry-me"))["id"] == fresh["id"]
