@@ -9,7 +9,7 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
-from .crypto import Keyring, load_secret
+from .crypto import Keyring, MissingSecret, load_secret
 from .db import Database
 from .principal import Scope, parse_owner, parse_workspace
 from .settings import Settings
@@ -228,7 +228,11 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
     args = parser().parse_args(argv)
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except MissingSecret as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

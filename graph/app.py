@@ -8,6 +8,7 @@ import logging
 from collections.abc import AsyncIterator
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route, WebSocketRoute
@@ -21,6 +22,7 @@ from .events import EventBroker
 from .http import GraphQLEndpoint
 from .ide import ASSETS_DIR
 from .notify import PostgresBroker
+from .request_id import RequestIdMiddleware
 from .schema import build_schema
 from .settings import Settings
 
@@ -69,6 +71,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             Route("/readyz", readyz),
             Mount("/graphiql-assets", StaticFiles(directory=ASSETS_DIR), name="graphiql-assets"),
         ],
+        middleware=[Middleware(RequestIdMiddleware)],
         lifespan=lifespan,
     )
     app.state.services = services

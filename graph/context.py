@@ -57,6 +57,9 @@ class Context:
             self._loaders = Loaders(self)
         return self._loaders
 
+    def reset_loaders(self) -> None:
+        self._loaders = None
+
     @property
     def settings(self) -> Settings:
         return self.services.settings
@@ -82,4 +85,4 @@ class Context:
             await self.services.broker.stage(conn, repo.events)
         self.services.broker.publish(repo.events)
         # Reads later in this request must not serve what the write just changed.
-        self._loaders = None
+        self.reset_loaders()

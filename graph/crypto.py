@@ -56,6 +56,10 @@ class Keyring:
         return bytes(a ^ b for a, b in zip(cipher, stream, strict=True)).decode("utf-8")
 
 
+class MissingSecret(RuntimeError):
+    pass
+
+
 def new_token() -> str:
     return TOKEN_PREFIX + secrets.token_urlsafe(32)
 
@@ -68,6 +72,13 @@ def load_secret(settings: Settings) -> bytes:
     """The server secret: CONVOGRAPH_SECRET, else a file created on first use (mode 0600)."""
     if settings.secret:
         return settings.secret.encode()
+    if not settings.is_sqlite and not settings.secret_file:
+        # Replicas (and the CLI) must share one secret; a file generated beside one
+        # process would silently make the others' tokens unusable.
+        raise MissingSecret(
+            "CONVOGRAPH_SECRET (or CONVOGRAPH_SECRET_FILE) must be set when the database is "
+            "PostgreSQL: every replica and the CLI must use the same secret"
+        )
     path: Path = settings.resolved_secret_file
     if path.exists():
         return path.read_bytes().strip()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import uuid
 from typing import Any
 
 from cross_web import HTTPException
@@ -27,6 +26,7 @@ from .auth import authorization_from_params, principal_for
 from .context import Context, Services
 from .ide import graphiql_html
 from .masking import UNAVAILABLE, is_unavailable
+from .request_id import new_request_id
 
 logger = logging.getLogger("convograph.http")
 
@@ -55,17 +55,6 @@ def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
     if request.method == "GET" and isinstance(exc.__cause__, InvalidOperationTypeError):
         return error_response(405, exc.reason, Allow="POST")
     return error_response(exc.status_code, exc.reason)
-
-
-def _with_request_id(send: Send, request_id: str) -> Send:
-    header = (b"x-request-id", request_id.encode())
-
-    async def send_with_id(message: Message) -> None:
-        if message["type"] == "http.response.start":
-            message["headers"] = [*message.get("headers", []), header]
-        await send(message)
-
-    return send_with_id
 
 
 class BodyTooLarge(Exception):
@@ -100,14 +89,12 @@ class GraphQLEndpoint(GraphQL[Context, None]):
     # -- edges ---------------------------------------------------------------
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # RequestIdMiddleware (app.py) has put the request id in the scope's state.
+        scope.setdefault("state", {}).setdefault("request_id", new_request_id())
         if scope["type"] == "websocket":
             await self._websocket(scope, receive, send)
             return
-        request_id = uuid.uuid4().hex[:16]
-        scope.setdefault("state", {})["request_id"] = request_id
-        # Every answer carries the id, the refusals (401, 413, …) included: it is what a
-        # client quotes when it reports a problem, and what the logs are searched by.
-        await self._http(scope, receive, _with_request_id(send, request_id))
+        await self._http(scope, receive, send)
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
@@ -170,7 +157,6 @@ class GraphQLEndpoint(GraphQL[Context, None]):
 
     async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = dict((k.decode().lower(), v.decode("latin-1")) for k, v in scope["headers"])
-        scope.setdefault("state", {})["request_id"] = uuid.uuid4().hex[:16]
         if "authorization" in headers:
             principal = await principal_for(self.services, headers["authorization"])
             if principal is None:

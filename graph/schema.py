@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 import strawberry
@@ -12,11 +13,13 @@ from strawberry.extensions import (
     MaxAliasesLimiter,
     ParserCache,
     QueryDepthLimiter,
+    SchemaExtension,
     ValidationCache,
 )
 from strawberry.schema.config import StrawberryConfig
 from strawberry.types import ExecutionContext
 
+from .context import Context
 from .masking import ErrorMasking, is_expected
 from .mutations import Mutation
 from .queries import Query
@@ -44,6 +47,16 @@ class Schema(strawberry.Schema):
                 )
 
 
+class FreshLoaders(SchemaExtension):
+    """DataLoaders cache per operation: a WebSocket's context outlives its operations."""
+
+    def on_operation(self) -> Iterator[None]:
+        context = self.execution_context.context
+        if isinstance(context, Context):
+            context.reset_loaders()
+        yield
+
+
 def build_schema(settings: Settings | None = None) -> Schema:
     """The schema with its limits. Rules are built once so the validation cache stays valid."""
     settings = settings or Settings()
@@ -64,6 +77,7 @@ def build_schema(settings: Settings | None = None) -> Schema:
             lambda: ParserCache(maxsize=512),
             lambda: ValidationCache(maxsize=512),
             ErrorMasking,
+            FreshLoaders,
         ],
     )
 

@@ -60,7 +60,7 @@ async def list_tokens(conn: AsyncConnection, *, keyring: Keyring) -> list[TokenI
         TokenInfo(
             id=r.id,
             workspace_key=f"{r.workspace_type}:{r.workspace_id}",
-            owner=f"{r.owner_type.lower()}:{keyring.unseal(r.owner_key_sealed)}",
+            owner=f"{r.owner_type.lower()}:{_owner_key(keyring, r.owner_key_sealed)}",
             scopes=tuple(Scope(s) for s in r.scopes.split(",")),
             label=r.label,
             created_at=r.created_at,
@@ -68,6 +68,14 @@ async def list_tokens(conn: AsyncConnection, *, keyring: Keyring) -> list[TokenI
         )
         for r in rows
     ]
+
+
+def _owner_key(keyring: Keyring, sealed: str) -> str:
+    try:
+        return keyring.unseal(sealed)
+    except ValueError:
+        # Sealed under another server secret: this server could never accept the token.
+        return "<sealed under another secret>"
 
 
 async def revoke_token(conn: AsyncConnection, *, token_id: str) -> bool:

@@ -355,3 +355,32 @@ def test_serve_bootstraps_an_admin_token_once(
     assert response.status_code == 200, response.text  # the same secret, so the same token
     second.stop()
     assert TOKEN.search(second.stdout) is None, second.stdout
+
+
+# -- the secret ------------------------------------------------------------------------------
+
+
+def test_postgresql_without_a_shared_secret_is_refused_clearly(tmp_path: Path) -> None:
+    """A secret generated beside one replica would make the others refuse its tokens."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "graph",
+            "token",
+            "create",
+            "--workspace",
+            "site:1",
+            "--owner",
+            "user:alice",
+        ],
+        env=clean_env(CONVOGRAPH_DATABASE_URL="postgresql+asyncpg://nobody@127.0.0.1:1/x"),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert "CONVOGRAPH_SECRET" in result.stderr and "Traceback" not in result.stderr
+    assert result.stdout == ""
+    assert not (tmp_path / "data" / "secret").exists()

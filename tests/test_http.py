@@ -296,3 +296,10 @@ async def test_every_response_carries_a_request_id(
     ids = {name: r.headers.get("x-request-id") for name, r in responses.items()}
     assert all(ids.values()), ids
     assert len(set(ids.values())) == len(ids), ids
+
+
+async def test_health_endpoints_carry_a_request_id(anon: GraphQLClient) -> None:
+    for path in ("/healthz", "/readyz", "/graphiql-assets/VERSIONS.txt"):
+        response = await anon.http.get(path)
+        assert response.status_code == 200, path
+        assert len(response.headers["x-request-id"]) == 16, path

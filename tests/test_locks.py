@@ -327,11 +327,6 @@ async def test_recent_pending_skips_deleted_conversations(gql: GraphQLClient) ->
     assert await recent(gql) is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="conversations.recent_pending does not exclude delegation child transcripts; "
-    "see the report (suggested fix: filter parent_delegation_id IS NULL)",
-)
 async def test_recent_pending_ignores_delegation_child_transcripts(gql: GraphQLClient) -> None:
     session = await new_conversation(gql)
     await delegate(gql, session)  # its child is newer, empty and inherits context "chat"

@@ -9,9 +9,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
+    JSON,
     ColumnElement,
     Integer,
+    String,
     and_,
+    cast,
     column,
     delete,
     false,
@@ -28,7 +31,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from ..crypto import new_lock_token
 from ..documents import check_text, encode_document
 from ..errors import DomainError, ErrorCode, conflict, invalid, not_found
-from ..jsoncodec import loads
 from ..pagination import Page, decode_cursor, encode_cursor
 from ..principal import OwnerType
 from ..records import ConversationRecord, Event, EventKind
@@ -164,19 +166,24 @@ class Conversations(Aggregate):
             alive(C, now),
             _equals(C.c.context, context),
             C.c.created_at >= now - timedelta(seconds=within_seconds),
+            # A delegation's child transcript is not a session a client could be retrying.
+            C.c.parent_delegation_id.is_(None),
         )
-        rows = (
-            await self.conn.execute(
-                query.order_by(C.c.created_at.desc(), C.c.id.desc()).limit(200 if token_id else 1)
-            )
-        ).all()
-        records = [ConversationRecord.from_row(r) for r in rows]
         if token_id is not None:
-            records = [r for r in records if _metadata_token(r.metadata_json) == token_id][:1]
+            query = query.where(_equals(self._metadata_text("token_id"), token_id))
+        row = (
+            await self.conn.execute(query.order_by(C.c.created_at.desc(), C.c.id.desc()).limit(1))
+        ).first()
         # Only the newest one counts: an older pending session is not a retry of this request.
-        if records and records[0].is_pending(now):
-            return records[0]
-        return None
+        record = ConversationRecord.from_row(row) if row is not None else None
+        return record if record is not None and record.is_pending(now) else None
+
+    def _metadata_text(self, key: str) -> ColumnElement[str]:
+        """A top-level metadata value as text (numbers too), in the dialect's JSON functions."""
+        if self.repo.is_sqlite:
+            return cast(func.json_extract(C.c.metadata, f"$.{key}"), String)
+        # json, not jsonb: the stored text may hold \u0000, which jsonb refuses.
+        return cast(C.c.metadata, JSON)[key].astext
 
     # -- writes ------------------------------------------------------------
 
@@ -192,6 +199,7 @@ class Conversations(Aggregate):
         parent_delegation_id: str | None = None,
         ancestry: tuple[str, ...] = (),
         conversation_id: str | None = None,
+        announce: bool = True,
     ) -> ConversationRecord:
         check_text(title, "title")
         check_text(agent_slug, "agentSlug", max_len=200)
@@ -249,7 +257,8 @@ class Conversations(Aggregate):
                 existing = (await self.conn.execute(select(C).where(holder))).one()
                 return ConversationRecord.from_row(existing)
             record = ConversationRecord.from_row(inserted)
-        self.publish(EventKind.CONVERSATION_UPDATED, record)
+        if announce:
+            self.publish(EventKind.CONVERSATION_UPDATED, record)
         return record
 
     async def bump(
@@ -450,8 +459,3 @@ def _keyset(cursor: str, field: str) -> tuple[datetime, str]:
 def _equals(column: ColumnElement[str], value: str) -> ColumnElement[bool]:
     # Stored strings never hold NUL (check_text refuses it) and PostgreSQL cannot bind one.
     return column == value if "\x00" not in value else false()
-
-
-def _metadata_token(metadata: str) -> str | None:
-    value = loads(metadata).get("token_id")
-    return None if value is None else str(value)

@@ -162,6 +162,7 @@ class Delegations(Aggregate):
             idempotency_key=None,
             ancestry=(*parent.ancestry, parent.id),
             conversation_id=child_id,
+            announce=False,  # DELEGATION_CREATED below announces the child
         )
         await self.conn.execute(D.insert().values(values))
         await self.conn.execute(
