@@ -17,7 +17,7 @@ from typing import Any
 
 import asyncpg
 import orjson
-from sqlalchemy import delete, insert, select, text
+from sqlalchemy import insert, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from .db import Database
@@ -193,8 +193,3 @@ class PostgresBroker(EventBroker):
         async with self._db.read() as conn:
             raw = await conn.execute(select(event_outbox.c.payload).where(event_outbox.c.id == ref))
             return raw.scalar_one_or_none()
-
-
-async def prune_outbox(db: Database, *, before: datetime) -> None:
-    async with db.write() as conn:
-        await conn.execute(delete(event_outbox).where(event_outbox.c.created_at < before))

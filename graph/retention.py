@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import delete
 
 from .context import Services
 from .db import Database
 from .tables import conversation as C
+from .tables import event_outbox
+
+OUTBOX_KEEP = timedelta(hours=1)
 
 logger = logging.getLogger("convograph.retention")
 
@@ -21,6 +24,10 @@ async def sweep(db: Database, *, now: datetime | None = None) -> int:
     async with db.write() as conn:
         result = await conn.execute(
             delete(C).where(C.c.expires_at.is_not(None), C.c.expires_at <= now)
+        )
+        # Parked event payloads are read within moments of their NOTIFY; keep an hour.
+        await conn.execute(
+            delete(event_outbox).where(event_outbox.c.created_at < now - OUTBOX_KEEP)
         )
     return int(result.rowcount or 0)
 

@@ -1,0 +1,175 @@
+"""Two real server processes over one database: what holds across replicas.
+
+Concurrency is decided by the database (row locks, conditional updates, unique
+constraints), never by one process's memory, so it holds between processes too.
+Events cross replicas through PostgreSQL LISTEN/NOTIFY (not on SQLite).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import GraphQLClient
+from tests.live_server import LiveServer, LiveServers, live_servers  # noqa: F401
+from tests.test_subscriptions import subscribed
+
+CREATE = """mutation($key: String) { createConversation(input: {title: "r", idempotencyKey: $key})
+  { conversation { id } userErrors { code } } }"""
+APPEND = """mutation($id: ID!, $m: [JSON!]!) { appendMessages(input: {conversationId: $id,
+  messages: $m}) { messages { seq } userErrors { code message } } }"""
+REPLACE = """mutation($id: ID!, $m: [JSON!]!, $v: Int) { replaceTranscript(input:
+  {conversationId: $id, messages: $m, expectedVersion: $v}) { conversation { version }
+  userErrors { code } } }"""
+LOCK = """mutation($id: ID!) { acquireLock(input: {conversationId: $id, ttlSeconds: 60})
+  { token userErrors { code } } }"""
+READ = """query($id: ID!) { conversation(id: $id) { version messageCount transcript
+  messages(last: 1) { nodes { seq } } } }"""
+
+
+@pytest.fixture
+async def replicas(database_url: str, live_servers: LiveServers) -> list[LiveServer]:  # noqa: F811
+    return list(
+        await asyncio.gather(live_servers.start(database_url), live_servers.start(database_url))
+    )
+
+
+@contextlib.asynccontextmanager
+async def clients(servers: list[LiveServer], token: str):  # type: ignore[no-untyped-def]
+    async with contextlib.AsyncExitStack() as stack:
+        yield [await stack.enter_async_context(s.client(token)) for s in servers]
+
+
+async def new_conversation(gql: GraphQLClient) -> str:
+    data = await gql(CREATE)
+    return str(data["createConversation"]["conversation"]["id"])
+
+
+async def writer(gql: GraphQLClient, cid: str, name: str, count: int) -> list[tuple[str, int]]:
+    """Append `count` messages one call at a time; the (text, seq) of each acknowledged one."""
+    acked = []
+    for i in range(count):
+        text = f"{name}-{i}"
+        data = await gql(APPEND, {"id": cid, "m": [{"role": "user", "content": text}]})
+        assert data["appendMessages"]["userErrors"] == []
+        acked.append((text, data["appendMessages"]["messages"][0]["seq"]))
+    return acked
+
+
+async def test_concurrent_appends_through_two_replicas_lose_and_reorder_nothing(
+    replicas: list[LiveServer],
+) -> None:
+    token = await replicas[0].token()
+    async with clients(replicas, token) as (one, two):
+        cid = await new_conversation(one)
+        jobs = [writer(c, cid, f"w{n}-{i}", 15) for i in range(6) for n, c in enumerate((one, two))]
+        acked = [entry for batch in await asyncio.gather(*jobs) for entry in batch]
+        stored = (await two(READ, {"id": cid}))["conversation"]
+
+    transcript = [m["content"] for m in stored["transcript"]]
+    assert stored["messageCount"] == len(acked) == len(transcript) == 180
+    assert sorted(transcript) == sorted(text for text, _ in acked)  # none lost, none twice
+    # Each acknowledged seq is where the message is, and seqs are 1..n without a gap.
+    assert sorted(seq for _, seq in acked) == list(range(1, 181))
+    assert all(transcript[seq - 1] == text for text, seq in acked)
+    # One writer's messages keep the order it sent them in.
+    for n in range(2):
+        for i in range(6):
+            mine = [t for t in transcript if t.startswith(f"w{n}-{i}-")]
+            assert mine == [f"w{n}-{i}-{k}" for k in range(15)]
+
+
+async def test_expected_version_lets_exactly_one_writer_win_across_replicas(
+    replicas: list[LiveServer],
+) -> None:
+    token = await replicas[0].token()
+    async with clients(replicas, token) as (one, two):
+        cid = await new_conversation(one)
+        version = 1
+
+        async def race(gql: GraphQLClient, n: int) -> dict[str, Any]:
+            messages = [{"role": "user", "content": f"writer {n}"}]
+            data = await gql(REPLACE, {"id": cid, "m": messages, "v": version})
+            return dict(data["replaceTranscript"], n=n)
+
+        results = await asyncio.gather(*(race((one, two)[n % 2], n) for n in range(16)))
+        stored = (await one(READ, {"id": cid}))["conversation"]
+
+    winners = [r for r in results if r["conversation"] is not None]
+    assert len(winners) == 1
+    assert all(r["userErrors"] == [{"code": "CONFLICT"}] for r in results if r not in winners)
+    assert stored["transcript"] == [{"role": "user", "content": f"writer {winners[0]['n']}"}]
+
+
+async def test_exactly_one_lock_and_one_idempotent_conversation_across_replicas(
+    replicas: list[LiveServer],
+) -> None:
+    token = await replicas[0].token()
+    async with clients(replicas, token) as (one, two):
+        cid = await new_conversation(one)
+        locks = await asyncio.gather(*((one, two)[n % 2](LOCK, {"id": cid}) for n in range(16)))
+        tokens = [r["acquireLock"]["token"] for r in locks if r["acquireLock"]["token"]]
+        assert len(tokens) == 1
+        assert sum(r["acquireLock"]["userErrors"] == [{"code": "LOCKED"}] for r in locks) == 15
+
+        created = await asyncio.gather(
+            *((one, two)[n % 2](CREATE, {"key": "retry-7"}) for n in range(12))
+        )
+        ids = {r["createConversation"]["conversation"]["id"] for r in created}
+        assert len(ids) == 1
+
+
+async def test_a_subscriber_on_one_replica_sees_writes_through_the_other(
+    replicas: list[LiveServer], database_url: str
+) -> None:
+    if database_url.startswith("sqlite"):
+        pytest.skip("events cross processes through PostgreSQL LISTEN/NOTIFY only")
+    token = await replicas[0].token()
+    async with clients(replicas, token) as (one, two):
+        cid = await new_conversation(one)
+        async with subscribed(replicas[0], one, cid) as socket:
+            big = "x" * 20_000  # over NOTIFY's 8000-byte limit: travels by reference
+            for text in ("through replica two", big):
+                await two(APPEND, {"id": cid, "m": [{"role": "user", "content": text}]})
+                event = await socket.event()
+                assert event["kind"] == "MESSAGES_APPENDED"
+                assert event["conversationId"] == cid
+                assert [m["data"]["content"] for m in event["messages"]] == [text]
+
+
+async def test_a_replica_killed_mid_load_loses_no_acknowledged_write(
+    replicas: list[LiveServer],
+) -> None:
+    victim = replicas[0]
+    token = await victim.token()
+    acked: list[str] = []
+    async with clients(replicas, token) as (one, two):
+        cid = await new_conversation(two)
+
+        async def load(gql: GraphQLClient, name: str) -> None:
+            for i in range(10_000):
+                text = f"{name}-{i}"
+                try:
+                    await gql(APPEND, {"id": cid, "m": [{"role": "user", "content": text}]})
+                except (httpx.TransportError, AssertionError):
+                    return  # the replica died under this request: not acknowledged
+                acked.append(text)
+
+        tasks = [asyncio.create_task(load(one, f"v{i}")) for i in range(4)]
+        tasks += [asyncio.create_task(load(two, f"s{i}")) for i in range(2)]
+        await asyncio.sleep(1.5)
+        await victim.kill()
+        await asyncio.sleep(0.5)
+        for task in tasks[4:]:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        stored = (await two(READ, {"id": cid}))["conversation"]
+
+    transcript = [m["content"] for m in stored["transcript"]]
+    assert len(acked) > 20, "the load never got going"
+    assert set(acked) <= set(transcript), set(acked) - set(transcript)
+    assert len(transcript) == len(set(transcript)) == stored["messageCount"]
