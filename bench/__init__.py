@@ -1,0 +1,1 @@
+"""convograph's benchmarks: ratios measured side by side in one run (`python -m bench`)."""

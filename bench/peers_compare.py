@@ -1,0 +1,125 @@
+"""Figure 6: convograph's storage layer against the peers, on the peers' own workload.
+
+Workload (bench/peers/run_peers.py): append N messages one call at a time, then read the whole
+transcript back, each store on its own fresh SQLite file.  convograph runs in this process
+through the unit of work its mutations use (`Context.write()`: BEGIN IMMEDIATE, version bump,
+insert, commit with synchronous=FULL, event publish) and reads through the `transcript`
+resolver's query, decoding the JSON as the peers do.  Each peer runs in its own venv
+(bench/.venv-peers) with the same messages and the same summary (run_peers.Timings), between
+runs of convograph.  Pragmas: convograph WAL + synchronous=FULL; each peer keeps its own
+defaults (the journal mode each used is recorded).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from graph import jsoncodec
+
+from .inprocess import storage
+from .peers.run_peers import PEERS, Timings, make_messages
+from .report import Figure, median
+from .servers import ROOT
+
+PEERS_PYTHON = ROOT / "bench" / ".venv-peers" / "bin" / "python"
+FLAT = 1.2  # last-10% append over first-10% append that still counts as flat
+
+
+async def _convograph(workdir: Path, n: int) -> dict[str, Any]:
+    messages = make_messages(n)
+    timings = Timings()
+    async with storage(workdir) as ctx:
+        async with ctx.write() as repo:
+            conversation = await repo.conversations.create(
+                title="peers",
+                agent_slug="",
+                metadata=None,
+                context="chat",
+                expires_at=None,
+                idempotency_key=None,
+            )
+        cid = conversation.id
+
+        async def append(message: dict[str, str]) -> None:
+            async with ctx.write() as repo:
+                await repo.messages.append(
+                    conversation_id=cid, messages=[message], expected_version=None
+                )
+
+        for message in messages:
+            await timings.append(append(message))
+
+        async def read() -> int:
+            async with ctx.read() as repo:
+                texts = (await repo.messages.transcripts([(cid, 1)]))[(cid, 1)]
+            return len(jsoncodec.loads("[" + ",".join(texts) + "]"))
+
+        await timings.read(read, n)
+    return timings.summary()
+
+
+def _peer(name: str, n: int) -> dict[str, Any]:
+    script = ROOT / "bench" / "peers" / "run_peers.py"
+    done = subprocess.run(
+        [str(PEERS_PYTHON), str(script), "--n", str(n), "--only", name],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(done.stdout)[name]  # type: ignore[no-any-return]
+
+
+def run(workdir: Path, *, n: int) -> Figure:
+    subprocess.run(["bash", str(ROOT / "bench" / "peers" / "setup.sh")], check=True)
+    # convograph runs before every peer and after the last one; its figures are the medians
+    # of those runs, so a slow spell on the shared machine cannot favour either side.
+    runs = [asyncio.run(_convograph(workdir / "convograph-0", n))]
+    peers: dict[str, dict[str, Any]] = {}
+    for i, name in enumerate(PEERS, start=1):
+        peers[name] = _peer(name, n)
+        runs.append(asyncio.run(_convograph(workdir / f"convograph-{i}", n)))
+    ours = {key: median([r[key] for r in runs]) for key in ("first_ms", "last_ms", "read_ms")}
+    failed = {name: p["error"] for name, p in peers.items() if "error" in p}
+    measured = {name: p for name, p in peers.items() if "error" not in p}
+
+    # How many times slower each peer is than convograph (> 1: convograph is faster).
+    margins = {
+        name: {
+            "append_first": p["first_ms"] / ours["first_ms"],
+            "append_last": p["last_ms"] / ours["last_ms"],
+            "read": p["read_ms"] / ours["read_ms"],
+        }
+        for name, p in measured.items()
+    }
+    worst = min((m for per in margins.values() for m in per.values()), default=0.0)
+    growth = ours["last_ms"] / ours["first_ms"]
+    stores = {"convograph": ours, **measured}
+    sides = "; ".join(
+        f"{name} {s['first_ms']:.2f}/{s['last_ms']:.2f} ms append, {s['read_ms']:.2f} ms read"
+        for name, s in stores.items()
+    )
+    failures = f"; failed: {failed}" if failed else ""
+    return Figure(
+        name="peers",
+        value=round(worst, 3),
+        target=f"every peer > 1x slower on append and read, convograph growth <= {FLAT}",
+        met=worst > 1 and growth <= FLAT and not failed,
+        detail=(
+            f"smallest peer/convograph time ratio; n={n}, first/last 10% append medians and "
+            f"read medians — {sides}; convograph growth {growth:.2f}x{failures}"
+        ),
+        data={
+            "n": n,
+            "convograph": ours,
+            "convograph_runs": runs,
+            "peers": peers,
+            "peer_over_convograph": {
+                name: {k: round(v, 3) for k, v in per.items()} for name, per in margins.items()
+            },
+        },
+    )
