@@ -71,12 +71,14 @@ def _document(rows: Iterable[Any]) -> bytes:
 
 
 async def _raw(app: App, cid: str) -> bytes:
-    # The server's own pooled aiosqlite connection (same thread, same pragmas), used directly:
+    # The server's own pooled SQLite connection (same thread, same pragmas), used directly:
     # no SQLAlchemy statement, no BEGIN, no scoping, no GraphQL, no HTTP.
     async with app.services.db.reader.connect() as conn:
         driver = (await conn.get_raw_connection()).driver_connection
-        async with driver.execute(RAW, (cid,)) as cursor:
-            return _document(await cursor.fetchall())
+        cursor = await driver.execute(RAW, (cid,))
+        rows = await cursor.fetchall()
+        await cursor.close()
+        return _document(rows)
 
 
 def _raw_sync(db: sqlite3.Connection, cid: str) -> bytes:

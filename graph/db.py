@@ -16,6 +16,7 @@ from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import AsyncAdaptedQueuePool
 
+from . import sqlite_inline
 from .settings import Settings
 
 
@@ -23,21 +24,36 @@ def _sqlite_engine(settings: Settings, *, writer: bool) -> AsyncEngine:
     path = settings.sqlite_path
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
+    options: dict[str, Any] = {}
+    if settings.sqlite_inline:
+        target = str(path) if path is not None else ":memory:"
+
+        async def creator() -> Any:
+            return sqlite_inline.connect(target)
+
+        options["async_creator"] = creator
+    else:
+        options["connect_args"] = {"check_same_thread": False}
     engine = create_async_engine(
         settings.database_url,
         poolclass=AsyncAdaptedQueuePool,
         pool_size=1 if writer else max(1, settings.pool_size),
         max_overflow=0,
         pool_timeout=settings.pool_timeout_seconds,
-        connect_args={"check_same_thread": False},
+        # Writes always end in COMMIT or ROLLBACK and reads never open a transaction,
+        # so the rollback-on-return would be a wasted round trip.
+        pool_reset_on_return=None,
+        **options,
     )
     busy = settings.sqlite_busy_timeout_ms
+    inline = settings.sqlite_inline
 
     @event.listens_for(engine.sync_engine, "connect")
     def _pragmas(dbapi_connection: Any, _record: Any) -> None:
-        # Autocommit at the driver level: SQLAlchemy's "begin" hook below decides
-        # how a transaction starts, instead of pysqlite's implicit BEGIN.
-        dbapi_connection.isolation_level = None
+        if not inline:
+            # Autocommit at the driver level: the "begin" hook below decides how a
+            # transaction starts, instead of pysqlite's implicit BEGIN.
+            dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         cursor.execute(f"PRAGMA busy_timeout={int(busy)}")
         cursor.execute("PRAGMA journal_mode=WAL")
@@ -47,9 +63,11 @@ def _sqlite_engine(settings: Settings, *, writer: bool) -> AsyncEngine:
 
     @event.listens_for(engine.sync_engine, "begin")
     def _begin(conn: Any) -> None:
-        # IMMEDIATE takes the write lock up front: a read-then-write transaction
-        # can then never fail half-way on lock upgrade.
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if writer else "BEGIN")
+        # IMMEDIATE takes the write lock up front: a read-then-write transaction can
+        # then never fail half-way on lock upgrade. Readers open no transaction: each
+        # statement reads its own committed snapshot (WAL).
+        if writer:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
 
     return engine
 

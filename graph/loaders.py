@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from strawberry.dataloader import DataLoader
 
@@ -13,8 +13,9 @@ from .repository import Repository
 if TYPE_CHECKING:
     from .context import Context
 
-K = TypeVar("K")
-V = TypeVar("V")
+# Keys per statement: far above any realistic tree level, safely below the bound-parameter
+# limits of SQLite (32766) and asyncpg (32767), which a huge level would otherwise hit.
+MAX_BATCH_KEYS = 5000
 
 
 class Loaders:
@@ -22,12 +23,18 @@ class Loaders:
         self._ctx = ctx
         self.conversation = self._loader(lambda repo, keys: repo.conversations.get_many(keys))
         self.delegation = self._loader(lambda repo, keys: repo.delegations.get_many(keys))
+        # Delegations loaded by parent or by child answer later lookups by id for free.
         self.delegation_by_child = self._loader(
-            lambda repo, keys: repo.delegations.by_child(keys)
+            lambda repo, keys: repo.delegations.by_child(keys),
+            then=lambda found: self._prime_delegations(found.values()),
         )
         self.delegations_by_parent: DataLoader[
             tuple[str, DelegationStatus | None], list[DelegationRecord]
-        ] = self._loader(lambda repo, keys: repo.delegations.by_parent(keys), default=list)
+        ] = self._loader(
+            lambda repo, keys: repo.delegations.by_parent(keys),
+            default=list,
+            then=lambda found: self._prime_delegations(d for ds in found.values() for d in ds),
+        )
         self.transcript: DataLoader[tuple[str, int], list[str]] = self._loader(
             lambda repo, keys: repo.messages.transcripts(keys), default=list
         )
@@ -39,13 +46,20 @@ class Loaders:
         self,
         fetch: Callable[[Repository, Sequence[Any]], Awaitable[dict[Any, Any]]],
         default: Callable[[], Any] = lambda: None,
+        then: Callable[[dict[Any, Any]], None] | None = None,
     ) -> DataLoader[Any, Any]:
         async def batch(keys: Sequence[Any]) -> list[Any]:
             async with self._ctx.read() as repo:
                 found = await fetch(repo, keys)
+            if then is not None:
+                then(found)
             return [found[k] if k in found else default() for k in keys]
 
-        return DataLoader(load_fn=batch)
+        return DataLoader(load_fn=batch, max_batch_size=MAX_BATCH_KEYS)
+
+    def _prime_delegations(self, records: Iterable[DelegationRecord]) -> None:
+        for record in records:
+            self.prime_delegation(record)
 
     def prime_conversation(self, record: ConversationRecord) -> None:
         self.conversation.prime(record.id, record)

@@ -46,6 +46,8 @@ class Settings:
     pool_timeout_seconds: float = 10.0
     statement_timeout_seconds: float = 30.0
     sqlite_busy_timeout_ms: int = 10_000
+    # Run SQLite calls on the event loop instead of aiosqlite's thread (see sqlite_inline).
+    sqlite_inline: bool = True
     graphiql: bool = True
 
     @classmethod

@@ -404,11 +404,6 @@ async def test_every_write_delivers_one_event_after_commit(
         assert await socket.receive() == {"id": "1", "type": "complete"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="repository/delegations.py create() also publishes the child's creation "
-    "(CONVERSATION_UPDATED from conversations.create) to the root's subscribers",
-)
 async def test_create_delegation_delivers_one_event_to_the_tree(
     live_server: LiveServer, alice: GraphQLClient
 ) -> None:
@@ -572,11 +567,6 @@ async def test_unknown_conversation_cannot_be_subscribed(
             assert error["message"] == "conversation not found"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the Context, and so its DataLoaders' cache, lives as long as the WebSocket "
-    "connection: a second query is answered from the first one's loads (context.py/schema.py)",
-)
 async def test_queries_over_one_socket_read_fresh_data(
     live_server: LiveServer, alice: GraphQLClient
 ) -> None:

@@ -183,7 +183,7 @@ class Conversations(Aggregate):
         if self.repo.is_sqlite:
             return cast(func.json_extract(C.c.metadata, f"$.{key}"), String)
         # json, not jsonb: the stored text may hold \u0000, which jsonb refuses.
-        return cast(C.c.metadata, JSON)[key].astext
+        return cast(C.c.metadata, JSON)[key].as_string()
 
     # -- writes ------------------------------------------------------------
 
