@@ -26,6 +26,7 @@ class Keyring:
     def __init__(self, secret: bytes) -> None:
         self._digest_key = hmac.new(secret, b"convograph/digest", hashlib.sha256).digest()
         self._seal_key = hmac.new(secret, b"convograph/seal", hashlib.sha256).digest()
+        self._unsealed: dict[str, str] = {}
 
     def digest(self, purpose: str, value: str) -> str:
         mac = hmac.new(self._digest_key, purpose.encode() + b"\0", hashlib.sha256)
@@ -45,6 +46,16 @@ class Keyring:
         cipher = bytes(a ^ b for a, b in zip(plain, stream, strict=True))
         tag = hmac.new(self._seal_key, nonce + cipher, hashlib.sha256).digest()[:16]
         return base64.urlsafe_b64encode(nonce + tag + cipher).decode()
+
+    def unseal_cached(self, sealed: str) -> str:
+        """`unseal`, remembered: every request of a token unseals the same value."""
+        cached = self._unsealed.get(sealed)
+        if cached is None:
+            cached = self.unseal(sealed)
+            if len(self._unsealed) >= 4096:
+                self._unsealed.clear()
+            self._unsealed[sealed] = cached
+        return cached
 
     def unseal(self, sealed: str) -> str:
         raw = base64.urlsafe_b64decode(sealed.encode())

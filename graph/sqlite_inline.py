@@ -3,14 +3,15 @@
 aiosqlite hands every call (cursor, execute, fetch, close, commit) to a worker
 thread and back: about 20 thread hops for one authenticated append, which cost
 more CPU than the statements themselves (see bench/). SQLite statements here
-take microseconds and a WAL commit a fraction of a millisecond, so running
-them inline is cheaper than the hand-offs. The price: a statement blocks the
+take microseconds, so running them inline is cheaper than the hand-offs; only
+the commit, which waits for fsync, goes to a thread. The price: a statement blocks the
 loop while it runs, so a process sharing the file with another writer waits
 on `busy_timeout` inline (one server per SQLite file is the supported setup).
 """
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from collections.abc import Iterable
 from typing import Any
@@ -86,7 +87,9 @@ class InlineConnection:
         return await self.cursor().execute(sql, parameters)
 
     async def commit(self) -> None:
-        self._connection.commit()
+        # The one call worth a thread: with synchronous=FULL the commit waits for fsync,
+        # and the loop keeps serving other requests meanwhile.
+        await asyncio.to_thread(self._connection.commit)
 
     async def rollback(self) -> None:
         self._connection.rollback()

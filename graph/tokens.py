@@ -6,7 +6,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from .crypto import Keyring, new_token
@@ -91,15 +91,13 @@ async def has_tokens(conn: AsyncConnection) -> bool:
     return (await conn.execute(select(T.c.id).limit(1))).first() is not None
 
 
+# Built once: every request runs it, and a reused statement skips SQL compilation.
+_LIVE_TOKEN = select(T).where(T.c.token_digest == bindparam("digest"), T.c.revoked_at.is_(None))
+
+
 async def authenticate(conn: AsyncConnection, *, keyring: Keyring, token: str) -> Principal | None:
     """The principal of a live token, or None for an unknown or revoked one."""
-    row = (
-        await conn.execute(
-            select(T).where(
-                T.c.token_digest == keyring.token_digest(token), T.c.revoked_at.is_(None)
-            )
-        )
-    ).first()
+    row = (await conn.execute(_LIVE_TOKEN, {"digest": keyring.token_digest(token)})).first()
     if row is None:
         return None
     return Principal(
@@ -107,7 +105,7 @@ async def authenticate(conn: AsyncConnection, *, keyring: Keyring, token: str) -
         workspace_type=row.workspace_type,
         workspace_id=row.workspace_id,
         owner_type=OwnerType(row.owner_type),
-        owner_key=keyring.unseal(row.owner_key_sealed),
+        owner_key=keyring.unseal_cached(row.owner_key_sealed),
         owner_digest=row.owner_digest,
         scopes=tuple(Scope(s) for s in row.scopes.split(",")),
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -13,7 +14,9 @@ from sqlalchemy import (
     ColumnElement,
     Integer,
     String,
+    Update,
     and_,
+    bindparam,
     cast,
     column,
     delete,
@@ -34,10 +37,11 @@ from ..errors import DomainError, ErrorCode, conflict, invalid, not_found
 from ..pagination import Page, decode_cursor, encode_cursor
 from ..principal import OwnerType
 from ..records import ConversationRecord, Event, EventKind
+from ..tables import UTCDateTime
 from ..tables import conversation as C
 from ..tables import message as M
 from .base import Aggregate
-from .scope import alive, owner_clause
+from .scope import alive, alive_bound, own_clause_bound, own_params, owner_clause
 
 MAX_LOCK_TTL = 24 * 3600
 
@@ -268,7 +272,8 @@ class Conversations(Aggregate):
         expected_version: int | None = None,
         field: str = "id",
         values: dict[str, Any] | None = None,
-        extra: Sequence[ColumnElement[bool]] = (),
+        add_messages: int = 0,
+        require_unlocked: bool = False,
         bump_version: bool = True,
     ) -> ConversationRecord:
         """Bump the version of a writable conversation (and set `values`), atomically.
@@ -278,18 +283,31 @@ class Conversations(Aggregate):
         """
         cid = parse_uuid(conversation_id, field)
         now = self.repo.now()
-        where = [C.c.id == cid, owner_clause(C, self.principal, own=True), alive(C, now), *extra]
-        if expected_version is not None:
-            where.append(C.c.version == expected_version)
-        changes = dict(values or {})
-        if bump_version:
-            changes.update(version=C.c.version + 1, updated_at=now)
-        stmt = update(C).where(*where).values(**changes).returning(*C.c)
-        row = (await self.conn.execute(stmt)).first()
+        values = values or {}
+        stmt = _bump_statement(
+            tuple(sorted(values)),
+            add_messages=bool(add_messages),
+            conditional=expected_version is not None,
+            require_unlocked=require_unlocked,
+            bump_version=bump_version,
+        )
+        params: dict[str, Any] = {
+            "cid": cid,
+            "now": now,
+            "expected": expected_version,
+            "add_messages": add_messages,
+            **own_params(self.principal),
+            **{f"set_{name}": value for name, value in values.items()},
+        }
+        row = (await self.conn.execute(stmt, params)).first()
         if row is not None:
             return ConversationRecord.from_row(row)
         current = (
-            await self.conn.execute(select(C.c.version).where(*where[:3]))
+            await self.conn.execute(
+                select(C.c.version).where(
+                    C.c.id == cid, owner_clause(C, self.principal, own=True), alive(C, now)
+                )
+            )
         ).scalar_one_or_none()
         if current is None:
             raise not_found("conversation", field)
@@ -376,14 +394,13 @@ class Conversations(Aggregate):
         token = new_lock_token()
         now = self.repo.now()
         until = now + timedelta(seconds=ttl_seconds)
-        free = or_(C.c.locked_until.is_(None), C.c.locked_until <= now)
         try:
             # A lock is advisory: it leaves `version` alone so expectedVersion users
             # are not disturbed by lock traffic.
             await self.bump(
                 conversation_id,
                 field="conversationId",
-                extra=[free],
+                require_unlocked=True,
                 bump_version=False,
                 values={
                     "lock_digest": self.repo.keyring.digest("lock", token),
@@ -459,3 +476,29 @@ def _keyset(cursor: str, field: str) -> tuple[datetime, str]:
 def _equals(column: ColumnElement[str], value: str) -> ColumnElement[bool]:
     # Stored strings never hold NUL (check_text refuses it) and PostgreSQL cannot bind one.
     return column == value if "\x00" not in value else false()
+
+
+@functools.cache
+def _bump_statement(
+    columns: tuple[str, ...],
+    *,
+    add_messages: bool,
+    conditional: bool,
+    require_unlocked: bool,
+    bump_version: bool,
+) -> Update:
+    """The UPDATE … RETURNING of `bump`, built once per shape with bound parameters."""
+    now = bindparam("now", type_=UTCDateTime())
+    where = [C.c.id == bindparam("cid"), own_clause_bound(C), alive_bound(C)]
+    if conditional:
+        where.append(C.c.version == bindparam("expected"))
+    if require_unlocked:
+        where.append(or_(C.c.locked_until.is_(None), C.c.locked_until <= now))
+    changes: dict[str, Any] = {
+        name: bindparam(f"set_{name}", type_=C.c[name].type) for name in columns
+    }
+    if add_messages:
+        changes["message_count"] = C.c.message_count + bindparam("add_messages")
+    if bump_version:
+        changes.update(version=C.c.version + 1, updated_at=now)
+    return update(C).where(*where).values(**changes).returning(*C.c)

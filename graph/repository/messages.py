@@ -13,7 +13,6 @@ from ..documents import PreparedMessage, check_text, prepare_messages
 from ..errors import invalid
 from ..pagination import Page, decode_cursor, encode_cursor
 from ..records import ConversationRecord, EventKind, MessageRecord, SnapshotRecord
-from ..tables import conversation as C
 from ..tables import message as M
 from ..tables import snapshot as S
 from .base import Aggregate
@@ -74,7 +73,7 @@ class Messages(Aggregate):
             conversation_id,
             expected_version=expected_version,
             field="conversationId",
-            values={"message_count": C.c.message_count + len(prepared)},
+            add_messages=len(prepared),
         )
         stored = await self._insert(record.id, prepared, record.message_count - len(prepared) + 1)
         self.repo.conversations.publish(EventKind.MESSAGES_APPENDED, record, messages=stored)

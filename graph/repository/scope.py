@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, Table, and_, or_
+from sqlalchemy import ColumnElement, Table, and_, bindparam, or_
 
 from ..principal import OwnerType, Principal
 
@@ -38,3 +38,32 @@ def owner_clause(
 def alive(table: Table, now: datetime) -> ColumnElement[bool]:
     """Not past its retention: an expired conversation reads as missing."""
     return or_(table.c.expires_at.is_(None), table.c.expires_at > now)
+
+
+# The same scope as bound parameters, for statements built once and reused on hot paths
+# (their SQL and cache key are computed once, not per call).
+
+
+def own_clause_bound(table: Table) -> ColumnElement[bool]:
+    """`owner_clause(table, principal, own=True)`, filled in by `own_params(principal)`."""
+    c = table.c
+    return and_(
+        c.workspace_type == bindparam("scope_workspace_type"),
+        c.workspace_id == bindparam("scope_workspace_id"),
+        c.owner_type == bindparam("scope_owner_type"),
+        c.owner_digest == bindparam("scope_owner_digest"),
+    )
+
+
+def own_params(principal: Principal) -> dict[str, str]:
+    return {
+        "scope_workspace_type": principal.workspace_type,
+        "scope_workspace_id": principal.workspace_id,
+        "scope_owner_type": principal.owner_type.value,
+        "scope_owner_digest": principal.owner_digest,
+    }
+
+
+def alive_bound(table: Table) -> ColumnElement[bool]:
+    """`alive(table, now)` with `now` as a bound parameter."""
+    return or_(table.c.expires_at.is_(None), table.c.expires_at > bindparam("now"))
