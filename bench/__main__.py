@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from . import growth, memory, peers_compare, replace, throughput, transcript, tree
+from . import growth, memory, peers_compare, replace, scaleout, throughput, transcript, tree
 from .report import Figure
 from .servers import ROOT, Convograph, Floor
 
@@ -77,6 +77,9 @@ IN_PROCESS_FIGURES: dict[str, Callable[[Run], Figure]] = {
         transcript.run(r.workdir / "transcript", reps=r.mode["read_reps"])
     ),
     "peers": lambda r: peers_compare.run(r.workdir / "peers", n=r.mode["peers_n"]),
+    "scaleout": lambda r: scaleout.run(
+        r.workdir / "scaleout", rounds=r.mode["wrk_rounds"], seconds=r.mode["wrk_seconds"]
+    ),
 }
 ALL = (*HTTP_FIGURES, *IN_PROCESS_FIGURES)
 
