@@ -154,11 +154,13 @@ async def run(workdir: Path, *, reps: int) -> Figure:
             f"on the pooled aiosqlite connection, {med['raw_sync']:.2f} ms on sqlite3 directly "
             f"({med['transcript'] / med['raw_sync']:.1f}x); 10 pages of messages(first: 100) "
             f"{med['pages']:.2f} ms = {pages_ratio:.1f}x transcript; storage-layer read "
-            f"{med['storage']:.2f} ms; trivial `viewer` query {med['viewer']:.2f} ms "
+            f"{med['storage']:.2f} ms = {med['storage'] / med['raw']:.2f}x raw; "
+            f"trivial `viewer` query {med['viewer']:.2f} ms "
             f"({SIZE:,} messages, medians of {reps} interleaved rounds)"
         ),
         data={
             "pages_over_transcript": round(pages_ratio, 3),
+            "storage_over_raw": round(med["storage"] / med["raw"], 3),
             "medians_ms": med,
             **{f"{name}_ms": ms_list(values) for name, values in samples.items()},
         },

@@ -1,13 +1,15 @@
 """Engines and connections for SQLite (aiosqlite) and PostgreSQL (asyncpg).
 
-SQLite allows one writer at a time. Writes go through an engine whose pool holds
-a single connection that opens its transactions with BEGIN IMMEDIATE, so
-concurrent writers queue in the pool instead of failing with "database is
-locked"; reads use a separate pool and see committed data through WAL.
+SQLite allows one writer at a time. Writes take an asyncio.Lock, then the writer
+pool's single connection, in transactions opened with BEGIN IMMEDIATE on the
+driver, so concurrent writers queue on the lock instead of failing with
+"database is locked" (and skip SQLAlchemy's transaction machinery); reads use a
+separate pool and see committed data through WAL.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -51,8 +53,8 @@ def _sqlite_engine(settings: Settings, *, writer: bool) -> AsyncEngine:
     @event.listens_for(engine.sync_engine, "connect")
     def _pragmas(dbapi_connection: Any, _record: Any) -> None:
         if not inline:
-            # Autocommit at the driver level: the "begin" hook below decides how a
-            # transaction starts, instead of pysqlite's implicit BEGIN.
+            # Autocommit at the driver level: SQLiteWriter decides how a transaction
+            # starts, instead of pysqlite's implicit BEGIN.
             dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         cursor.execute(f"PRAGMA busy_timeout={int(busy)}")
@@ -61,14 +63,9 @@ def _sqlite_engine(settings: Settings, *, writer: bool) -> AsyncEngine:
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
 
-    @event.listens_for(engine.sync_engine, "begin")
-    def _begin(conn: Any) -> None:
-        # IMMEDIATE takes the write lock up front: a read-then-write transaction can
-        # then never fail half-way on lock upgrade. Readers open no transaction: each
-        # statement reads its own committed snapshot (WAL).
-        if writer:
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
-
+    # No BEGIN from SQLAlchemy (the dialect's do_begin is a no-op): the writer's
+    # transactions are opened by SQLiteWriter, and readers open none, so each statement
+    # reads its own committed snapshot (WAL).
     return engine
 
 
@@ -89,20 +86,64 @@ def _postgres_engine(settings: Settings) -> AsyncEngine:
     )
 
 
+class SQLiteWriter:
+    """The single SQLite writer: one transaction at a time, on the writer pool's connection."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self._lock = asyncio.Lock()
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[AsyncConnection]:
+        async with self._lock, self.engine.connect() as conn:
+            raw: Any = conn.sync_connection.connection.driver_connection  # type: ignore[union-attr]
+            # IMMEDIATE takes the write lock up front: a read-then-write transaction can
+            # then never fail half-way on lock upgrade.
+            await (await raw.execute("BEGIN IMMEDIATE")).close()
+            try:
+                yield conn
+            except BaseException:
+                await _end(conn, raw, commit=False)
+                raise
+            await _end(conn, raw, commit=True)
+
+
+async def _end(conn: AsyncConnection, raw: Any, *, commit: bool) -> None:
+    # Statements run through SQLAlchemy made it track a transaction (on our BEGIN): ending
+    # it there ends both; the repository's raw statements (repository/driver.py) leave none.
+    try:
+        if conn.in_transaction():
+            await (conn.commit() if commit else conn.rollback())
+        else:
+            await (raw.commit() if commit else raw.rollback())
+    except BaseException:
+        # A connection whose transaction state is unknown is not reused: closing the driver
+        # connection rolls back whatever is left, and the pool opens a new one.
+        await conn.invalidate()
+        raise
+
+
 class Database:
     """The process's engines: `write()` for a transaction, `read()` for reads."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.is_sqlite = settings.is_sqlite
+        self._sqlite_writer: SQLiteWriter | None = None
         if self.is_sqlite:
             self.writer = _sqlite_engine(settings, writer=True)
             self.reader = _sqlite_engine(settings, writer=False)
+            self._sqlite_writer = SQLiteWriter(self.writer)
         else:
             self.writer = self.reader = _postgres_engine(settings)
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncConnection]:
+        """A transaction: committed when the block ends, rolled back if it raises."""
+        if self._sqlite_writer is not None:
+            async with self._sqlite_writer.transaction() as conn:
+                yield conn
+            return
         async with self.writer.begin() as conn:
             yield conn
 

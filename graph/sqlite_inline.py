@@ -86,6 +86,9 @@ class InlineConnection:
     async def execute(self, sql: str, parameters: Any = ()) -> InlineCursor:
         return await self.cursor().execute(sql, parameters)
 
+    async def executemany(self, sql: str, parameters: Iterable[Any]) -> InlineCursor:
+        return await self.cursor().executemany(sql, parameters)
+
     async def commit(self) -> None:
         # The one call worth a thread: with synchronous=FULL the commit waits for fsync,
         # and the loop keeps serving other requests meanwhile.
@@ -102,5 +105,5 @@ class InlineConnection:
 
 
 def connect(path: str) -> InlineConnection:
-    # isolation_level=None: SQLAlchemy's "begin" hook (db.py) issues BEGIN itself.
+    # isolation_level=None: db.py issues BEGIN IMMEDIATE itself.
     return InlineConnection(sqlite3.connect(path, isolation_level=None, check_same_thread=False))

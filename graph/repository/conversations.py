@@ -14,7 +14,6 @@ from sqlalchemy import (
     ColumnElement,
     Integer,
     String,
-    Update,
     and_,
     bindparam,
     cast,
@@ -41,6 +40,7 @@ from ..tables import UTCDateTime
 from ..tables import conversation as C
 from ..tables import message as M
 from .base import Aggregate
+from .driver import Prepared
 from .scope import alive, alive_bound, own_clause_bound, own_params, owner_clause
 
 MAX_LOCK_TTL = 24 * 3600
@@ -299,9 +299,9 @@ class Conversations(Aggregate):
             **own_params(self.principal),
             **{f"set_{name}": value for name, value in values.items()},
         }
-        row = (await self.conn.execute(stmt, params)).first()
-        if row is not None:
-            return ConversationRecord.from_row(row)
+        rows = await stmt.rows(self.conn, params)
+        if rows:
+            return ConversationRecord.from_row(rows[0])
         current = (
             await self.conn.execute(
                 select(C.c.version).where(
@@ -486,8 +486,8 @@ def _bump_statement(
     conditional: bool,
     require_unlocked: bool,
     bump_version: bool,
-) -> Update:
-    """The UPDATE … RETURNING of `bump`, built once per shape with bound parameters."""
+) -> Prepared:
+    """The UPDATE … RETURNING of `bump`, built and compiled once per shape."""
     now = bindparam("now", type_=UTCDateTime())
     where = [C.c.id == bindparam("cid"), own_clause_bound(C), alive_bound(C)]
     if conditional:
@@ -501,4 +501,4 @@ def _bump_statement(
         changes["message_count"] = C.c.message_count + bindparam("add_messages")
     if bump_version:
         changes.update(version=C.c.version + 1, updated_at=now)
-    return update(C).where(*where).values(**changes).returning(*C.c)
+    return Prepared(update(C).where(*where).values(**changes).returning(*C.c))

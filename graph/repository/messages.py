@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import bindparam, delete, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..documents import PreparedMessage, check_text, prepare_messages
@@ -17,6 +17,18 @@ from ..tables import message as M
 from ..tables import snapshot as S
 from .base import Aggregate
 from .conversations import metadata_json
+from .driver import Prepared
+
+# The statements of every append and every transcript read, compiled once.
+_INSERT = Prepared(
+    M.insert(),
+    column_keys=["conversation_id", "seq", "role", "data", "digest", "search_text", "created_at"],
+)
+_TRANSCRIPTS = Prepared(
+    select(M.c.conversation_id, M.c.seq, M.c.data)
+    .where(M.c.conversation_id.in_(bindparam("ids", expanding=True)), M.c.seq >= bindparam("low"))
+    .order_by(M.c.conversation_id, M.c.seq)
+)
 
 
 class Messages(Aggregate):
@@ -44,7 +56,7 @@ class Messages(Aggregate):
             }
             for i, m in enumerate(prepared)
         ]
-        await self.conn.execute(M.insert(), rows)
+        await _INSERT.execute_many(self.conn, rows)
         return tuple(
             MessageRecord(conversation_id, first_seq + i, m.role, m.text, now)
             for i, m in enumerate(prepared)
@@ -181,11 +193,10 @@ class Messages(Aggregate):
         """JSON texts of each (conversation, fromSeq) transcript, in one statement."""
         ids = sorted({cid for cid, _ in keys})
         low = min(seq for _, seq in keys)
-        rows = await self.conn.execute(
-            select(M.c.conversation_id, M.c.seq, M.c.data)
-            .where(M.c.conversation_id.in_(ids), M.c.seq >= low)
-            .order_by(M.c.conversation_id, M.c.seq)
-        )
+        rows = await _TRANSCRIPTS.tuples(self.conn, {"ids": ids, "low": low})
+        if len(keys) == 1:
+            # The common case (one conversation's transcript): the rows are the answer.
+            return {keys[0]: [data for _, _, data in rows]}
         by_conversation: dict[str, list[tuple[int, str]]] = {cid: [] for cid in ids}
         for cid, seq, data in rows:
             by_conversation[cid].append((seq, data))
