@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from .crypto import Keyring, new_token
 from .principal import OwnerType, Principal, Scope, expand_scopes
+from .repository.driver import Prepared
 from .tables import api_token as T
 
 
@@ -91,21 +92,24 @@ async def has_tokens(conn: AsyncConnection) -> bool:
     return (await conn.execute(select(T.c.id).limit(1))).first() is not None
 
 
-# Built once: every request runs it, and a reused statement skips SQL compilation.
-_LIVE_TOKEN = select(T).where(T.c.token_digest == bindparam("digest"), T.c.revoked_at.is_(None))
+# Every request runs it: compiled once, and run on the driver on SQLite.
+_LIVE_TOKEN = Prepared(
+    select(T).where(T.c.token_digest == bindparam("digest"), T.c.revoked_at.is_(None))
+)
 
 
 async def authenticate(conn: AsyncConnection, *, keyring: Keyring, token: str) -> Principal | None:
     """The principal of a live token, or None for an unknown or revoked one."""
-    row = (await conn.execute(_LIVE_TOKEN, {"digest": keyring.token_digest(token)})).first()
-    if row is None:
+    rows = await _LIVE_TOKEN.rows(conn, {"digest": keyring.token_digest(token)})
+    if not rows:
         return None
+    row = rows[0]._mapping
     return Principal(
-        token_id=row.id,
-        workspace_type=row.workspace_type,
-        workspace_id=row.workspace_id,
-        owner_type=OwnerType(row.owner_type),
-        owner_key=keyring.unseal_cached(row.owner_key_sealed),
-        owner_digest=row.owner_digest,
-        scopes=tuple(Scope(s) for s in row.scopes.split(",")),
+        token_id=row["id"],
+        workspace_type=row["workspace_type"],
+        workspace_id=row["workspace_id"],
+        owner_type=OwnerType(row["owner_type"]),
+        owner_key=keyring.unseal_cached(row["owner_key_sealed"]),
+        owner_digest=row["owner_digest"],
+        scopes=tuple(Scope(s) for s in row["scopes"].split(",")),
     )
