@@ -1,7 +1,12 @@
 # syntax=docker/dockerfile:1
 # convograph: multi-stage build, dependencies in their own layer, non-root, data on a volume.
+# Checked by tests/test_container.py (hadolint and the rules that matter); see README
+# "Operating convograph" for what was and was not verified without Docker.
 
-FROM python:3.11-slim AS build
+# A pinned patch release on a pinned Debian; bump both stages together.
+ARG PYTHON_IMAGE=python:3.11.13-slim-bookworm
+
+FROM ${PYTHON_IMAGE} AS build
 WORKDIR /src
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python -m venv /opt/venv
@@ -15,9 +20,10 @@ COPY graph ./graph
 COPY migrations ./migrations
 RUN pip install --no-deps .
 
-FROM python:3.11-slim
-RUN groupadd --system convograph \
-    && useradd --system --gid convograph --home-dir /srv/convograph convograph \
+FROM ${PYTHON_IMAGE}
+# A fixed numeric uid/gid: Kubernetes' runAsNonRoot can check it, and volume ownership is stable.
+RUN groupadd --system --gid 10001 convograph \
+    && useradd --system --uid 10001 --gid convograph --home-dir /srv/convograph convograph \
     && mkdir -p /srv/convograph/data \
     && chown -R convograph:convograph /srv/convograph
 COPY --from=build /opt/venv /opt/venv
@@ -29,7 +35,7 @@ ENV PATH=/opt/venv/bin:$PATH \
     CONVOGRAPH_PORT=8000 \
     CONVOGRAPH_DATABASE_URL=sqlite+aiosqlite:////srv/convograph/data/convograph.db \
     CONVOGRAPH_MIGRATIONS_DIR=/srv/convograph/migrations
-USER convograph
+USER 10001:10001
 VOLUME ["/srv/convograph/data"]
 EXPOSE 8000
 HEALTHCHECK --interval=30s --timeout=3s --start-period=10s --retries=3 \

@@ -9,8 +9,6 @@ from collections.abc import AsyncIterator
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.requests import Request
-from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 
@@ -19,9 +17,12 @@ from .context import Services
 from .crypto import Keyring, load_secret
 from .db import Database
 from .events import EventBroker
+from .health import Health
 from .http import GraphQLEndpoint
 from .ide import ASSETS_DIR
+from .metrics import Metrics, metrics_endpoint
 from .notify import PostgresBroker
+from .observability import ObservabilityMiddleware
 from .request_id import RequestIdMiddleware
 from .schema import build_schema
 from .settings import Settings
@@ -36,19 +37,12 @@ def build_services(settings: Settings) -> Services:
 
 
 def create_app(settings: Settings | None = None) -> Starlette:
-    """The ASGI app: /graphql (HTTP + WebSocket), /healthz, /readyz and GraphiQL's assets."""
+    """The ASGI app: /graphql (HTTP + WebSocket), /healthz, /readyz, /metrics, GraphiQL's assets."""
     settings = settings or Settings.from_env()
     services = build_services(settings)
     endpoint = GraphQLEndpoint(services, schema=build_schema(settings))
-
-    async def healthz(request: Request) -> JSONResponse:
-        database = "up" if await services.db.ping() else "down"
-        return JSONResponse({"status": "ok", "database": database})
-
-    async def readyz(request: Request) -> JSONResponse:
-        if await services.db.ping():
-            return JSONResponse({"status": "ready"})
-        return JSONResponse({"status": "database unreachable"}, status_code=503)
+    health = Health(services.db)
+    metrics = Metrics(services.db)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -67,11 +61,15 @@ def create_app(settings: Settings | None = None) -> Starlette:
         routes=[
             Route("/graphql", endpoint, methods=["GET", "POST"]),
             WebSocketRoute("/graphql", endpoint),
-            Route("/healthz", healthz),
-            Route("/readyz", readyz),
+            Route("/healthz", health.healthz),
+            Route("/readyz", health.readyz),
+            Route("/metrics", metrics_endpoint(services, metrics)),
             Mount("/graphiql-assets", StaticFiles(directory=ASSETS_DIR), name="graphiql-assets"),
         ],
-        middleware=[Middleware(RequestIdMiddleware)],
+        middleware=[
+            Middleware(RequestIdMiddleware),
+            Middleware(ObservabilityMiddleware, metrics=metrics),
+        ],
         lifespan=lifespan,
     )
     app.state.services = services

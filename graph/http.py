@@ -6,6 +6,7 @@ that the resolvers only ever see an authenticated, well-formed request.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from typing import Any
@@ -14,9 +15,10 @@ from cross_web import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.types import Message, Receive, Scope, Send
-from starlette.websockets import WebSocket
-from strawberry.asgi import GraphQL
+from starlette.websockets import WebSocket, WebSocketDisconnect
+from strawberry.asgi import ASGIWebSocketAdapter, GraphQL
 from strawberry.exceptions import ConnectionRejectionError
+from strawberry.http.exceptions import WebSocketDisconnected
 from strawberry.schema.exceptions import InvalidOperationTypeError
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
 from strawberry.types.unset import UnsetType
@@ -61,23 +63,57 @@ class BodyTooLarge(Exception):
     pass
 
 
+class BodyTooSlow(Exception):
+    pass
+
+
+# A body must keep coming: after a grace period, at least this many bytes per second on
+# average (Kestrel's MinRequestBodyDataRate rule). A client that trickles its body (slow
+# loris) is refused with 408 instead of holding a request open for ever.
+BODY_GRACE_SECONDS = 5.0
+BODY_MIN_BYTES_PER_SECOND = 1024
+
+
 async def read_body(receive: Receive, limit: int) -> bytes:
     chunks: list[bytes] = []
     size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise ConnectionError("client went away")
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise BodyTooLarge
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
+    start = asyncio.get_running_loop().time()
+    try:
+        async with asyncio.timeout_at(start + BODY_GRACE_SECONDS) as deadline:
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    raise ConnectionError("client went away")
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > limit:
+                    raise BodyTooLarge
+                chunks.append(chunk)
+                if not message.get("more_body", False):
+                    return b"".join(chunks)
+                deadline.reschedule(start + BODY_GRACE_SECONDS + size / BODY_MIN_BYTES_PER_SECOND)
+    except TimeoutError:
+        raise BodyTooSlow from None
+
+
+class TextFrames(ASGIWebSocketAdapter):
+    """graphql-transport-ws messages go out as text frames.
+
+    Strawberry sends bytes from encode_json as binary frames, and browser clients
+    (graphql-ws, GraphiQL's subscriptions) parse text frames only.
+    """
+
+    async def send_json(self, message: Any) -> None:
+        encoded = self.view.encode_json(message)
+        try:
+            await self.ws.send_text(encoded if isinstance(encoded, str) else encoded.decode())
+        except WebSocketDisconnect as exc:
+            raise WebSocketDisconnected from exc
 
 
 class GraphQLEndpoint(GraphQL[Context, None]):
+    websocket_adapter_class = TextFrames
+
     def __init__(self, services: Services, **kwargs: Any) -> None:
         super().__init__(
             subscription_protocols=(GRAPHQL_TRANSPORT_WS_PROTOCOL,),
@@ -123,6 +159,10 @@ class GraphQLEndpoint(GraphQL[Context, None]):
             body = await read_body(receive, limit)
         except BodyTooLarge:
             await error_response(413, f"request body exceeds {limit} bytes")(scope, receive, send)
+            return
+        except BodyTooSlow:
+            response = error_response(408, "request body arrived too slowly", Connection="close")
+            await response(scope, receive, send)
             return
         except ConnectionError:
             return
@@ -207,8 +247,10 @@ class GraphQLEndpoint(GraphQL[Context, None]):
     def decode_json(self, data: str | bytes) -> object:
         try:
             return jsoncodec.loads(data)
-        except (ValueError, UnicodeDecodeError) as exc:
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             # Strawberry turns this into a 400 "Unable to parse request body as JSON".
+            # RecursionError: the exact-number parser gives up on JSON nested ~1000 deep,
+            # where orjson's own limit says ValueError.
             raise json.JSONDecodeError(str(exc), "", 0) from None
 
     def encode_json(self, data: object) -> bytes:

@@ -22,6 +22,7 @@ from strawberry.types import ExecutionContext
 from .context import Context
 from .masking import ErrorMasking, is_expected
 from .mutations import Mutation
+from .observability import Observability
 from .queries import Query
 from .scalars import SCALAR_MAP
 from .settings import Settings
@@ -78,6 +79,8 @@ def build_schema(settings: Settings | None = None) -> Schema:
             lambda: ValidationCache(maxsize=512),
             ErrorMasking,
             FreshLoaders,
+            # Last, so that it sees errors before ErrorMasking replaces them on the way out.
+            Observability,
         ],
     )
 

@@ -32,6 +32,11 @@ class Settings:
     migrate_on_start: bool = True
     log_level: str = "info"
     log_format: str = "json"
+    # Per-logger levels over log_level, e.g. "convograph.access=warning,sqlalchemy.engine=info".
+    log_levels: str = ""
+    # Who may read /metrics: "loopback" (open to 127.0.0.1/::1, an ADMIN token otherwise),
+    # "token" (an ADMIN token always), "open" or "closed".
+    metrics: str = "loopback"
 
     max_messages_per_call: int = 1000
     max_message_bytes: int = 1024 * 1024

@@ -21,7 +21,12 @@ query {
   }
 }
 """
-DEFAULT_HEADERS = '{\n  "Authorization": "Bearer <paste your token>"\n}'
+PLACEHOLDER = "<paste your token>"
+DEFAULT_HEADERS = '{\n  "Authorization": "Bearer ' + PLACEHOLDER + '"\n}'
+MISSING_TOKEN = (
+    "No token yet: replace " + PLACEHOLDER + " in the Headers editor below with a token from "
+    "`convograph token create` (the first `convograph serve` printed an ADMIN one)."
+)
 
 _PAGE = """<!doctype html>
 <html lang="en">
@@ -47,10 +52,35 @@ const subscriptionUrl = new URL(url);
 subscriptionUrl.protocol = url.protocol === "https:" ? "wss:" : "ws:";
 // createFetcher (@graphiql/toolkit) opens a graphql-transport-ws connection per subscription;
 // its connection_init payload is the headers editor content: {{"Authorization": "Bearer …"}}.
-const fetcher = GraphiQL.createFetcher({{
+const serverFetcher = GraphiQL.createFetcher({{
   url: url.href,
   subscriptionUrl: subscriptionUrl.href,
 }});
+// Until the placeholder is replaced there is no token to send: say so instead of a 401.
+const fetcher = (params, options) => {{
+  const headers = (options && options.headers) || {{}};
+  const authorization = String(headers.Authorization || headers.authorization || "");
+  if (authorization.includes(config.placeholder)) {{
+    return Promise.resolve({{errors: [{{message: config.missingToken}}]}});
+  }}
+  return serverFetcher(params, options);
+}};
+// The schema (docs, completion, explorer) is fetched with the headers of the moment: fetch it
+// again when they change, so pasting the token is enough.
+function RefetchSchemaWhenHeadersChange() {{
+  const schema = GraphiQL.React.useSchemaContext({{nonNull: true}});
+  const [headers] = GraphiQL.React.useHeadersEditorState();
+  const first = React.useRef(true);
+  React.useEffect(() => {{
+    if (first.current) {{
+      first.current = false;
+      return undefined;
+    }}
+    const timer = setTimeout(() => schema.introspect(), 400);
+    return () => clearTimeout(timer);
+  }}, [headers]);
+  return null;
+}}
 ReactDOM.createRoot(document.getElementById("graphiql")).render(
   React.createElement(GraphiQL, {{
     fetcher,
@@ -58,6 +88,7 @@ ReactDOM.createRoot(document.getElementById("graphiql")).render(
     defaultHeaders: config.headers,
     defaultEditorToolsVisibility: "headers",
     plugins: [GraphiQLPluginExplorer.explorerPlugin()],
+    toolbar: {{additionalContent: React.createElement(RefetchSchemaWhenHeadersChange)}},
   }}),
 );
 </script>
@@ -73,7 +104,15 @@ def graphiql_html(*, endpoint: str = "/graphql", assets_url: str = "/graphiql-as
     over a WebSocket at the same path (ws:// or wss:// follows the page's scheme). `assets_url`
     is where `ASSETS_DIR` is served, e.g. by `starlette.staticfiles.StaticFiles`.
     """
-    config = json.dumps({"endpoint": endpoint, "query": DEFAULT_QUERY, "headers": DEFAULT_HEADERS})
+    config = json.dumps(
+        {
+            "endpoint": endpoint,
+            "query": DEFAULT_QUERY,
+            "headers": DEFAULT_HEADERS,
+            "placeholder": PLACEHOLDER,
+            "missingToken": MISSING_TOKEN,
+        }
+    )
     # "</" inside a JSON string could close the <script> element early.
     config = config.replace("</", "<\\/")
     assets = html.escape(assets_url.rstrip("/"), quote=True)

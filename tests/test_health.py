@@ -1,0 +1,131 @@
+"""/healthz says the process is up and how the database is; /readyz says "send me traffic"
+only when the database answers and is migrated to the newest revision."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from alembic import command
+from sqlalchemy import pool
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from graph.app import create_app
+from graph.migrate import alembic_config, upgrade
+from graph.settings import Settings
+from tests.conftest import PG_URL, GraphQLClient, _pg_admin, _with_db
+
+VIEWER = "{ viewer { workspace { key } } }"
+
+
+@pytest.fixture
+def empty_database_url(tmp_path: Path) -> Iterator[str]:
+    """A database nobody has migrated: an empty SQLite file, or an empty PostgreSQL database."""
+    if not PG_URL:
+        yield f"sqlite+aiosqlite:///{tmp_path / 'empty.db'}"
+        return
+    name = f"cg_empty_{uuid.uuid4().hex[:12]}"
+    _pg_admin(f'CREATE DATABASE "{name}"')
+    yield _with_db(PG_URL, name)
+    _pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@dataclass
+class App:
+    settings: Settings
+    http: httpx.AsyncClient
+
+
+@pytest.fixture
+async def unmigrated(empty_database_url: str, tmp_path: Path) -> AsyncIterator[App]:
+    settings = Settings(
+        database_url=empty_database_url,
+        secret="test-secret",
+        secret_file=str(tmp_path / "secret"),
+        sweep_interval_seconds=0,
+    )
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+            yield App(settings, http)
+
+
+async def upgrade_to(settings: Settings, revision: str) -> None:
+    engine = create_async_engine(settings.database_url, poolclass=pool.NullPool)
+    config = alembic_config(settings)
+
+    def run(connection: Connection) -> None:
+        config.attributes["connection"] = connection
+        command.upgrade(config, revision)
+
+    try:
+        async with engine.connect() as connection:
+            await connection.run_sync(run)
+            await connection.commit()
+    finally:
+        await engine.dispose()
+
+
+async def test_a_migrated_database_is_healthy_and_ready(anon: GraphQLClient) -> None:
+    health = await anon.http.get("/healthz")
+    assert health.status_code == 200
+    assert health.json() == {"status": "ok", "database": "up", "migrations": "head"}
+    ready = await anon.http.get("/readyz")
+    assert ready.status_code == 200
+    assert ready.json() == {"status": "ready"}
+
+
+async def test_an_unmigrated_database_is_healthy_but_not_ready_until_migrated(
+    unmigrated: App,
+) -> None:
+    settings, http = unmigrated.settings, unmigrated.http
+    ready = await http.get("/readyz")
+    assert ready.status_code == 503
+    assert "not migrated" in ready.json()["status"]
+    health = await http.get("/healthz")
+    assert health.status_code == 200
+    assert health.json() == {"status": "ok", "database": "up", "migrations": "behind"}
+
+    # An older revision is not enough either.
+    await upgrade_to(settings, "0001")
+    assert (await http.get("/readyz")).status_code == 503
+
+    await upgrade(settings)
+    ready = await http.get("/readyz")
+    assert ready.status_code == 200, ready.text
+    assert (await http.get("/healthz")).json()["migrations"] == "head"
+
+
+async def test_health_endpoints_need_no_token_and_graphql_still_does(
+    anon: GraphQLClient,
+) -> None:
+    assert (await anon.http.get("/readyz")).status_code == 200
+    refused = await anon.post(VIEWER)
+    assert refused.status_code == 401
+
+
+async def test_requests_to_an_unmigrated_database_fail_masked_and_are_counted(
+    unmigrated: App,
+) -> None:
+    refused = await unmigrated.http.post(
+        "/graphql", json={"query": VIEWER}, headers={"Authorization": "Bearer cvg_anything"}
+    )
+    assert refused.status_code == 500
+    assert refused.json()["errors"][0]["extensions"]["code"] == "INTERNAL"
+    assert "api_token" not in refused.text  # the missing table is logged, not shown
+
+    metrics = (await unmigrated.http.get("/metrics")).text
+    backend = "sqlite" if unmigrated.settings.is_sqlite else "postgresql"
+    counted = [
+        line
+        for line in metrics.splitlines()
+        if line.startswith(f'convograph_db_errors_total{{backend="{backend}"')
+    ]
+    assert counted and float(counted[0].rsplit(" ", 1)[1]) >= 1, metrics
+    assert 'route="/graphql",status="500"' in metrics
