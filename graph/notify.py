@@ -33,41 +33,12 @@ RECONNECT_SECONDS = 1.0
 
 
 def encode_event(event: Event) -> bytes:
-    return orjson.dumps(
-        {
-            "kind": event.kind.value,
-            "conversation_id": event.conversation_id,
-            "ancestry": list(event.ancestry),
-            "workspace_type": event.workspace_type,
-            "workspace_id": event.workspace_id,
-            "version": event.version,
-            "at": event.at.isoformat(),
-            "messages": None
-            if event.messages is None
-            else [
-                [m.conversation_id, m.seq, m.role, m.data_json, m.created_at.isoformat()]
-                for m in event.messages
-            ],
-            "delegation": None if event.delegation is None else _delegation(event.delegation),
-        }
-    )
+    # orjson writes the records (dataclasses), their enums and datetimes natively.
+    return orjson.dumps(event)
 
 
-def _delegation(d: DelegationRecord) -> dict[str, Any]:
-    return {
-        "id": d.id,
-        "parent_conversation_id": d.parent_conversation_id,
-        "child_conversation_id": d.child_conversation_id,
-        "delegating_tier": d.delegating_tier,
-        "target_tier": d.target_tier,
-        "task": d.task,
-        "max_turns": d.max_turns,
-        "status": d.status.value,
-        "summary": d.summary,
-        "resumed_from_id": d.resumed_from_id,
-        "created_at": d.created_at.isoformat(),
-        "completed_at": d.completed_at.isoformat() if d.completed_at else None,
-    }
+def _time(value: str | None) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(value)
 
 
 def decode_event(raw: bytes | str) -> Event:
@@ -84,24 +55,18 @@ def decode_event(raw: bytes | str) -> Event:
         messages=None
         if e["messages"] is None
         else tuple(
-            MessageRecord(cid, seq, role, data, datetime.fromisoformat(at))
-            for cid, seq, role, data, at in e["messages"]
+            MessageRecord(**{**m, "created_at": datetime.fromisoformat(m["created_at"])})
+            for m in e["messages"]
         ),
         delegation=None
         if d is None
         else DelegationRecord(
-            id=d["id"],
-            parent_conversation_id=d["parent_conversation_id"],
-            child_conversation_id=d["child_conversation_id"],
-            delegating_tier=d["delegating_tier"],
-            target_tier=d["target_tier"],
-            task=d["task"],
-            max_turns=d["max_turns"],
-            status=DelegationStatus(d["status"]),
-            summary=d["summary"],
-            resumed_from_id=d["resumed_from_id"],
-            created_at=datetime.fromisoformat(d["created_at"]),
-            completed_at=datetime.fromisoformat(d["completed_at"]) if d["completed_at"] else None,
+            **{
+                **d,
+                "status": DelegationStatus(d["status"]),
+                "created_at": datetime.fromisoformat(d["created_at"]),
+                "completed_at": _time(d["completed_at"]),
+            }
         ),
     )
 
