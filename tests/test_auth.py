@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import re
+import shutil
 import uuid
 from typing import Any
 
@@ -319,14 +321,38 @@ async def test_admin_resumes_its_own_latest_delegation(server: Server, gql: Grap
 # -- secrets at rest -------------------------------------------------------------------------
 
 
+async def pg_dump(server: Server) -> bytes | None:
+    """`pg_dump` of the test database (schema and data), or None where pg_dump is missing
+    or cannot dump this server (a major version apart)."""
+    executable = shutil.which("pg_dump")
+    if executable is None:
+        return None
+    process = await asyncio.create_subprocess_exec(
+        executable,
+        "--no-owner",
+        "--dbname",
+        server.settings.asyncpg_dsn,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    if process.returncode != 0 and b"version mismatch" in err:
+        return None
+    assert process.returncode == 0, err.decode(errors="replace")
+    assert b"COPY public.conversation" in out  # the control: the data is in the dump
+    return out
+
+
 async def stored_bytes(server: Server) -> bytes:
-    """Everything the database holds: the SQLite files, or every PostgreSQL row as text."""
+    """Everything the database holds: the SQLite files; on PostgreSQL, a `pg_dump` of the
+    database (when pg_dump can make one) and every row of every table as text."""
     settings = server.settings
     if settings.is_sqlite:
         path = settings.sqlite_path
         assert path is not None
         files = [path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")]
         return b"".join(f.read_bytes() for f in files if f.exists())
+    dump = await pg_dump(server) or b""
     services = server.app.state.services
     chunks: list[str] = []
     async with services.db.read() as conn:
@@ -338,7 +364,7 @@ async def stored_bytes(server: Server) -> bytes:
         for table in list(tables):
             rows = await conn.execute(text(f'SELECT t::text FROM "{table}" t'))
             chunks.extend(rows.scalars())
-    return "\n".join(chunks).encode()
+    return dump + "\n".join(chunks).encode()
 
 
 async def test_no_token_or_owner_key_is_stored_in_clear(

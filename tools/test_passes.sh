@@ -2,22 +2,36 @@
 # The whole suite on SQLite, then again on PostgreSQL when a server is reachable.
 # CONVOGRAPH_TEST_DATABASE_URL names the PostgreSQL database to work in (tests create
 # their own databases beside it); without it, the local server on 127.0.0.1:5432 is tried.
+# With CONVOGRAPH_SLOW_TESTS=1 (.ci/run sets it) each backend also runs the long reliability
+# variants (`pytest -m slow`), each pass bounded by CONVOGRAPH_SLOW_TIMEOUT seconds.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
+SLOW_TIMEOUT="${CONVOGRAPH_SLOW_TIMEOUT:-1500}"
+
+slow_pass() {  # $1: backend name; runs in the environment the caller gives it
+  [ -n "${CONVOGRAPH_SLOW_TESTS:-}" ] || return 0
+  echo "== long reliability variants ($1), at most ${SLOW_TIMEOUT}s"
+  timeout --kill-after=30 "$SLOW_TIMEOUT" "$PY" -m pytest -q -m slow ${PYTEST_ARGS:-}
+}
 
 echo "== test pass 1/2: SQLite"
 env -u CONVOGRAPH_TEST_DATABASE_URL "$PY" -m pytest -q ${PYTEST_ARGS:-}
 sqlite_rc=$?
+(unset CONVOGRAPH_TEST_DATABASE_URL; slow_pass SQLite)
+sqlite_slow_rc=$?
 
 pg_url="${CONVOGRAPH_TEST_DATABASE_URL:-postgresql+asyncpg://postgres@127.0.0.1:5432/postgres}"
+pg_slow_rc=0
 if "$PY" -m tests.pg_probe "$pg_url"; then
   echo "== test pass 2/2: PostgreSQL ($("$PY" -m tests.pg_probe --describe "$pg_url"))"
   CONVOGRAPH_TEST_DATABASE_URL="$pg_url" "$PY" -m pytest -q ${PYTEST_ARGS:-}
   pg_rc=$?
+  (export CONVOGRAPH_TEST_DATABASE_URL="$pg_url"; slow_pass PostgreSQL)
+  pg_slow_rc=$?
 else
   echo "== test pass 2/2: PostgreSQL SKIPPED: no PostgreSQL server answered at $("$PY" -m tests.pg_probe --describe "$pg_url")."
   echo "   Set CONVOGRAPH_TEST_DATABASE_URL=postgresql+asyncpg://user@host:port/db to run it."
   pg_rc=0
 fi
-[ "$sqlite_rc" -eq 0 ] && [ "$pg_rc" -eq 0 ]
+[ "$sqlite_rc" -eq 0 ] && [ "$pg_rc" -eq 0 ] && [ "$sqlite_slow_rc" -eq 0 ] && [ "$pg_slow_rc" -eq 0 ]
