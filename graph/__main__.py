@@ -181,6 +181,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         log_level=settings.log_level.lower(),
         access_log=False,
         workers=1,
+        # uvicorn's own lines go through our handlers (JSON or text, like every other line).
+        log_config=None,
+        # Connections that never finish their headers are not timed out by uvicorn: bound
+        # how many may be open at once, past which new ones get 503 instead of piling up.
+        limit_concurrency=settings.max_connections,
     )
     return 0
 

@@ -7,12 +7,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import strawberry
-from graphql import GraphQLError
+from graphql import ASTValidationRule, GraphQLError
 from strawberry.extensions import (
     AddValidationRules,
-    MaxAliasesLimiter,
     ParserCache,
-    QueryDepthLimiter,
     SchemaExtension,
     ValidationCache,
 )
@@ -20,6 +18,7 @@ from strawberry.schema.config import StrawberryConfig
 from strawberry.types import ExecutionContext
 
 from .context import Context
+from .limits import operation_limits
 from .masking import ErrorMasking, is_expected
 from .mutations import Mutation
 from .observability import Observability
@@ -61,9 +60,12 @@ class FreshLoaders(SchemaExtension):
 def build_schema(settings: Settings | None = None) -> Schema:
     """The schema with its limits. Rules are built once so the validation cache stays valid."""
     settings = settings or Settings()
-    rules = [
-        *QueryDepthLimiter(max_depth=settings.max_query_depth).validation_rules,
-        *MaxAliasesLimiter(max_alias_count=settings.max_aliases).validation_rules,
+    rules: list[type[ASTValidationRule]] = [
+        operation_limits(
+            max_depth=settings.max_query_depth,
+            max_aliases=settings.max_aliases,
+            max_fields=settings.max_selected_fields,
+        )
     ]
     return Schema(
         query=Query,

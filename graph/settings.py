@@ -44,7 +44,9 @@ class Settings:
     max_page_size: int = 100
     max_query_depth: int = 12
     max_aliases: int = 30
-    max_batch_size: int = 10
+    # Selections after expanding fragments: bounds what one document can make the server do.
+    max_selected_fields: int = 5000
+    max_connections: int = 1000
 
     sweep_interval_seconds: float = 60.0
     pool_size: int = 10

@@ -249,6 +249,16 @@ async def test_create_with_an_idempotency_key_twice_returns_the_first_conversati
     assert {e["node"]["id"] for e in page["edges"]} == {first["id"], other["id"]}
 
 
+@pytest.mark.parametrize("key", ["", "   "])
+async def test_a_blank_idempotency_key_is_refused(gql: GraphQLClient, key: str) -> None:
+    payload = (await gql(CREATE, {"input": {"idempotencyKey": key}}))["createConversation"]
+    assert payload["conversation"] is None
+    assert [(e["code"], e["field"]) for e in payload["userErrors"]] == [
+        ("INVALID_INPUT", ["idempotencyKey"])
+    ]
+    assert (await listing(gql))["totalCount"] == 0
+
+
 async def test_concurrent_creates_with_one_idempotency_key_make_one_conversation(
     gql: GraphQLClient,
 ) -> None:

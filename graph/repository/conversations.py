@@ -209,6 +209,9 @@ class Conversations(Aggregate):
         check_text(agent_slug, "agentSlug", max_len=200)
         check_text(context, "context", required=True, max_len=200)
         check_text(idempotency_key, "idempotencyKey", max_len=200)
+        if idempotency_key is not None and not idempotency_key.strip():
+            # A client sending "" every time would collapse all its creates into one.
+            raise invalid("`idempotencyKey` must not be blank; omit it instead", "idempotencyKey")
         meta = metadata_json(metadata)
         now = self.repo.now()
         if expires_at is not None and expires_at <= now:
