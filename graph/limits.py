@@ -26,7 +26,7 @@ from graphql import (
 
 @dataclass(frozen=True, slots=True)
 class Measure:
-    depth: int = 0  # fields below, introspection excluded
+    depth: int = 0  # levels of nested selections, introspection excluded
     aliases: int = 0
     fields: int = 0  # selections after expanding every fragment spread
 
@@ -53,9 +53,10 @@ class _Measurer:
     def selection(self, node: Any) -> Measure:
         if isinstance(node, FieldNode):
             below = self.selection_set(node.selection_set)
-            introspection = node.name.value.startswith("__")
+            # As graphql-depth-limit counts: a leaf field adds no depth, `{ a { b } }` is 1.
+            nested = node.selection_set is not None and not node.name.value.startswith("__")
             return Measure(
-                depth=0 if introspection else below.depth + 1,
+                depth=below.depth + 1 if nested else 0,
                 aliases=below.aliases + (1 if node.alias is not None else 0),
                 fields=below.fields + 1,
             )

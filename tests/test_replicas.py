@@ -141,6 +141,22 @@ async def test_a_subscriber_on_one_replica_sees_writes_through_the_other(
                 assert [m["data"]["content"] for m in event["messages"]] == [text]
 
 
+async def settled(gql: GraphQLClient, cid: str) -> dict[str, Any]:
+    """The conversation once no write is in flight any more.
+
+    A request whose client was cancelled may still commit on the server a moment later, and
+    one query's fields are read by separate statements: wait until two reads agree.
+    """
+    previous: dict[str, Any] | None = None
+    for _ in range(50):
+        current = (await gql(READ, {"id": cid}))["conversation"]
+        if current == previous and current["messageCount"] == len(current["transcript"]):
+            return current
+        previous = current
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"the conversation never settled: {previous}")
+
+
 async def test_a_replica_killed_mid_load_loses_no_acknowledged_write(
     replicas: list[LiveServer],
 ) -> None:
@@ -167,7 +183,7 @@ async def test_a_replica_killed_mid_load_loses_no_acknowledged_write(
         for task in tasks[4:]:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        stored = (await two(READ, {"id": cid}))["conversation"]
+        stored = await settled(two, cid)
 
     transcript = [m["content"] for m in stored["transcript"]]
     assert len(acked) > 20, "the load never got going"
