@@ -261,10 +261,21 @@ async def trickle(port: int, token: str, *, every: float) -> tuple[bytes, float]
                 writer.write(b" ")
                 await writer.drain()
 
+    async def answer() -> bytes:
+        # Read chunk by chunk and stop dripping once the answer starts: a byte sent after the
+        # server closed makes it reset the connection, and a reset would discard what
+        # `reader.read()` had buffered.
+        received = b""
+        with contextlib.suppress(ConnectionResetError):
+            while chunk := await reader.read(65536):
+                dripping.cancel()
+                received += chunk
+        return received
+
     dripping = asyncio.create_task(drip())
     try:
-        answer = await asyncio.wait_for(reader.read(), BODY_GRACE_SECONDS + 20)
-        return answer, time.monotonic() - started
+        received = await asyncio.wait_for(answer(), BODY_GRACE_SECONDS + 20)
+        return received, time.monotonic() - started
     finally:
         dripping.cancel()
         with contextlib.suppress(asyncio.CancelledError):
