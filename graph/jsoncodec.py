@@ -31,15 +31,6 @@ class RawJSON:
     def __init__(self, text: str | bytes) -> None:
         self.text = text if isinstance(text, bytes) else text.encode()
 
-    def value(self) -> Any:
-        return loads(self.text)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, RawJSON) and other.text == self.text
-
-    def __hash__(self) -> int:
-        return hash(self.text)
-
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from strawberry.dataloader import DataLoader
 
-from .records import ConversationRecord, DelegationRecord, DelegationStatus, SnapshotRecord
+from .records import DelegationRecord, DelegationStatus, SnapshotRecord
 from .repository import Repository
 
 if TYPE_CHECKING:
@@ -59,10 +59,4 @@ class Loaders:
 
     def _prime_delegations(self, records: Iterable[DelegationRecord]) -> None:
         for record in records:
-            self.prime_delegation(record)
-
-    def prime_conversation(self, record: ConversationRecord) -> None:
-        self.conversation.prime(record.id, record)
-
-    def prime_delegation(self, record: DelegationRecord) -> None:
-        self.delegation.prime(record.id, record)
+            self.delegation.prime(record.id, record)
