@@ -158,6 +158,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from .app import create_app
+    from .header_timeout import with_header_deadline
     from .logs import configure_logging
     from .migrate import upgrade_blocking
 
@@ -183,9 +184,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         workers=1,
         # uvicorn's own lines go through our handlers (JSON or text, like every other line).
         log_config=None,
-        # Connections that never finish their headers are not timed out by uvicorn: bound
-        # how many may be open at once, past which new ones get 503 instead of piling up.
+        http=with_header_deadline(settings.header_timeout_seconds),
+        # Past this many open connections, new ones get 503 instead of piling up.
         limit_concurrency=settings.max_connections,
+        # A WebSocket message carries one subscribe (a query and a few ids), not 16 MiB:
+        # comments are lexed but not counted as tokens, so their length is what bounds them.
+        ws_max_size=4 * settings.max_query_chars,
     )
     return 0
 

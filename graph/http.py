@@ -11,13 +11,14 @@ import json
 import logging
 from typing import Any
 
-from cross_web import HTTPException
+from cross_web import AsyncHTTPRequestAdapter, HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.types import Message, Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 from strawberry.asgi import ASGIWebSocketAdapter, GraphQL
 from strawberry.exceptions import ConnectionRejectionError
+from strawberry.http import GraphQLRequestData
 from strawberry.http.exceptions import WebSocketDisconnected
 from strawberry.schema.exceptions import InvalidOperationTypeError
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
@@ -186,6 +187,20 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         except Exception as exc:
             response = internal_error(exc, scope["state"]["request_id"])
         await response(scope, receive, send)
+
+    async def parse_http_body(
+        self, request: AsyncHTTPRequestAdapter
+    ) -> GraphQLRequestData | list[GraphQLRequestData]:
+        data = await super().parse_http_body(request)
+        # graphql-core's error locations scan the text from its start, and comments are
+        # lexed but not counted as tokens: the text's length is bounded before parsing.
+        limit = self.services.settings.max_query_chars
+        for item in data if isinstance(data, list) else [data]:
+            if item.query is not None and len(item.query) > limit:
+                raise HTTPException(
+                    413, f"query text exceeds {limit} characters; pass large values as variables"
+                )
+        return data
 
     def _wants_ide(self, request: Request) -> bool:
         return (

@@ -1,27 +1,54 @@
-"""Validation rules that bound an operation's depth, aliases and size after fragment expansion.
+"""Bounds on what one document may cost, checked before graphql-core's own validation.
+
+graphql-core's validation is ~30 rules over every node: a 20,000-field document costs a
+second of CPU, during which the process answers nobody. So a linear walk of the document
+measures it first (depth, aliases, directives, fields after fragment expansion, across all
+its operations and fragments) and a document over a limit is refused without the rest.
 
 Strawberry's QueryDepthLimiter and MaxAliasesLimiter walk every fragment spread afresh, so
-n fragments that each spread the previous one twice cost 2**n steps: a 2 KB document held
-a worker for minutes. These rules measure each fragment once (memoised by name), so their
-cost is linear in the document, and the expanded size itself is bounded.
+n fragments that each spread the previous one twice cost 2**n steps; the walk here measures
+each fragment once (memoised by name).
+
+graphql-core's check that same-named fields can merge is pairwise; it stops at a budget that
+costs about a second by default. `bound_merge_checks` lowers that budget, and a document
+that runs out of it is told what to change instead of graphql-core's "Validation aborted.".
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
+import graphql.validation.rules.overlapping_fields_can_be_merged as merging
 from graphql import (
+    ASTValidationRule,
+    DocumentNode,
     FieldNode,
     FragmentDefinitionNode,
     FragmentSpreadNode,
     GraphQLError,
+    GraphQLSchema,
     InlineFragmentNode,
     OperationDefinitionNode,
     SelectionSetNode,
-    ValidationContext,
-    ValidationRule,
 )
+from graphql.validation.validate import ValidationAbortedError
+from strawberry.extensions import SchemaExtension
+from strawberry.schema.schema import validate_document
+
+Validator = Callable[
+    [GraphQLSchema, DocumentNode, tuple[type[ASTValidationRule], ...]], list[GraphQLError]
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_depth: int
+    max_aliases: int
+    max_fields: int
+    max_directives: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +56,7 @@ class Measure:
     depth: int = 0  # levels of nested selections, introspection excluded
     aliases: int = 0
     fields: int = 0  # selections after expanding every fragment spread
+    directives: int = 0
 
 
 def _combine(parts: list[Measure]) -> Measure:
@@ -36,6 +64,7 @@ def _combine(parts: list[Measure]) -> Measure:
         depth=max((p.depth for p in parts), default=0),
         aliases=sum(p.aliases for p in parts),
         fields=sum(p.fields for p in parts),
+        directives=sum(p.directives for p in parts),
     )
 
 
@@ -51,6 +80,7 @@ class _Measurer:
         return _combine([self.selection(s) for s in node.selections])
 
     def selection(self, node: Any) -> Measure:
+        directives = len(node.directives or ())
         if isinstance(node, FieldNode):
             below = self.selection_set(node.selection_set)
             # As graphql-depth-limit counts: a leaf field adds no depth, `{ a { b } }` is 1.
@@ -59,12 +89,15 @@ class _Measurer:
                 depth=below.depth + 1 if nested else 0,
                 aliases=below.aliases + (1 if node.alias is not None else 0),
                 fields=below.fields + 1,
+                directives=below.directives + directives,
             )
         if isinstance(node, InlineFragmentNode):
-            return self.selection_set(node.selection_set)
-        if isinstance(node, FragmentSpreadNode):
-            return self.fragment(node.name.value)
-        return Measure()
+            inner = self.selection_set(node.selection_set)
+        elif isinstance(node, FragmentSpreadNode):
+            inner = self.fragment(node.name.value)
+        else:
+            return Measure()
+        return _combine([inner, Measure(directives=directives)])
 
     def fragment(self, name: str) -> Measure:
         if name in self.memo:
@@ -79,33 +112,79 @@ class _Measurer:
         return measure
 
 
-def operation_limits(*, max_depth: int, max_aliases: int, max_fields: int) -> type[ValidationRule]:
-    """A validation rule class refusing operations past the limits (build it once)."""
+def measure(document: DocumentNode) -> Measure:
+    """What the whole document asks for: its operations with fragments expanded, plus any
+    fragment no operation spreads (graphql-core validates those too)."""
+    fragments = {
+        d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)
+    }
+    measurer = _Measurer(fragments)
+    parts = [
+        _combine(
+            [measurer.selection_set(d.selection_set), Measure(directives=len(d.directives or ()))]
+        )
+        for d in document.definitions
+        if isinstance(d, OperationDefinitionNode)
+    ]
+    parts += [measurer.fragment(name) for name in fragments if name not in measurer.memo]
+    return _combine(parts)
 
-    class OperationLimits(ValidationRule):
-        def __init__(self, context: ValidationContext) -> None:
-            super().__init__(context)
-            fragments = {
-                d.name.value: d
-                for d in context.document.definitions
-                if isinstance(d, FragmentDefinitionNode)
-            }
-            self.measurer = _Measurer(fragments)
 
-        def enter_operation_definition(self, node: OperationDefinitionNode, *_: Any) -> None:
-            measure = self.measurer.selection_set(node.selection_set)
-            name = node.name.value if node.name else "anonymous"
-            for value, limit, what in (
-                (measure.depth, max_depth, "depth"),
-                (measure.aliases, max_aliases, "aliases"),
-                (measure.fields, max_fields, "fields (fragments expanded)"),
-            ):
-                if value > limit:
-                    self.report_error(
-                        GraphQLError(
-                            f"'{name}' exceeds the maximum operation {what}: {value} > {limit}",
-                            node,
-                        )
-                    )
+def over_limits(document: DocumentNode, limits: Limits) -> list[GraphQLError]:
+    found = measure(document)
+    return [
+        GraphQLError(f"the document exceeds the maximum {what}: {value} > {limit}")
+        for value, limit, what in (
+            (found.depth, limits.max_depth, "depth"),
+            (found.aliases, limits.max_aliases, "aliases"),
+            (found.fields, limits.max_fields, "fields (fragments expanded)"),
+            (found.directives, limits.max_directives, "directives"),
+        )
+        if value > limit
+    ]
 
-    return OperationLimits
+
+def bound_merge_checks(budget: int) -> None:
+    """Set graphql-core's field-merging budget (process-wide: it is a module setting)."""
+    merging.MAX_COMPLEXITY_BUDGET = budget
+
+
+def bounded_validator(limits: Limits, *, maxsize: int) -> Validator:
+    """Validation with the limits checked first; results cached by document (build it once)."""
+
+    @lru_cache(maxsize=maxsize)
+    def validate(
+        schema: GraphQLSchema, document: DocumentNode, rules: tuple[type[ASTValidationRule], ...]
+    ) -> list[GraphQLError]:
+        refused = over_limits(document, limits)
+        if refused:
+            return refused
+        return [_explained(e) for e in validate_document(schema, document, rules)]
+
+    return validate
+
+
+class BoundedValidation(SchemaExtension):
+    """Replaces strawberry's validation step (and its ValidationCache) with `validator`."""
+
+    def __init__(self, validator: Validator) -> None:
+        self.validator = validator
+
+    def on_validate(self) -> Iterator[None]:
+        context = self.execution_context
+        assert context.graphql_document is not None  # parsing failed otherwise
+        context.pre_execution_errors = self.validator(
+            context.schema._schema, context.graphql_document, tuple(context.validation_rules)
+        )
+        yield
+
+
+def _explained(error: GraphQLError) -> GraphQLError:
+    # The same error class also reports "too many validation errors", which reads well as is.
+    if not (isinstance(error, ValidationAbortedError) and error.message == "Validation aborted."):
+        return error
+    return GraphQLError(
+        "the operation has too many fields of one response name to check that they merge "
+        f"(budget {merging.MAX_COMPLEXITY_BUDGET}); give them distinct aliases or select "
+        "each once"
+    )

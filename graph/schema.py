@@ -7,18 +7,17 @@ from collections.abc import Iterator
 from typing import Any
 
 import strawberry
-from graphql import ASTValidationRule, GraphQLError
+from graphql import GraphQLError
 from strawberry.extensions import (
-    AddValidationRules,
+    MaxTokensLimiter,
     ParserCache,
     SchemaExtension,
-    ValidationCache,
 )
 from strawberry.schema.config import StrawberryConfig
 from strawberry.types import ExecutionContext
 
 from .context import Context
-from .limits import operation_limits
+from .limits import BoundedValidation, Limits, bound_merge_checks, bounded_validator
 from .masking import ErrorMasking, is_expected
 from .mutations import Mutation
 from .observability import Observability
@@ -58,27 +57,29 @@ class FreshLoaders(SchemaExtension):
 
 
 def build_schema(settings: Settings | None = None) -> Schema:
-    """The schema with its limits. Rules are built once so the validation cache stays valid."""
+    """The schema with its limits; one validator (and its cache) per schema."""
     settings = settings or Settings()
-    rules: list[type[ASTValidationRule]] = [
-        operation_limits(
-            max_depth=settings.max_query_depth,
-            max_aliases=settings.max_aliases,
-            max_fields=settings.max_selected_fields,
-        )
-    ]
+    bound_merge_checks(settings.max_merge_checks)
+    limits = Limits(
+        max_depth=settings.max_query_depth,
+        max_aliases=settings.max_aliases,
+        max_fields=settings.max_selected_fields,
+        max_directives=settings.max_directives,
+    )
+    validator = bounded_validator(limits, maxsize=512)
     return Schema(
         query=Query,
         mutation=Mutation,
         subscription=Subscription,
         types=[Conversation, Delegation, Snapshot],
         config=StrawberryConfig(scalar_map=dict(SCALAR_MAP)),
-        # Factories get a fresh extension per operation; the parse and validation caches
-        # live at module level (keyed by maxsize) and the rules list is built once above.
+        # Factories get a fresh extension per operation; the parse cache lives at module
+        # level (keyed by maxsize), the validator's cache with the validator.
         extensions=[
-            lambda: AddValidationRules(rules),
+            # Parsing costs ~5 µs a token: the token cap bounds it before anything else runs.
+            lambda: MaxTokensLimiter(settings.max_query_tokens),
             lambda: ParserCache(maxsize=512),
-            lambda: ValidationCache(maxsize=512),
+            lambda: BoundedValidation(validator),
             ErrorMasking,
             FreshLoaders,
             # Last, so that it sees errors before ErrorMasking replaces them on the way out.

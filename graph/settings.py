@@ -45,8 +45,17 @@ class Settings:
     max_query_depth: int = 12
     max_aliases: int = 30
     # Selections after expanding fragments: bounds what one document can make the server do.
-    max_selected_fields: int = 5000
+    # The query text (values belong in variables): characters, then tokens.
+    max_query_chars: int = 256 * 1024
+    max_query_tokens: int = 5000
+    max_selected_fields: int = 2000
+    max_directives: int = 200
+    # graphql-core's budget for checking that same-named fields can merge (pairwise, so
+    # n same-named fields cost about 4·n²). Real documents spend tens; 10,000 is ~15 ms.
+    max_merge_checks: int = 10_000
     max_connections: int = 1000
+    # A connection whose request headers have not ended by then is closed (slow loris).
+    header_timeout_seconds: float = 10.0
 
     sweep_interval_seconds: float = 60.0
     pool_size: int = 10

@@ -169,6 +169,35 @@ async def test_aliases_over_the_limit_are_refused(server: Server, gql: GraphQLCl
     assert len(await gql(f"{{ {enough} }}")) == limit
 
 
+async def test_thousands_of_same_named_fields_are_refused_with_a_reason(gql: GraphQLClient) -> None:
+    # graphql-core checks same-named fields pairwise; past the merge budget the document is
+    # refused with what to change, not graphql-core's bare "Validation aborted."
+    response = await gql.post("{ " + "viewer { ownerKey } " * 1000 + "}")
+    assert response.status_code in (200, 400), response.text
+    assert response.json().get("data") is None
+    assert_json_error(response, response.status_code, "response name", "distinct aliases")
+    # A field selected a few times over, as fragments do, is fine.
+    data = await gql("{ " + "viewer { ownerKey } " * 20 + "}")
+    assert data["viewer"]["ownerKey"]
+
+
+async def test_query_text_over_the_limit_is_413(server: Server, gql: GraphQLClient) -> None:
+    limit = server.settings.max_query_chars
+    padded = "{ viewer { ownerKey } }\n#" + "x" * limit
+    response = await gql.post(padded)
+    assert_json_error(response, 413, "query text", str(limit))
+    # A short document with a comment runs.
+    assert await gql("{ viewer { ownerKey } }\n# a comment")
+
+
+async def test_a_document_of_too_many_tokens_is_refused(server: Server, gql: GraphQLClient) -> None:
+    limit = server.settings.max_query_tokens
+    response = await gql.post("{ " + "viewer { ownerKey } " * (limit // 4) + "}")
+    assert response.status_code in (200, 400), response.text
+    assert response.json().get("data") is None
+    assert_json_error(response, response.status_code, "tokens", str(limit))
+
+
 # -- body size -------------------------------------------------------------------------------
 
 

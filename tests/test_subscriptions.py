@@ -14,6 +14,7 @@ import pytest
 import websockets
 from websockets.exceptions import ConnectionClosed
 
+from graph.settings import Settings
 from tests.conftest import GraphQLClient
 
 if TYPE_CHECKING:
@@ -262,6 +263,18 @@ async def test_bad_token_in_connection_init_is_closed_4403(live_server: LiveServ
             {"type": "connection_init", "payload": {"Authorization": "Bearer cvg_not-a-token"}}
         )
         assert await socket.close_code() == 4403
+
+
+async def test_an_oversized_message_closes_the_socket_1009(live_server: LiveServer) -> None:
+    token = await live_server.token()
+    async with connect(live_server, token=token) as socket:
+        await socket.init()
+        query = "subscription { __typename }\n#" + "x" * (5 * Settings().max_query_chars)
+        with contextlib.suppress(ConnectionClosed):
+            await socket.send({"id": "1", "type": "subscribe", "payload": {"query": query}})
+        assert await socket.close_code() == 1009  # "message too big"
+    async with connect(live_server, token=token) as socket:
+        await socket.init()  # the server still takes new sockets
 
 
 async def test_revoked_token_is_closed(live_server: LiveServer) -> None:
