@@ -127,7 +127,9 @@ class GraphQLEndpoint(GraphQL[Context, None]):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # RequestIdMiddleware (app.py) has put the request id in the scope's state.
-        scope.setdefault("state", {}).setdefault("request_id", new_request_id())
+        state = scope.setdefault("state", {})
+        if "request_id" not in state:  # (setdefault would make one every time)
+            state["request_id"] = new_request_id()
         if scope["type"] == "websocket":
             await self._websocket(scope, receive, send)
             return

@@ -16,9 +16,9 @@ that runs out of it is told what to change instead of graphql-core's "Validation
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 import graphql.validation.rules.overlapping_fields_can_be_merged as merging
@@ -33,14 +33,11 @@ from graphql import (
     InlineFragmentNode,
     OperationDefinitionNode,
     SelectionSetNode,
+    parse,
 )
 from graphql.validation.validate import ValidationAbortedError
 from strawberry.extensions import SchemaExtension
 from strawberry.schema.schema import validate_document
-
-Validator = Callable[
-    [GraphQLSchema, DocumentNode, tuple[type[ASTValidationRule], ...]], list[GraphQLError]
-]
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,33 +146,68 @@ def bound_merge_checks(budget: int) -> None:
     merging.MAX_COMPLEXITY_BUDGET = budget
 
 
-def bounded_validator(limits: Limits, *, maxsize: int) -> Validator:
-    """Validation with the limits checked first; results cached by document (build it once)."""
+@dataclass(slots=True)
+class _Entry:
+    document: DocumentNode
+    errors: list[GraphQLError] | None = None  # until first validated
 
-    @lru_cache(maxsize=maxsize)
+
+class DocumentCache:
+    """Documents parsed (token-capped) and validated (limits first), by query text.
+
+    Keyed by the text, not the parsed document: graphql-core hashes a document by walking
+    all of it, which cost more than anything else in a cached request.
+    """
+
+    def __init__(self, limits: Limits, *, max_tokens: int, maxsize: int) -> None:
+        self.limits = limits
+        self.max_tokens = max_tokens
+        self.maxsize = maxsize
+        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+
+    def parse(self, query: str) -> _Entry:
+        entry = self._entries.get(query)
+        if entry is not None:
+            self._entries.move_to_end(query)
+            return entry
+        entry = _Entry(parse(query, max_tokens=self.max_tokens))  # raises GraphQLSyntaxError
+        self._entries[query] = entry
+        if len(self._entries) > self.maxsize:
+            self._entries.popitem(last=False)
+        return entry
+
     def validate(
-        schema: GraphQLSchema, document: DocumentNode, rules: tuple[type[ASTValidationRule], ...]
+        self, entry: _Entry, schema: GraphQLSchema, rules: tuple[type[ASTValidationRule], ...]
     ) -> list[GraphQLError]:
-        refused = over_limits(document, limits)
-        if refused:
-            return refused
-        return [_explained(e) for e in validate_document(schema, document, rules)]
+        if entry.errors is None:
+            refused = over_limits(entry.document, self.limits)
+            entry.errors = refused or [
+                _explained(e) for e in validate_document(schema, entry.document, rules)
+            ]
+        return entry.errors
 
-    return validate
 
+class BoundedDocuments(SchemaExtension):
+    """Strawberry's parse and validation steps through a DocumentCache (in place of its
+    ParserCache, MaxTokensLimiter and ValidationCache)."""
 
-class BoundedValidation(SchemaExtension):
-    """Replaces strawberry's validation step (and its ValidationCache) with `validator`."""
+    def __init__(self, cache: DocumentCache) -> None:
+        self.cache = cache
+        self.entry: _Entry | None = None
 
-    def __init__(self, validator: Validator) -> None:
-        self.validator = validator
+    def on_parse(self) -> Iterator[None]:
+        context = self.execution_context
+        if context.query is not None and context.graphql_document is None:
+            self.entry = self.cache.parse(context.query)
+            context.graphql_document = self.entry.document
+        yield
 
     def on_validate(self) -> Iterator[None]:
-        context = self.execution_context
-        assert context.graphql_document is not None  # parsing failed otherwise
-        context.pre_execution_errors = self.validator(
-            context.schema._schema, context.graphql_document, tuple(context.validation_rules)
-        )
+        if self.entry is not None:
+            context = self.execution_context
+            context.pre_execution_errors = self.cache.validate(
+                self.entry, context.schema._schema, tuple(context.validation_rules)
+            )
         yield
 
 

@@ -8,11 +8,11 @@ and the details go only to the log.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from graphql import GraphQLError
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
-from strawberry.extensions import MaskErrors
 
 from .errors import DomainError
 
@@ -35,22 +35,33 @@ def is_unavailable(exc: BaseException | None) -> bool:
     return isinstance(exc, OSError)
 
 
-class ErrorMasking(MaskErrors):
-    def __init__(self) -> None:
-        super().__init__(should_mask_error=lambda e: not is_expected(e))
+def masked(error: GraphQLError, request_id: str | None) -> GraphQLError:
+    """`error` as a client may see it: itself when expected, else a masked copy."""
+    if is_expected(error):
+        return error
+    unavailable = is_unavailable(error.original_error)
+    return GraphQLError(
+        message=UNAVAILABLE if unavailable else "Unexpected error.",
+        nodes=error.nodes,
+        source=error.source,
+        positions=error.positions,
+        path=error.path,
+        original_error=None,
+        extensions={
+            "code": "DATABASE_UNAVAILABLE" if unavailable else "INTERNAL",
+            "requestId": request_id,
+        },
+    )
 
-    def anonymise_error(self, error: GraphQLError) -> GraphQLError:
-        unavailable = is_unavailable(error.original_error)
-        context = getattr(self.execution_context, "context", None)
-        return GraphQLError(
-            message=UNAVAILABLE if unavailable else "Unexpected error.",
-            nodes=error.nodes,
-            source=error.source,
-            positions=error.positions,
-            path=error.path,
-            original_error=None,
-            extensions={
-                "code": "DATABASE_UNAVAILABLE" if unavailable else "INTERNAL",
-                "requestId": getattr(context, "request_id", None),
-            },
-        )
+
+def mask_result(result: Any, request_id: str | None) -> None:
+    """Mask the errors of an operation's result (or of each part of a streamed one)."""
+    if result is None:
+        return
+    parts = [result, getattr(result, "initial_result", None)]
+    parts += getattr(result, "incremental", None) or ()
+    parts += getattr(result, "completed", None) or ()
+    for part in parts:
+        errors = getattr(part, "errors", None)
+        if errors:
+            part.errors = [masked(e, request_id) for e in errors]

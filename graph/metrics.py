@@ -90,7 +90,8 @@ class PoolCollector(Collector):
         for name, engine in _engines(self.db):
             pool = engine.pool
             if isinstance(pool, QueuePool):
-                checked_out.add_metric([name], pool.checkedout())
+                in_use = self.db.writer_in_use() if name == "writer" else None
+                checked_out.add_metric([name], pool.checkedout() if in_use is None else in_use)
                 size.add_metric([name], pool.size())
         yield checked_out
         yield size

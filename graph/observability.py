@@ -1,11 +1,12 @@
 """What each request did, for operators: a log line per request and the request metrics.
 
 `ObservabilityMiddleware` times every HTTP request, records its metrics and writes one
-log line for it when it ends (probes at debug level). The `Observability` schema extension
-learns what the middleware cannot see: each GraphQL operation's name, type and outcome
-(ok, user_error, error) and the codes of its user errors; it counts the operation and
-leaves it in the request's `Observation` for the log line. A WebSocket carries many
-operations over a long time, so each operation on it gets its own log line when it ends.
+log line for it when it ends (probes at debug level). The `OperationObserver` (called by
+the schema extension in operation_hooks.py) learns what the middleware cannot see: each
+GraphQL operation's name, type and outcome (ok, user_error, error) and the codes of its
+user errors; it counts the operation and leaves it in the request's `Observation` for the
+log line. A WebSocket carries many operations over a long time, so each operation on it
+gets its own log line when it ends.
 
 The log line names the principal by workspace and owner type only: never the token, never
 the owner key.
@@ -35,7 +36,6 @@ from graphql import (
 )
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from strawberry.exceptions import MissingQueryError
-from strawberry.extensions import SchemaExtension
 from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
 from strawberry.types import ExecutionContext
 
@@ -248,44 +248,34 @@ def payload_error_codes(document: DocumentNode, operation_name: str | None, data
     return codes
 
 
-class Observability(SchemaExtension):
-    """Counts and describes every operation; see the module docstring."""
+class OperationObserver:
+    """Counts and describes one operation; see the module docstring. The schema extension
+    (graph/operation_hooks.py) calls it, before errors are masked."""
 
-    def __init__(self, *, execution_context: ExecutionContext | None = None) -> None:
-        super().__init__(execution_context=execution_context)
-        # Strawberry makes an instance per operation, so this state is the operation's.
+    def __init__(self, execution_context: ExecutionContext) -> None:
+        self.execution_context = execution_context
+        # None when the schema is used outside the app (e.g. a script): nothing to record.
+        self.observation = _observation(execution_context)
+        self.started = time.perf_counter()
         self._outcomes: list[str] = []
         self._codes: list[str] = []
-        self._streamed = False
+        self.streamed = False
         self._subscribed = False
 
-    def on_operation(self) -> Iterator[None]:
-        observation = _observation(self.execution_context)
-        if observation is None:  # the schema used outside the app (e.g. a script)
-            yield
-            return
-        started = time.perf_counter()
-        failure: Exception | None = None
-        try:
-            yield
-        except Exception as exc:
-            failure = exc
-            raise
-        finally:
-            self._finish(observation, time.perf_counter() - started, failure)
-
-    def on_execute(self) -> Iterator[None]:
-        observation = _observation(self.execution_context)
+    def executing(self) -> None:
+        observation = self.observation
         if observation is not None and self._type() == "subscription":
             observation.metrics.active_subscriptions.inc()
             self._subscribed = True
-        yield
 
-    def on_stream_result(self, result: Any) -> Iterator[None]:
-        # WebSocket operations deliver their results here (errors already masked).
-        self._streamed = True
+    def stream_result(self, result: Any) -> None:
+        # WebSocket operations deliver their results here.
+        self.streamed = True
         self._tally(result)
-        yield
+
+    def end(self, failure: Exception | None) -> None:
+        if self.observation is not None:
+            self._finish(self.observation, time.perf_counter() - self.started, failure)
 
     def _type(self) -> str:
         try:
@@ -307,7 +297,7 @@ class Observability(SchemaExtension):
 
     def _finish(self, observation: Observation, seconds: float, failure: Exception | None) -> None:
         context = self.execution_context
-        if not self._streamed:
+        if not self.streamed:
             self._tally(context.result)
         if failure is not None:
             # Raised out of the operation: a syntax error (ParserCache parses in its hook), a

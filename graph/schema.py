@@ -3,24 +3,17 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from typing import Any
 
 import strawberry
 from graphql import GraphQLError
-from strawberry.extensions import (
-    MaxTokensLimiter,
-    ParserCache,
-    SchemaExtension,
-)
 from strawberry.schema.config import StrawberryConfig
 from strawberry.types import ExecutionContext
 
-from .context import Context
-from .limits import BoundedValidation, Limits, bound_merge_checks, bounded_validator
-from .masking import ErrorMasking, is_expected
+from .limits import BoundedDocuments, DocumentCache, Limits, bound_merge_checks
+from .masking import is_expected
 from .mutations import Mutation
-from .observability import Observability
+from .operation_hooks import OperationHooks
 from .queries import Query
 from .scalars import SCALAR_MAP
 from .settings import Settings
@@ -46,16 +39,6 @@ class Schema(strawberry.Schema):
                 )
 
 
-class FreshLoaders(SchemaExtension):
-    """DataLoaders cache per operation: a WebSocket's context outlives its operations."""
-
-    def on_operation(self) -> Iterator[None]:
-        context = self.execution_context.context
-        if isinstance(context, Context):
-            context.reset_loaders()
-        yield
-
-
 def build_schema(settings: Settings | None = None) -> Schema:
     """The schema with its limits; one validator (and its cache) per schema."""
     settings = settings or Settings()
@@ -66,24 +49,17 @@ def build_schema(settings: Settings | None = None) -> Schema:
         max_fields=settings.max_selected_fields,
         max_directives=settings.max_directives,
     )
-    validator = bounded_validator(limits, maxsize=512)
+    documents = DocumentCache(limits, max_tokens=settings.max_query_tokens, maxsize=512)
     return Schema(
         query=Query,
         mutation=Mutation,
         subscription=Subscription,
         types=[Conversation, Delegation, Snapshot],
         config=StrawberryConfig(scalar_map=dict(SCALAR_MAP)),
-        # Factories get a fresh extension per operation; the parse cache lives at module
-        # level (keyed by maxsize), the validator's cache with the validator.
+        # Factories get a fresh extension per operation; the document cache is the schema's.
         extensions=[
-            # Parsing costs ~5 µs a token: the token cap bounds it before anything else runs.
-            lambda: MaxTokensLimiter(settings.max_query_tokens),
-            lambda: ParserCache(maxsize=512),
-            lambda: BoundedValidation(validator),
-            ErrorMasking,
-            FreshLoaders,
-            # Last, so that it sees errors before ErrorMasking replaces them on the way out.
-            Observability,
+            lambda: BoundedDocuments(documents),
+            OperationHooks,
         ],
     )
 
