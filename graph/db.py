@@ -30,8 +30,10 @@ def _sqlite_engine(settings: Settings, *, writer: bool) -> AsyncEngine:
     if settings.sqlite_inline:
         target = str(path) if path is not None else ":memory:"
 
+        in_thread = settings.sqlite_commit_in_thread
+
         async def creator() -> Any:
-            return sqlite_inline.connect(target)
+            return sqlite_inline.connect(target, commit_in_thread=in_thread)
 
         options["async_creator"] = creator
     else:

@@ -64,6 +64,8 @@ class Settings:
     sqlite_busy_timeout_ms: int = 10_000
     # Run SQLite calls on the event loop instead of aiosqlite's thread (see sqlite_inline).
     sqlite_inline: bool = True
+    # With sqlite_inline: COMMIT (fsync) in a worker thread instead of on the loop.
+    sqlite_commit_in_thread: bool = False
     graphiql: bool = True
 
     @classmethod
