@@ -21,6 +21,9 @@ from typing import Any
 
 import orjson
 
+from graph import jsoncodec
+from graph.schema import Schema, build_schema
+
 from .inprocess import App, app_client, bench_context
 from .peers.run_peers import make_messages
 from .report import Figure, median, ms, ms_list
@@ -100,6 +103,16 @@ async def _storage(app: App, cid: str) -> str:
     return "[" + ",".join(texts) + "]"
 
 
+async def _schema_read(schema: Schema, app: App, cid: str) -> bytes:
+    # The `transcript` query executed by the schema in this process, encoded as the HTTP
+    # view encodes it: GraphQL without HTTP (no request parsing, no token lookup).
+    context = bench_context(app.services, app.principal)
+    result = await schema.execute(TRANSCRIPT, variable_values={"id": cid}, context_value=context)
+    if result.errors:
+        raise RuntimeError(str(result.errors))
+    return jsoncodec.dumps({"data": result.data})
+
+
 async def _interleaved(
     ways: dict[str, Callable[[], Awaitable[Any]]], reps: int
 ) -> dict[str, list[float]]:
@@ -117,6 +130,7 @@ async def _interleaved(
 
 async def run(workdir: Path, *, reps: int) -> Figure:
     async with app_client(workdir) as app:
+        schema = build_schema(app.services.settings)
         cid = (await app.gql(CREATE))["createConversation"]["conversation"]["id"]
         await app.gql(APPEND, {"id": cid, "messages": make_messages(SIZE)})
         with closing(sqlite3.connect(app.services.settings.sqlite_path)) as db:
@@ -126,6 +140,7 @@ async def run(workdir: Path, *, reps: int) -> Figure:
                 await _pages(app, cid),
                 _transcript_of(await _raw(app, cid)),
                 _transcript_of(_raw_sync(db, cid)),
+                _transcript_of(await _schema_read(schema, app, cid)),
             ]
             if len(whole) != SIZE or any(other != whole for other in others):
                 raise RuntimeError("transcript, pages and raw SELECT disagree")
@@ -136,6 +151,7 @@ async def run(workdir: Path, *, reps: int) -> Figure:
                     "raw": lambda: _raw(app, cid),
                     "raw_sync": lambda: _async(_raw_sync, db, cid),
                     "storage": lambda: _storage(app, cid),
+                    "schema": lambda: _schema_read(schema, app, cid),
                     "viewer": lambda: app.post(VIEWER),
                 },
                 reps,
@@ -154,13 +170,16 @@ async def run(workdir: Path, *, reps: int) -> Figure:
             f"on the pooled aiosqlite connection, {med['raw_sync']:.2f} ms on sqlite3 directly "
             f"({med['transcript'] / med['raw_sync']:.1f}x); 10 pages of messages(first: 100) "
             f"{med['pages']:.2f} ms = {pages_ratio:.1f}x transcript; storage-layer read "
-            f"{med['storage']:.2f} ms = {med['storage'] / med['raw']:.2f}x raw; "
+            f"{med['storage']:.2f} ms = {med['storage'] / med['raw']:.2f}x raw; the query "
+            f"executed by the schema in process {med['schema']:.2f} ms = "
+            f"{med['schema'] / med['raw']:.2f}x raw; "
             f"trivial `viewer` query {med['viewer']:.2f} ms "
             f"({SIZE:,} messages, medians of {reps} interleaved rounds)"
         ),
         data={
             "pages_over_transcript": round(pages_ratio, 3),
             "storage_over_raw": round(med["storage"] / med["raw"], 3),
+            "schema_over_raw": round(med["schema"] / med["raw"], 3),
             "medians_ms": med,
             **{f"{name}_ms": ms_list(values) for name, values in samples.items()},
         },

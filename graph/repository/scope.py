@@ -48,10 +48,18 @@ def own_clause_bound(table: Table) -> ColumnElement[bool]:
     """`owner_clause(table, principal, own=True)`, filled in by `own_params(principal)`."""
     c = table.c
     return and_(
-        c.workspace_type == bindparam("scope_workspace_type"),
-        c.workspace_id == bindparam("scope_workspace_id"),
+        workspace_clause_bound(table),
         c.owner_type == bindparam("scope_owner_type"),
         c.owner_digest == bindparam("scope_owner_digest"),
+    )
+
+
+def workspace_clause_bound(table: Table) -> ColumnElement[bool]:
+    """An ADMIN's `owner_clause` (its whole workspace), filled in by `own_params(principal)`."""
+    c = table.c
+    return and_(
+        c.workspace_type == bindparam("scope_workspace_type"),
+        c.workspace_id == bindparam("scope_workspace_id"),
     )
 
 
