@@ -41,8 +41,18 @@ class _Compiled:
     binds: tuple[tuple[BindParameter[Any], Processor], ...]
     keys: tuple[str, ...]
     results: tuple[Processor, ...]
+    # Hot-path forms of the above: (key, own value, processor) for plain binds, and the
+    # result columns that have a processor at all (most come back as SQLite gives them).
+    plain: tuple[tuple[str, Any, Processor], ...] | None
+    processed: tuple[tuple[int, Callable[[Any], Any]], ...]
 
     def parameters(self, values: Mapping[str, Any]) -> tuple[str, list[Any]]:
+        if self.plain is not None:
+            plain = []
+            for key, own, process in self.plain:
+                given = values.get(key, own)
+                plain.append(process(given) if process is not None else given)
+            return self.sql, plain
         sql, out = self.sql, list[Any]()
         for bind, process in self.binds:
             value: Any = values.get(bind.key, bind.effective_value)
@@ -54,9 +64,14 @@ class _Compiled:
         return sql, out
 
     def row(self, raw: Sequence[Any]) -> tuple[Any, ...]:
-        return tuple(
-            process(v) if process else v for process, v in zip(self.results, raw, strict=True)
-        )
+        if len(raw) != len(self.results):
+            raise ValueError(f"expected {len(self.results)} columns, got {len(raw)}")
+        if not self.processed:
+            return tuple(raw)
+        values = list(raw)
+        for i, process in self.processed:
+            values[i] = process(values[i])
+        return tuple(values)
 
 
 def _compile(
@@ -69,11 +84,17 @@ def _compile(
         bind = compiled.binds[name]
         binds.append((bind, bind.type.dialect_impl(dialect).bind_processor(dialect)))
     columns = compiled._result_columns
+    results = tuple(c[3].dialect_impl(dialect).result_processor(dialect, None) for c in columns)
+    expanding = any(bind.expanding for bind, _ in binds)
     return _Compiled(
         sql=compiled.string,
         binds=tuple(binds),
         keys=tuple(c[0] for c in columns),
-        results=tuple(c[3].dialect_impl(dialect).result_processor(dialect, None) for c in columns),
+        results=results,
+        plain=None
+        if expanding
+        else tuple((bind.key, bind.effective_value, process) for bind, process in binds),
+        processed=tuple((i, p) for i, p in enumerate(results) if p is not None),
     )
 
 
@@ -110,7 +131,7 @@ class Prepared:
             # that metrics count): the failed statement changed nothing, so run it again
             # its way.
             return await self._through_sqlalchemy(conn, dict(values))
-        if any(compiled.results):
+        if compiled.processed:
             return [compiled.row(r) for r in rows]
         return rows
 
