@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import sys
 from collections.abc import Awaitable, Callable, Sequence
@@ -175,8 +176,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
             "the Authorization header.\n",
             flush=True,
         )
+    app = create_app(settings)
+    # What exists now (modules, the schema, SQLAlchemy's metadata) lives as long as the
+    # process: frozen, full collections stop walking it. They cost 60-100 ms pauses inside
+    # large requests (bench replace: every other save 96-146 ms instead of 35-50 ms).
+    gc.collect()
+    gc.freeze()
     uvicorn.run(
-        create_app(settings),
+        app,
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level.lower(),
