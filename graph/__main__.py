@@ -47,10 +47,12 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    from .app import broker_for
     from .retention import sweep
 
     async def work(db: Database, keyring: Keyring) -> int:
-        return await sweep(db)
+        # On PostgreSQL the deletions reach the servers' subscribers through NOTIFY.
+        return await sweep(db, broker=broker_for(db))
 
     removed = asyncio.run(_with_db(_settings(args), work))
     print(f"removed {removed} expired conversations")

@@ -32,8 +32,15 @@ logger = logging.getLogger("convograph")
 
 def build_services(settings: Settings) -> Services:
     db = Database(settings)
-    broker = EventBroker() if settings.is_sqlite else PostgresBroker(db, settings.asyncpg_dsn)
-    return Services(settings=settings, db=db, keyring=Keyring(load_secret(settings)), broker=broker)
+    return Services(
+        settings=settings, db=db, keyring=Keyring(load_secret(settings)), broker=broker_for(db)
+    )
+
+
+def broker_for(db: Database) -> EventBroker:
+    """In-process on SQLite; on PostgreSQL, NOTIFY that every replica LISTENs to."""
+    settings = db.settings
+    return EventBroker() if settings.is_sqlite else PostgresBroker(db, settings.asyncpg_dsn)
 
 
 def create_app(settings: Settings | None = None) -> Starlette:

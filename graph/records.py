@@ -185,3 +185,17 @@ class Event:
     at: datetime
     messages: tuple[MessageRecord, ...] | None = None
     delegation: DelegationRecord | None = None
+
+    @classmethod
+    def of(cls, kind: EventKind, record: ConversationRecord, **extra: Any) -> Event:
+        """The event of `kind` about the conversation `record` (as written)."""
+        return cls(
+            kind=kind,
+            conversation_id=record.id,
+            ancestry=record.ancestry,
+            workspace_type=record.workspace_type,
+            workspace_id=record.workspace_id,
+            version=record.version,
+            at=record.updated_at,
+            **extra,
+        )

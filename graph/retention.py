@@ -10,6 +10,8 @@ from sqlalchemy import delete
 
 from .context import Services
 from .db import Database
+from .events import EventBroker
+from .records import ConversationRecord, Event, EventKind
 from .tables import conversation as C
 from .tables import event_outbox
 
@@ -18,18 +20,31 @@ OUTBOX_KEEP = timedelta(hours=1)
 logger = logging.getLogger("convograph.retention")
 
 
-async def sweep(db: Database, *, now: datetime | None = None) -> int:
-    """Delete expired conversations (cascading to transcripts, snapshots and delegations)."""
+async def sweep(
+    db: Database, *, broker: EventBroker | None = None, now: datetime | None = None
+) -> int:
+    """Delete expired conversations (cascading to transcripts, snapshots and delegations),
+    announcing each deletion to `broker`'s subscribers as an explicit delete does."""
     now = now or datetime.now(UTC)
     async with db.write() as conn:
-        result = await conn.execute(
-            delete(C).where(C.c.expires_at.is_not(None), C.c.expires_at <= now)
-        )
+        rows = (
+            await conn.execute(
+                delete(C).where(C.c.expires_at.is_not(None), C.c.expires_at <= now).returning(*C.c)
+            )
+        ).all()
+        events = [
+            Event.of(EventKind.CONVERSATION_DELETED, ConversationRecord.from_row(row))
+            for row in rows
+        ]
+        if broker is not None:
+            await broker.stage(conn, events)
         # Parked event payloads are read within moments of their NOTIFY; keep an hour.
         await conn.execute(
             delete(event_outbox).where(event_outbox.c.created_at < now - OUTBOX_KEEP)
         )
-    return int(result.rowcount or 0)
+    if broker is not None:
+        broker.publish(events)
+    return len(rows)
 
 
 async def sweep_forever(services: Services) -> None:
@@ -39,7 +54,7 @@ async def sweep_forever(services: Services) -> None:
     while True:
         await asyncio.sleep(interval)
         try:
-            removed = await sweep(services.db)
+            removed = await sweep(services.db, broker=services.broker)
             if removed:
                 logger.info("retention sweep removed %d expired conversations", removed)
         except Exception:

@@ -8,6 +8,7 @@ import contextlib
 import json
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -630,3 +631,39 @@ async def test_events_reach_subscribers_of_another_replica(
         assert [e["messages"] for e in events] == [small["messages"], large["messages"]]
         stored = await read(via_reader, cid)
         assert stored is not None and stored["version"] == events[-1]["version"]
+
+
+EXPIRE = """mutation($id: ID!, $at: DateTime) {
+  updateConversation(input: {id: $id, expiresAt: $at}) { userErrors { code } } }"""
+
+
+@pytest.mark.parametrize("sweeper", ["server", "cli"])
+async def test_the_retention_sweep_announces_what_it_deletes(
+    database_url: str, live_servers: LiveServers, sweeper: str
+) -> None:
+    """An expired conversation deleted by the sweep ends its subscriptions as a delete does,
+    whether the server's own sweep removes it or `convograph sweep` (through NOTIFY on
+    PostgreSQL; a separate process on SQLite has nobody to tell)."""
+    if sweeper == "cli" and database_url.startswith("sqlite"):
+        pytest.skip("on SQLite only the server's own sweep reaches its subscribers")
+    interval = "0.3" if sweeper == "server" else "0"
+    server = await live_servers.start(
+        database_url, env={"CONVOGRAPH_SWEEP_INTERVAL_SECONDS": interval}
+    )
+    async with server.client(await server.token()) as alice:
+        cid = await create(alice)
+        async with subscribed(server, alice, cid) as socket:
+            at = datetime.now(UTC) + timedelta(seconds=1)
+            assert (await alice(EXPIRE, {"id": cid, "at": at.isoformat()}))["updateConversation"][
+                "userErrors"
+            ] == []
+            await asyncio.sleep(max(0.0, (at - datetime.now(UTC)).total_seconds()) + 0.1)
+            if sweeper == "cli":
+                assert "removed 1 expired" in await server.cli("sweep")
+            kinds = []
+            while not kinds or kinds[-1] != "CONVERSATION_DELETED":
+                event = await socket.event()
+                kinds.append(event["kind"])
+            assert event["conversationId"] == cid
+            assert await socket.receive() == {"id": "1", "type": "complete"}
+        assert await read(alice, cid) is None

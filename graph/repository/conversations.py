@@ -451,18 +451,7 @@ class Conversations(Aggregate):
     # -- events ------------------------------------------------------------
 
     def publish(self, kind: EventKind, record: ConversationRecord, **extra: Any) -> None:
-        self.repo.events.append(
-            Event(
-                kind=kind,
-                conversation_id=record.id,
-                ancestry=record.ancestry,
-                workspace_type=record.workspace_type,
-                workspace_id=record.workspace_id,
-                version=record.version,
-                at=record.updated_at,
-                **extra,
-            )
-        )
+        self.repo.events.append(Event.of(kind, record, **extra))
 
 
 def _normal_uuid(value: str) -> str | None:
