@@ -19,7 +19,6 @@ from sqlalchemy import ClauseElement
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.compiler import SQLCompiler
-from sqlalchemy.sql.elements import BindParameter
 
 Processor = Callable[[Any], Any] | None
 
@@ -33,39 +32,34 @@ class Row:
         self._mapping = mapping
 
 
+# A bind, in the order of the positional parameters: (key, own value, processor, expanding).
+# The own value is used when the caller's values do not name the bind (the literal 1 of
+# `version + 1`); an expanding bind is an IN list, rendered as one `?` per value.
+_Bind = tuple[str, Any, Processor, bool]
+
+
 @dataclass(frozen=True, slots=True)
 class _Compiled:
     sql: str
-    # In the order of the positional parameters: (bind, its processor); a bind that the
-    # caller's values do not name keeps its own value (the literal 1 of `version + 1`).
-    binds: tuple[tuple[BindParameter[Any], Processor], ...]
+    binds: tuple[_Bind, ...]
     keys: tuple[str, ...]
-    results: tuple[Processor, ...]
-    # Hot-path forms of the above: (key, own value, processor) for plain binds, and the
-    # result columns that have a processor at all (most come back as SQLite gives them).
-    plain: tuple[tuple[str, Any, Processor], ...] | None
+    # The result columns that have a processor at all (most come back as SQLite gives them).
     processed: tuple[tuple[int, Callable[[Any], Any]], ...]
 
     def parameters(self, values: Mapping[str, Any]) -> tuple[str, list[Any]]:
-        if self.plain is not None:
-            plain = []
-            for key, own, process in self.plain:
-                given = values.get(key, own)
-                plain.append(process(given) if process is not None else given)
-            return self.sql, plain
         sql, out = self.sql, list[Any]()
-        for bind, process in self.binds:
-            value: Any = values.get(bind.key, bind.effective_value)
-            if bind.expanding:
-                sql = sql.replace(f"__[POSTCOMPILE_{bind.key}]", ",".join("?" * len(value)))
+        for key, own, process, expanding in self.binds:
+            value: Any = values.get(key, own)
+            if expanding:
+                sql = sql.replace(f"__[POSTCOMPILE_{key}]", ",".join("?" * len(value)))
                 out.extend(process(v) if process else v for v in value)
             else:
                 out.append(process(value) if process else value)
         return sql, out
 
     def row(self, raw: Sequence[Any]) -> tuple[Any, ...]:
-        if len(raw) != len(self.results):
-            raise ValueError(f"expected {len(self.results)} columns, got {len(raw)}")
+        if len(raw) != len(self.keys):
+            raise ValueError(f"expected {len(self.keys)} columns, got {len(raw)}")
         if not self.processed:
             return tuple(raw)
         values = list(raw)
@@ -82,18 +76,14 @@ def _compile(
     binds = []
     for name in compiled.positiontup:
         bind = compiled.binds[name]
-        binds.append((bind, bind.type.dialect_impl(dialect).bind_processor(dialect)))
+        process = bind.type.dialect_impl(dialect).bind_processor(dialect)
+        binds.append((bind.key, bind.effective_value, process, bind.expanding))
     columns = compiled._result_columns
-    results = tuple(c[3].dialect_impl(dialect).result_processor(dialect, None) for c in columns)
-    expanding = any(bind.expanding for bind, _ in binds)
+    results = [c[3].dialect_impl(dialect).result_processor(dialect, None) for c in columns]
     return _Compiled(
         sql=compiled.string,
         binds=tuple(binds),
         keys=tuple(c[0] for c in columns),
-        results=results,
-        plain=None
-        if expanding
-        else tuple((bind.key, bind.effective_value, process) for bind, process in binds),
         processed=tuple((i, p) for i, p in enumerate(results) if p is not None),
     )
 
