@@ -12,7 +12,7 @@ from starlette.responses import Response
 from starlette.websockets import WebSocket
 
 from .crypto import Keyring
-from .db import Database
+from .db import Database, Snapshot
 from .errors import forbidden
 from .events import EventBroker
 from .loaders import Loaders
@@ -44,6 +44,7 @@ class Context:
     principal_: Principal | None = None
     connection_params: dict[str, Any] | None = None
     _loaders: Loaders | None = field(default=None, repr=False)
+    _snapshot: Snapshot | None = field(default=None, repr=False)
 
     @property
     def principal(self) -> Principal:
@@ -66,10 +67,31 @@ class Context:
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[Repository]:
+        if self._snapshot is not None:
+            async with self._snapshot.use() as conn:
+                yield self._repository(conn)
+            return
         async with self.services.db.read() as conn:
-            yield Repository(
-                conn, self.principal, keyring=self.services.keyring, settings=self.settings
-            )
+            yield self._repository(conn)
+
+    @asynccontextmanager
+    async def one_snapshot(self) -> AsyncIterator[None]:
+        """The reads inside share one connection and one read transaction (see Snapshot).
+
+        For a query over HTTP (its context is its own): a WebSocket's context is shared by
+        the connection's concurrent operations, and a mutation's reads must see its writes.
+        """
+        async with self.services.db.snapshot() as snapshot:
+            self._snapshot = snapshot
+            try:
+                yield
+            finally:
+                self._snapshot = None
+
+    def _repository(self, conn: Any) -> Repository:
+        return Repository(
+            conn, self.principal, keyring=self.services.keyring, settings=self.settings
+        )
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[Repository]:
@@ -78,9 +100,7 @@ class Context:
         if not principal.can_write:
             raise forbidden()
         async with self.services.db.write() as conn:
-            repo = Repository(
-                conn, principal, keyring=self.services.keyring, settings=self.settings
-            )
+            repo = self._repository(conn)
             yield repo
             await self.services.broker.stage(conn, repo.events)
         self.services.broker.publish(repo.events)

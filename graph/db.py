@@ -4,7 +4,7 @@ SQLite allows one writer at a time. Writes take an asyncio.Lock, then the writer
 pool's single connection, in transactions opened with BEGIN IMMEDIATE on the
 driver, so concurrent writers queue on the lock instead of failing with
 "database is locked" (and skip SQLAlchemy's transaction machinery); reads use a
-separate pool and see committed data through WAL.
+separate pool and see committed data through WAL. A query's reads share one Snapshot.
 """
 
 from __future__ import annotations
@@ -66,8 +66,8 @@ def _sqlite_engine(settings: Settings, *, writer: bool) -> AsyncEngine:
         cursor.close()
 
     # No BEGIN from SQLAlchemy (the dialect's do_begin is a no-op): the writer's
-    # transactions are opened by SQLiteWriter, and readers open none, so each statement
-    # reads its own committed snapshot (WAL).
+    # transactions are opened by SQLiteWriter, and a reader opens one only for a query's
+    # Snapshot: other reads see the latest commit at each statement (WAL).
     return engine
 
 
@@ -109,7 +109,7 @@ class SQLiteWriter:
     async def transaction(self) -> AsyncIterator[AsyncConnection]:
         async with self._lock:
             conn = await self._connection()
-            raw: Any = conn.sync_connection.connection.driver_connection  # type: ignore[union-attr]
+            raw = _driver(conn)
             # IMMEDIATE takes the write lock up front: a read-then-write transaction can
             # then never fail half-way on lock upgrade.
             await (await raw.execute("BEGIN IMMEDIATE")).close()
@@ -152,6 +152,63 @@ async def _end(conn: AsyncConnection, raw: Any, *, commit: bool) -> None:
         raise
 
 
+class Snapshot:
+    """One connection in one read transaction for all the reads of a query, opened on first use.
+
+    The query's loader batches and resolvers then read one committed state, as a single
+    SELECT would (SQLite: one WAL snapshot; PostgreSQL: REPEATABLE READ, read only), and pay
+    one pool checkout instead of one each. Where a statement can yield the event loop
+    (asyncpg, aiosqlite's thread) the connection is used by one resolver at a time; inline
+    SQLite statements (sqlite_inline) never yield, so there they cannot interleave.
+    """
+
+    def __init__(self, engine: AsyncEngine, *, sqlite: bool, exclusive: bool) -> None:
+        self._engine = engine
+        self._sqlite = sqlite
+        self._conn: AsyncConnection | None = None
+        self._opening = asyncio.Lock()
+        self._in_use = asyncio.Lock() if exclusive else None
+
+    @asynccontextmanager
+    async def use(self) -> AsyncIterator[AsyncConnection]:
+        conn = self._conn or await self._open()
+        if self._in_use is None:
+            yield conn
+            return
+        async with self._in_use:
+            yield conn
+
+    async def _open(self) -> AsyncConnection:
+        async with self._opening:
+            if self._conn is None:
+                conn = await self._engine.connect()
+                try:
+                    if self._sqlite:
+                        await (await _driver(conn).execute("BEGIN")).close()
+                    else:
+                        await conn.execution_options(
+                            isolation_level="REPEATABLE READ", postgresql_readonly=True
+                        )
+                        await conn.begin()
+                except BaseException:
+                    await conn.close()
+                    raise
+                self._conn = conn
+        return self._conn
+
+    async def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                await _end(conn, _driver(conn), commit=False)
+            finally:
+                await conn.close()
+
+
+def _driver(conn: AsyncConnection) -> Any:
+    return conn.sync_connection.connection.driver_connection  # type: ignore[union-attr]
+
+
 class Database:
     """The process's engines: `write()` for a transaction, `read()` for reads."""
 
@@ -180,6 +237,16 @@ class Database:
     async def read(self) -> AsyncIterator[AsyncConnection]:
         async with self.reader.connect() as conn:
             yield conn
+
+    @asynccontextmanager
+    async def snapshot(self) -> AsyncIterator[Snapshot]:
+        """One read transaction for a query's reads (see Snapshot), ended when the block ends."""
+        inline = self.is_sqlite and self.settings.sqlite_inline
+        snapshot = Snapshot(self.reader, sqlite=self.is_sqlite, exclusive=not inline)
+        try:
+            yield snapshot
+        finally:
+            await snapshot.close()
 
     async def ping(self) -> bool:
         try:

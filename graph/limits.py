@@ -17,7 +17,6 @@ that runs out of it is told what to change instead of graphql-core's "Validation
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +35,6 @@ from graphql import (
     parse,
 )
 from graphql.validation.validate import ValidationAbortedError
-from strawberry.extensions import SchemaExtension
 from strawberry.schema.schema import validate_document
 
 
@@ -147,7 +145,7 @@ def bound_merge_checks(budget: int) -> None:
 
 
 @dataclass(slots=True)
-class _Entry:
+class DocumentEntry:
     document: DocumentNode
     errors: list[GraphQLError] | None = None  # until first validated
 
@@ -163,21 +161,24 @@ class DocumentCache:
         self.limits = limits
         self.max_tokens = max_tokens
         self.maxsize = maxsize
-        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._entries: OrderedDict[str, DocumentEntry] = OrderedDict()
 
-    def parse(self, query: str) -> _Entry:
+    def parse(self, query: str) -> DocumentEntry:
         entry = self._entries.get(query)
         if entry is not None:
             self._entries.move_to_end(query)
             return entry
-        entry = _Entry(parse(query, max_tokens=self.max_tokens))  # raises GraphQLSyntaxError
+        entry = DocumentEntry(parse(query, max_tokens=self.max_tokens))  # raises GraphQLSyntaxError
         self._entries[query] = entry
         if len(self._entries) > self.maxsize:
             self._entries.popitem(last=False)
         return entry
 
     def validate(
-        self, entry: _Entry, schema: GraphQLSchema, rules: tuple[type[ASTValidationRule], ...]
+        self,
+        entry: DocumentEntry,
+        schema: GraphQLSchema,
+        rules: tuple[type[ASTValidationRule], ...],
     ) -> list[GraphQLError]:
         if entry.errors is None:
             refused = over_limits(entry.document, self.limits)
@@ -185,30 +186,6 @@ class DocumentCache:
                 _explained(e) for e in validate_document(schema, entry.document, rules)
             ]
         return entry.errors
-
-
-class BoundedDocuments(SchemaExtension):
-    """Strawberry's parse and validation steps through a DocumentCache (in place of its
-    ParserCache, MaxTokensLimiter and ValidationCache)."""
-
-    def __init__(self, cache: DocumentCache) -> None:
-        self.cache = cache
-        self.entry: _Entry | None = None
-
-    def on_parse(self) -> Iterator[None]:
-        context = self.execution_context
-        if context.query is not None and context.graphql_document is None:
-            self.entry = self.cache.parse(context.query)
-            context.graphql_document = self.entry.document
-        yield
-
-    def on_validate(self) -> Iterator[None]:
-        if self.entry is not None:
-            context = self.execution_context
-            context.pre_execution_errors = self.cache.validate(
-                self.entry, context.schema._schema, tuple(context.validation_rules)
-            )
-        yield
 
 
 def _explained(error: GraphQLError) -> GraphQLError:

@@ -300,7 +300,7 @@ class OperationObserver:
         if not self.streamed:
             self._tally(context.result)
         if failure is not None:
-            # Raised out of the operation: a syntax error (BoundedDocuments parses in its hook), a
+            # Raised out of the operation: a syntax error (OperationHooks parses as a stage), a
             # request that is wrong as a whole (a mutation over GET), or a bug.
             if isinstance(failure, GraphQLError):
                 outcome, code = classify(failure)

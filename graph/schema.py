@@ -7,10 +7,12 @@ from typing import Any
 
 import strawberry
 from graphql import GraphQLError
+from strawberry.extensions import SchemaExtension
+from strawberry.extensions.runner import SchemaExtensionsRunner
 from strawberry.schema.config import StrawberryConfig
 from strawberry.types import ExecutionContext
 
-from .limits import BoundedDocuments, DocumentCache, Limits, bound_merge_checks
+from .limits import DocumentCache, Limits, bound_merge_checks
 from .masking import is_expected
 from .mutations import Mutation
 from .operation_hooks import OperationHooks
@@ -24,6 +26,13 @@ logger = logging.getLogger("convograph.errors")
 
 
 class Schema(strawberry.Schema):
+    documents: DocumentCache
+
+    def create_extensions_runner(
+        self, execution_context: ExecutionContext, extensions: list[SchemaExtension]
+    ) -> SchemaExtensionsRunner:
+        return OperationHooks(execution_context, self.documents)
+
     def process_errors(
         self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None
     ) -> None:
@@ -50,18 +59,17 @@ def build_schema(settings: Settings | None = None) -> Schema:
         max_directives=settings.max_directives,
     )
     documents = DocumentCache(limits, max_tokens=settings.max_query_tokens, maxsize=512)
-    return Schema(
+    schema = Schema(
         query=Query,
         mutation=Mutation,
         subscription=Subscription,
         types=[Conversation, Delegation, Snapshot],
         config=StrawberryConfig(scalar_map=dict(SCALAR_MAP)),
-        # Factories get a fresh extension per operation; the document cache is the schema's.
-        extensions=[
-            lambda: BoundedDocuments(documents),
-            OperationHooks,
-        ],
     )
+    # Parsing, validation and the per-operation steps run in OperationHooks, not as
+    # strawberry extensions (see operation_hooks.py).
+    schema.documents = documents
+    return schema
 
 
 def export_sdl() -> str:

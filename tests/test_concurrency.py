@@ -5,7 +5,8 @@ interleave inside the server. What must hold: every acknowledged message is stor
 once at the `seq` it was acknowledged with, seqs are gapless, no response is a 5xx or
 mentions "database is locked"; of racing conditional writers exactly one wins; of racing
 lockers exactly one gets the lock; retried creates with one idempotency key make one
-conversation. test_replicas shows the same races across two server processes.
+conversation; a query read during appends answers from one state, never half of each.
+test_replicas shows the same races across two server processes.
 
 The `slow` variants run more rounds and more messages per client (.ci/run runs them).
 """
@@ -172,6 +173,43 @@ async def test_clients_appending_to_their_own_conversations_lose_nothing(
         listed = (await probe.call(clients[0], LIST, {}))["conversations"]
         assert listed["totalCount"] == CLIENTS
         assert {n["id"] for n in listed["nodes"]} == {cid for cid, _ in results}
+    probe.assert_clean(live_server)
+
+
+@pytest.mark.parametrize("calls", rounds(6, 40))
+async def test_a_query_during_appends_reads_one_state(live_server: LiveServer, calls: int) -> None:
+    # The count comes from the conversation, the transcript and the last page from two more
+    # statements: without one snapshot an append committed between them tears the answer.
+    probe = Probe()
+    token = await live_server.token()
+    async with connections(live_server, token, CLIENTS) as clients:
+        cid = await new_conversation(probe, clients[0])
+        writers, readers = clients[: CLIENTS // 2], clients[CLIENTS // 2 :]
+        appended = asyncio.Event()
+        torn: list[dict[str, Any]] = []
+
+        async def write() -> None:
+            await asyncio.gather(
+                *(appender(probe, c, cid, f"w{n}", calls) for n, c in enumerate(writers))
+            )
+            appended.set()
+
+        async def read(client: GraphQLClient) -> int:
+            reads = 0
+            while not appended.is_set():
+                stored = (await probe.call(client, READ, {"id": cid}))["conversation"]
+                reads += 1
+                count = stored["messageCount"]
+                last = stored["messages"]["nodes"]
+                if len(stored["transcript"]) != count or last != [{"seq": count}][:count]:
+                    torn.append(
+                        {"count": count, "transcript": len(stored["transcript"]), "last": last}
+                    )
+            return reads
+
+        _, reads = await asyncio.gather(write(), asyncio.gather(*(read(c) for c in readers)))
+        assert sum(reads) >= len(readers)
+        assert torn == [], f"{len(torn)} of {sum(reads)} answers were torn: {torn[:3]}"
     probe.assert_clean(live_server)
 
 
