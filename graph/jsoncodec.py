@@ -32,6 +32,18 @@ class RawJSON:
         self.text = text if isinstance(text, bytes) else text.encode()
 
 
+class RawJSONArray:
+    """A JSON array of encoded elements (a transcript): each embedded as is, never joined.
+
+    orjson writes a thousand small fragments in half the time of their joined text.
+    """
+
+    __slots__ = ("texts",)
+
+    def __init__(self, texts: list[str]) -> None:
+        self.texts = texts
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
@@ -63,12 +75,16 @@ def _check_finite(value: Any) -> None:
 def _fragment(obj: Any) -> Any:
     if isinstance(obj, RawJSON):
         return orjson.Fragment(obj.text)
+    if isinstance(obj, RawJSONArray):
+        return list(map(orjson.Fragment, obj.texts))
     raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
 
 
 def _plain(obj: Any) -> Any:
     if isinstance(obj, RawJSON):
         return json.loads(obj.text)
+    if isinstance(obj, RawJSONArray):
+        return [json.loads(text) for text in obj.texts]
     raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
 
 

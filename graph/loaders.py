@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from strawberry.dataloader import DataLoader
 
-from .records import DelegationRecord, DelegationStatus, SnapshotRecord
+from .records import ConversationRecord, DelegationRecord, DelegationStatus, SnapshotRecord
 from .repository import Repository
 
 if TYPE_CHECKING:
@@ -19,28 +20,44 @@ MAX_BATCH_KEYS = 5000
 
 
 class Loaders:
+    """This operation's loaders, each built on first use (a query touches one or two)."""
+
     def __init__(self, ctx: Context) -> None:
         self._ctx = ctx
-        self.conversation = self._loader(lambda repo, keys: repo.conversations.get_many(keys))
-        self.delegation = self._loader(lambda repo, keys: repo.delegations.get_many(keys))
+
+    @cached_property
+    def conversation(self) -> DataLoader[str, ConversationRecord | None]:
+        return self._loader(lambda repo, keys: repo.conversations.get_many(keys))
+
+    @cached_property
+    def delegation(self) -> DataLoader[str, DelegationRecord | None]:
+        return self._loader(lambda repo, keys: repo.delegations.get_many(keys))
+
+    @cached_property
+    def delegation_by_child(self) -> DataLoader[str, DelegationRecord | None]:
         # Delegations loaded by parent or by child answer later lookups by id for free.
-        self.delegation_by_child = self._loader(
+        return self._loader(
             lambda repo, keys: repo.delegations.by_child(keys),
             then=lambda found: self._prime_delegations(found.values()),
         )
-        self.delegations_by_parent: DataLoader[
-            tuple[str, DelegationStatus | None], list[DelegationRecord]
-        ] = self._loader(
+
+    @cached_property
+    def delegations_by_parent(
+        self,
+    ) -> DataLoader[tuple[str, DelegationStatus | None], list[DelegationRecord]]:
+        return self._loader(
             lambda repo, keys: repo.delegations.by_parent(keys),
             default=list,
             then=lambda found: self._prime_delegations(d for ds in found.values() for d in ds),
         )
-        self.transcript: DataLoader[tuple[str, int], list[str]] = self._loader(
-            lambda repo, keys: repo.messages.transcripts(keys), default=list
-        )
-        self.snapshots: DataLoader[str, list[SnapshotRecord]] = self._loader(
-            lambda repo, keys: repo.messages.snapshots(keys), default=list
-        )
+
+    @cached_property
+    def transcript(self) -> DataLoader[tuple[str, int], list[str]]:
+        return self._loader(lambda repo, keys: repo.messages.transcripts(keys), default=list)
+
+    @cached_property
+    def snapshots(self) -> DataLoader[str, list[SnapshotRecord]]:
+        return self._loader(lambda repo, keys: repo.messages.snapshots(keys), default=list)
 
     def _loader(
         self,

@@ -13,7 +13,7 @@ from strawberry.types import Info
 from . import records
 from .context import Context
 from .errors import ErrorCode as ErrorCodeEnum
-from .jsoncodec import RawJSON, loads
+from .jsoncodec import RawJSON, RawJSONArray, loads
 from .pagination import Page, decode_cursor, encode_cursor, page_size
 from .principal import OwnerType as OwnerTypeEnum
 from .principal import Principal as PrincipalRecord
@@ -301,7 +301,7 @@ class Conversation(Node):
     )
     async def transcript(self, info: CTX, from_seq: int | None = 1) -> JSON:
         texts = await info.context.loaders.transcript.load((self._record.id, max(1, from_seq or 1)))
-        return JSON(RawJSON("[" + ",".join(texts) + "]"))
+        return JSON(RawJSONArray(texts))
 
     @strawberry.field
     async def snapshots(

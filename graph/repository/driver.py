@@ -170,6 +170,7 @@ async def _run(conn: AsyncConnection, sql: str, params: list[Any]) -> list[Any]:
     _announce(conn, sql, params, many=False)
     cursor = await driver(conn).execute(sql, params)
     try:
-        return list(await cursor.fetchall())
+        rows = await cursor.fetchall()
+        return rows if isinstance(rows, list) else list(rows)
     finally:
         await cursor.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import bindparam, delete, func, select
@@ -28,6 +29,13 @@ _TRANSCRIPTS = Prepared(
     select(M.c.conversation_id, M.c.seq, M.c.data)
     .where(M.c.conversation_id.in_(bindparam("ids", expanding=True)), M.c.seq >= bindparam("low"))
     .order_by(M.c.conversation_id, M.c.seq)
+)
+# One conversation's transcript (a dashboard opening it, or a tree of one): the stored texts
+# alone, a third of the values to fetch.
+_TRANSCRIPT = Prepared(
+    select(M.c.data)
+    .where(M.c.conversation_id == bindparam("id"), M.c.seq >= bindparam("low"))
+    .order_by(M.c.seq)
 )
 
 
@@ -191,12 +199,13 @@ class Messages(Aggregate):
         self, keys: Sequence[tuple[str, int]]
     ) -> dict[tuple[str, int], list[str]]:
         """JSON texts of each (conversation, fromSeq) transcript, in one statement."""
+        if len(keys) == 1:
+            ((cid, low),) = keys
+            rows = await _TRANSCRIPT.tuples(self.conn, {"id": cid, "low": low})
+            return {keys[0]: list(map(itemgetter(0), rows))}
         ids = sorted({cid for cid, _ in keys})
         low = min(seq for _, seq in keys)
         rows = await _TRANSCRIPTS.tuples(self.conn, {"ids": ids, "low": low})
-        if len(keys) == 1:
-            # The common case (one conversation's transcript): the rows are the answer.
-            return {keys[0]: [data for _, _, data in rows]}
         by_conversation: dict[str, list[tuple[int, str]]] = {cid: [] for cid in ids}
         for cid, seq, data in rows:
             by_conversation[cid].append((seq, data))
