@@ -7,7 +7,9 @@ insert, commit with synchronous=FULL, event publish) and reads through the `tran
 resolver's query, decoding the JSON as the peers do.  Each peer runs in its own venv
 (bench/.venv-peers) with the same messages and the same summary (run_peers.Timings), between
 runs of convograph.  Pragmas: convograph WAL + synchronous=FULL; each peer keeps its own
-defaults (the journal mode each used is recorded).
+defaults (the journal mode each used is recorded).  Beside each convograph run, a reference
+run without the FTS5 insert trigger shows what indexing every message for search costs an
+append (no peer indexes for search); it does not enter the figure.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import json
 import subprocess
 from pathlib import Path
 from typing import Any
+
+from sqlalchemy import text
 
 from graph import jsoncodec
 
@@ -29,10 +33,15 @@ PEERS_PYTHON = ROOT / "bench" / ".venv-peers" / "bin" / "python"
 FLAT = 1.2  # last-10% append over first-10% append that still counts as flat
 
 
-async def _convograph(workdir: Path, n: int) -> dict[str, Any]:
+async def _convograph(workdir: Path, n: int, *, search_index: bool = True) -> dict[str, Any]:
     messages = make_messages(n)
     timings = Timings()
     async with storage(workdir) as ctx:
+        if not search_index:
+            # The reference run: what an append costs without indexing the message for
+            # full-text search, which no peer does (conversations(filter: {search})).
+            async with ctx.services.db.write() as conn:
+                await conn.execute(text("DROP TRIGGER message_fts_insert"))
         async with ctx.write() as repo:
             conversation = await repo.conversations.create(
                 title="peers",
@@ -78,12 +87,19 @@ def run(workdir: Path, *, n: int) -> Figure:
     subprocess.run(["bash", str(ROOT / "bench" / "peers" / "setup.sh")], check=True)
     # convograph runs before every peer and after the last one; its figures are the medians
     # of those runs, so a slow spell on the shared machine cannot favour either side.
+    # Each convograph run is paired with a reference run without the search index.
     runs = [asyncio.run(_convograph(workdir / "convograph-0", n))]
+    unindexed = [asyncio.run(_convograph(workdir / "unindexed-0", n, search_index=False))]
     peers: dict[str, dict[str, Any]] = {}
     for i, name in enumerate(PEERS, start=1):
         peers[name] = _peer(name, n)
         runs.append(asyncio.run(_convograph(workdir / f"convograph-{i}", n)))
-    ours = {key: median([r[key] for r in runs]) for key in ("first_ms", "last_ms", "read_ms")}
+        unindexed.append(
+            asyncio.run(_convograph(workdir / f"unindexed-{i}", n, search_index=False))
+        )
+    keys = ("first_ms", "last_ms", "read_ms")
+    ours = {key: median([r[key] for r in runs]) for key in keys}
+    bare = {key: median([r[key] for r in unindexed]) for key in keys}
     failed = {name: p["error"] for name, p in peers.items() if "error" in p}
     measured = {name: p for name, p in peers.items() if "error" not in p}
 
@@ -111,12 +127,16 @@ def run(workdir: Path, *, n: int) -> Figure:
         met=worst > 1 and growth <= FLAT and not failed,
         detail=(
             f"smallest peer/convograph time ratio; n={n}, first/last 10% append medians and "
-            f"read medians — {sides}; convograph growth {growth:.2f}x{failures}"
+            f"read medians — {sides}; convograph growth {growth:.2f}x; reference: "
+            f"convograph without its full-text search index {bare['first_ms']:.2f}/"
+            f"{bare['last_ms']:.2f} ms append{failures}"
         ),
         data={
             "n": n,
             "convograph": ours,
             "convograph_runs": runs,
+            "convograph_without_search_index": bare,
+            "convograph_without_search_index_runs": unindexed,
             "peers": peers,
             "peer_over_convograph": {
                 name: {k: round(v, 3) for k, v in per.items()} for name, per in margins.items()
