@@ -2,7 +2,7 @@
 
 `ObservabilityMiddleware` times every HTTP request, records its metrics and writes one
 log line for it when it ends (probes at debug level). The `OperationObserver` (called by
-the schema extension in operation_hooks.py) learns what the middleware cannot see: each
+the operation hooks in operation_hooks.py) learns what the middleware cannot see: each
 GraphQL operation's name, type and outcome (ok, user_error, error) and the codes of its
 user errors; it counts the operation and leaves it in the request's `Observation` for the
 log line. A WebSocket carries many operations over a long time, so each operation on it
@@ -169,7 +169,7 @@ class ObservabilityMiddleware:
         )
 
 
-# -- the schema extension ------------------------------------------------------
+# -- the operation hooks -------------------------------------------------------
 
 
 def _observation(execution_context: ExecutionContext) -> Observation | None:
@@ -249,8 +249,8 @@ def payload_error_codes(document: DocumentNode, operation_name: str | None, data
 
 
 class OperationObserver:
-    """Counts and describes one operation; see the module docstring. The schema extension
-    (graph/operation_hooks.py) calls it, before errors are masked."""
+    """Counts and describes one operation; see the module docstring. The operation hooks
+    (graph/operation_hooks.py) call it, before errors are masked."""
 
     def __init__(self, execution_context: ExecutionContext) -> None:
         self.execution_context = execution_context
