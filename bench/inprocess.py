@@ -112,4 +112,5 @@ async def storage(workdir: Path) -> AsyncIterator[Context]:
         yield bench_context(services, principal)
     finally:
         await services.broker.stop()
+        await services.search_index.stop()
         await services.db.dispose()

@@ -25,6 +25,7 @@ from .notify import PostgresBroker
 from .observability import ObservabilityMiddleware
 from .request_id import RequestIdMiddleware
 from .schema import build_schema
+from .search_index import SearchIndex
 from .settings import Settings
 
 logger = logging.getLogger("convograph")
@@ -33,7 +34,11 @@ logger = logging.getLogger("convograph")
 def build_services(settings: Settings) -> Services:
     db = Database(settings)
     return Services(
-        settings=settings, db=db, keyring=Keyring(load_secret(settings)), broker=broker_for(db)
+        settings=settings,
+        db=db,
+        keyring=Keyring(load_secret(settings)),
+        broker=broker_for(db),
+        search_index=SearchIndex(db),
     )
 
 
@@ -62,6 +67,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             with contextlib.suppress(asyncio.CancelledError):
                 await sweeper
             await services.broker.stop()
+            await services.search_index.stop()
             await services.db.dispose()
 
     app = Starlette(

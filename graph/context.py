@@ -18,6 +18,7 @@ from .events import EventBroker
 from .loaders import Loaders
 from .principal import Principal
 from .repository import Repository
+from .search_index import SearchIndex
 from .settings import Settings
 
 
@@ -29,6 +30,7 @@ class Services:
     db: Database
     keyring: Keyring
     broker: EventBroker
+    search_index: SearchIndex
 
 
 class NotAuthenticated(Exception):
@@ -99,6 +101,7 @@ class Context:
         principal = self.principal
         if not principal.can_write:
             raise forbidden()
+        self.services.search_index.written()
         async with self.services.db.write() as conn:
             repo = self._repository(conn)
             yield repo

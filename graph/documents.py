@@ -13,9 +13,18 @@ from .errors import DomainError, ErrorCode, invalid
 @dataclass(frozen=True, slots=True)
 class PreparedMessage:
     role: str
-    text: str  # the message as compact JSON, exactly as sent
+    encoded: bytes  # the message as compact JSON, exactly as sent
     digest: str
-    search_text: str | None
+    message: dict[str, Any]
+
+    # Only for the rows written: a transcript save compares 5,000 kept messages by digest.
+    @property
+    def text(self) -> str:
+        return self.encoded.decode("utf-8")
+
+    @property
+    def search_text(self) -> str | None:
+        return search_text(self.message)
 
 
 def _strings(value: Any, out: list[str]) -> None:
@@ -60,9 +69,9 @@ def prepare_message(
         )
     return PreparedMessage(
         role=role,
-        text=encoded.decode("utf-8"),
+        encoded=encoded,
         digest=hashlib.blake2b(encoded, digest_size=16).hexdigest(),
-        search_text=search_text(message),
+        message=message,
     )
 
 
@@ -76,10 +85,15 @@ def prepare_messages(
             f"at most {max_count} messages per call (got {len(messages)})",
             [field],
         )
-    return [
-        prepare_message(m, field=[field, str(i)], max_bytes=max_bytes)
-        for i, m in enumerate(messages)
-    ]
+    prepared = []
+    for i, m in enumerate(messages):
+        try:
+            prepared.append(prepare_message(m, field=[], max_bytes=max_bytes))
+        except DomainError as exc:
+            # The path is built only for the message that failed: 5,000 lists per save add up.
+            exc.field = [field, str(i)]
+            raise
+    return prepared
 
 
 def check_text(

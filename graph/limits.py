@@ -148,6 +148,7 @@ def bound_merge_checks(budget: int) -> None:
 class DocumentEntry:
     document: DocumentNode
     errors: list[GraphQLError] | None = None  # until first validated
+    may_search: bool | None = None  # until first executed (see search_index.may_search)
 
 
 class DocumentCache:

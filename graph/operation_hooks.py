@@ -1,5 +1,5 @@
-"""The steps around each operation: its document, fresh loaders, a query's snapshot,
-observation, masking.
+"""The steps around each operation: its document, fresh loaders, the search index brought
+up to date, a query's snapshot, observation, masking.
 
 They run as strawberry's extension runner (`Schema.create_extensions_runner`) instead of
 as extensions: strawberry rebuilds every extension's hook wrappers at each of the four
@@ -10,10 +10,11 @@ Their order matters: the observer must see errors before they are masked.
 
 from __future__ import annotations
 
+import logging
 from contextlib import AbstractAsyncContextManager
-from types import TracebackType
 from typing import Any
 
+from graphql import GraphQLError
 from starlette.websockets import WebSocket
 from strawberry.extensions.runner import SchemaExtensionsRunner
 from strawberry.types import ExecutionContext
@@ -21,10 +22,11 @@ from strawberry.types.graphql import OperationType
 
 from .context import Context
 from .limits import DocumentCache, DocumentEntry
-from .masking import mask_result
+from .masking import mask_result, masked
 from .observability import OperationObserver
+from .search_index import may_search
 
-_Exit = tuple[type[BaseException] | None, BaseException | None, TracebackType | None]
+logger = logging.getLogger("convograph.errors")
 
 
 class _Stage:
@@ -113,6 +115,20 @@ class _Executing(_Stage):
         self.enter()
         execution = self.hooks.execution_context
         context = execution.context
+        entry = self.hooks.entry
+        if entry is not None and isinstance(context, Context):
+            if entry.may_search is None:
+                entry.may_search = may_search(entry.document)
+            if entry.may_search:
+                # Before anything is read: the search then covers every message it can see.
+                try:
+                    await context.services.search_index.ready()
+                except Exception as exc:
+                    # Raised here, it would leave the operation unmasked: answer as a failed
+                    # read does, and keep the details for the log.
+                    logger.error("updating the search index failed", exc_info=exc)
+                    error = GraphQLError(str(exc), original_error=exc)
+                    raise masked(error, self.hooks.request_id) from None
         # A query over HTTP reads one snapshot (see Context.one_snapshot).
         if (
             execution.operation_type is OperationType.QUERY

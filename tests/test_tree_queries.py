@@ -3,8 +3,8 @@ the tree, however many conversations each level holds."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -68,9 +68,13 @@ async def build_tree(gql: GraphQLClient, fanout: int, depth: int) -> tuple[str, 
     return root, said
 
 
-@contextmanager
-def statements(server: Server) -> Iterator[list[str]]:
-    """Every SQL statement the app's engines run meanwhile, but the token lookup of auth."""
+@asynccontextmanager
+async def statements(server: Server) -> AsyncIterator[list[str]]:
+    """Every SQL statement the app's engines run meanwhile, but the token lookup of auth.
+
+    The search index's batch for messages written before runs first, not inside the count.
+    """
+    await server.app.state.services.search_index.ready()
     db = server.app.state.services.db
     engines = {id(e): e.sync_engine for e in (db.reader, db.writer)}.values()
     seen: list[str] = []
@@ -104,7 +108,7 @@ async def count_tree_query(
     server: Server, gql: GraphQLClient, fanout: int
 ) -> tuple[list[str], list[str]]:
     root, said = await build_tree(gql, fanout, DEPTH)
-    with statements(server) as seen:
+    async with statements(server) as seen:
         data = await gql(tree_query(DEPTH), {"id": root})
     # The answer is the whole tree, each conversation with its own transcript.
     nodes = list(walk(data["conversation"], 0))
@@ -139,10 +143,10 @@ async def test_two_trees_in_one_query_share_the_statements(
         f"query($a: ID!, $b: ID!) {{ a: conversation(id: $a) {tree} "
         f"b: conversation(id: $b) {tree} }}"
     )
-    with statements(server) as both:
+    async with statements(server) as both:
         data = await gql(query, {"a": first, "b": second})
     assert data["a"]["id"] == first and data["b"]["id"] == second
-    with statements(server) as one:
+    async with statements(server) as one:
         await gql(tree_query(2), {"id": first})
     assert len(data_statements(both)) == len(data_statements(one)), (both, one)
 
@@ -150,12 +154,12 @@ async def test_two_trees_in_one_query_share_the_statements(
 async def test_records_loaded_once_are_not_loaded_again(server: Server, gql: GraphQLClient) -> None:
     """A delegation's parent, a child's parent delegation: already in the request's loaders."""
     root, _ = await build_tree(gql, 3, 2)
-    with statements(server) as plain:
+    async with statements(server) as plain:
         await gql(tree_query(2), {"id": root})
     back_references = tree_query(
         2, extra="parentDelegation { id task }", leaf="id parentConversation { id title }"
     )
-    with statements(server) as seen:
+    async with statements(server) as seen:
         data = await gql(back_references, {"id": root})
     assert len(data_statements(seen)) == len(data_statements(plain)), (plain, seen)
     child = data["conversation"]["delegations"]["nodes"][0]["childConversation"]
@@ -175,7 +179,7 @@ async def test_message_pages_in_a_tree_do_not_grow_with_the_tree(
     counts = []
     for fanout in (2, 4):
         root, _ = await build_tree(gql, fanout, 2)
-        with statements(server) as seen:
+        async with statements(server) as seen:
             await gql(tree_query(2, extra="messages(first: 5) { nodes { seq } }"), {"id": root})
         counts.append(len(data_statements(seen)))
     assert counts[0] == counts[1], counts

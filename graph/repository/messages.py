@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import bindparam, delete, func, select
+from sqlalchemy import bindparam, delete, func, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..documents import PreparedMessage, check_text, prepare_messages
@@ -30,6 +30,10 @@ _TRANSCRIPTS = Prepared(
     .where(M.c.conversation_id.in_(bindparam("ids", expanding=True)), M.c.seq >= bindparam("low"))
     .order_by(M.c.conversation_id, M.c.seq)
 )
+# The stored transcript's digests, in order: what a save compares before it writes.
+_DIGESTS = Prepared(
+    select(M.c.digest).where(M.c.conversation_id == bindparam("id")).order_by(M.c.seq)
+)
 # One conversation's transcript (a dashboard opening it, or a tree of one): the stored texts
 # alone, a third of the values to fetch.
 _TRANSCRIPT = Prepared(
@@ -37,6 +41,21 @@ _TRANSCRIPT = Prepared(
     .where(M.c.conversation_id == bindparam("id"), M.c.seq >= bindparam("low"))
     .order_by(M.c.seq)
 )
+
+
+_INDEX_WAITING = (
+    text(
+        "INSERT INTO message_fts(rowid, search_text) "
+        "SELECT m.id, m.search_text FROM message_fts_pending p JOIN message m ON m.id = p.id"
+    ),
+    text("DELETE FROM message_fts_pending"),
+)
+
+
+async def index_waiting(conn: AsyncConnection) -> None:
+    """SQLite: index the messages waiting in message_fts_pending (see graph/search_index.py)."""
+    for statement in _INDEX_WAITING:
+        await conn.execute(statement)
 
 
 class Messages(Aggregate):
@@ -52,23 +71,24 @@ class Messages(Aggregate):
         if not prepared:
             return ()
         now = self.repo.now()
+        stored = [
+            MessageRecord(conversation_id, first_seq + i, m.role, m.text, now)
+            for i, m in enumerate(prepared)
+        ]
         rows = [
             {
                 "conversation_id": conversation_id,
-                "seq": first_seq + i,
-                "role": m.role,
-                "data": m.text,
+                "seq": r.seq,
+                "role": r.role,
+                "data": r.data_json,
                 "digest": m.digest,
                 "search_text": m.search_text,
                 "created_at": now,
             }
-            for i, m in enumerate(prepared)
+            for r, m in zip(stored, prepared, strict=True)
         ]
         await _INSERT.execute_many(self.conn, rows)
-        return tuple(
-            MessageRecord(conversation_id, first_seq + i, m.role, m.text, now)
-            for i, m in enumerate(prepared)
-        )
+        return tuple(stored)
 
     async def append(
         self, *, conversation_id: str, messages: list[Any], expected_version: int | None
@@ -133,17 +153,9 @@ class Messages(Aggregate):
             field="conversationId",
             values=values,
         )
-        stored = (
-            (
-                await self.conn.execute(
-                    select(M.c.digest).where(M.c.conversation_id == record.id).order_by(M.c.seq)
-                )
-            )
-            .scalars()
-            .all()
-        )
+        stored = await _DIGESTS.tuples(self.conn, {"id": record.id})
         keep = 0
-        for old, new in zip(stored, prepared, strict=False):
+        for (old,), new in zip(stored, prepared, strict=False):
             if old != new.digest:
                 break
             keep += 1
@@ -152,6 +164,10 @@ class Messages(Aggregate):
                 delete(M).where(M.c.conversation_id == record.id, M.c.seq > keep)
             )
         written = await self._insert(record.id, prepared[keep:], keep + 1)
+        if written and self.repo.is_sqlite:
+            # A save writes many rows at once, or one that a search soon asks for: indexing
+            # them here costs less than the commit a separate batch would add.
+            await index_waiting(self.conn)
         self.repo.conversations.publish(EventKind.TRANSCRIPT_REPLACED, record, messages=written)
         return record
 

@@ -1,0 +1,142 @@
+"""The message search index (graph/search_index.py): on SQLite appends leave their messages
+waiting and the index catches up in batches; a search must still find exactly what the live
+transcripts hold, whatever was waiting when it asked, was edited away or survived a kill -9.
+PostgreSQL keeps its GIN index itself: the same behaviour is asserted there."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from graph.settings import Settings
+from tests.conftest import GraphQLClient
+
+if TYPE_CHECKING:
+    from tests.live_server import LiveServer, LiveServers
+
+pytest_plugins = ["tests.live_server"]
+
+CREATE = "mutation { createConversation(input: {}) { conversation { id } } }"
+APPEND = """mutation($id: ID!, $m: [JSON!]!) {
+  appendMessages(input: {conversationId: $id, messages: $m}) { userErrors { code } } }"""
+REPLACE = """mutation($id: ID!, $m: [JSON!]!) {
+  replaceTranscript(input: {conversationId: $id, messages: $m}) { userErrors { code } } }"""
+DELETE = "mutation($id: ID!) { deleteConversation(input: {id: $id}) { deleted } }"
+SEARCH = """query($q: String) {
+  conversations(filter: {search: $q}) { nodes { id } } }"""
+BOTH = """query($id: ID!, $q: String) {
+  conversation(id: $id) { transcript }
+  conversations(filter: {search: $q}) { nodes { id } } }"""
+
+
+def said(text: str) -> dict[str, str]:
+    return {"role": "user", "content": text}
+
+
+async def new(gql: GraphQLClient) -> str:
+    return str((await gql(CREATE))["createConversation"]["conversation"]["id"])
+
+
+async def append(gql: GraphQLClient, cid: str, *texts: str) -> None:
+    payload = (await gql(APPEND, {"id": cid, "m": [said(t) for t in texts]}))["appendMessages"]
+    assert payload["userErrors"] == []
+
+
+async def found(gql: GraphQLClient, word: str) -> set[str]:
+    return {n["id"] for n in (await gql(SEARCH, {"q": word}))["conversations"]["nodes"]}
+
+
+def assert_index_consistent(settings: Settings) -> None:
+    """FTS5's own check that its index matches the message table (SQLite only)."""
+    if settings.sqlite_path is None:
+        return
+    with sqlite3.connect(settings.sqlite_path) as db:
+        db.execute("INSERT INTO message_fts(message_fts, rank) VALUES ('integrity-check', 1)")
+
+
+async def test_a_search_finds_every_message_appended_before_it(gql: GraphQLClient) -> None:
+    # Faster than the index's batching delay: each search comes while the append waits.
+    cid = await new(gql)
+    for i in range(25):
+        await append(gql, cid, f"marker{i} alpha")
+        assert await found(gql, f"marker{i}") == {cid}
+    assert await found(gql, "alpha") == {cid}
+
+
+async def test_the_index_holds_exactly_the_live_messages(server: Any, gql: GraphQLClient) -> None:
+    # Messages removed while waiting to be indexed and after being indexed, by
+    # replaceTranscript and by deleting their conversation.
+    a, b, c = await new(gql), await new(gql), await new(gql)
+    await append(gql, a, "apple one", "banana two")
+    assert await found(gql, "banana") == {a}  # indexed now
+    await append(gql, a, "cherry three")  # waiting
+    await gql(REPLACE, {"id": a, "m": [said("apple one"), said("damson four")]})
+    await append(gql, b, "banana five", "elder six")  # waiting, then deleted
+    await gql(DELETE, {"id": b})
+    await append(gql, c, "fig seven")
+    assert await found(gql, "fig") == {c}  # indexed, then deleted
+    await gql(DELETE, {"id": c})
+    expected = {"apple": {a}, "banana": set(), "cherry": set(), "damson": {a}, "elder": set()}
+    for word, ids in {**expected, "fig": set()}.items():
+        assert await found(gql, word) == ids, word
+    assert_index_consistent(server.settings)
+    # The batch in the background leaves the same index.
+    await append(gql, a, "grape eight")
+    await asyncio.sleep(0.5)
+    assert_index_consistent(server.settings)
+    assert await found(gql, "grape") == {a}
+
+
+async def test_a_search_beside_a_transcript_agrees_with_it_during_appends(
+    gql: GraphQLClient,
+) -> None:
+    # One answer reads one state: if the transcript shows a message, the search finds it.
+    cid = await new(gql)
+    seen = 0
+
+    async def write() -> None:
+        for i in range(40):
+            await append(gql, cid, f"step{i}")
+
+    async def read() -> None:
+        nonlocal seen
+        for i in range(40):
+            data = await gql(BOTH, {"id": cid, "q": f"step{i}"})
+            shown = any(m["content"] == f"step{i}" for m in data["conversation"]["transcript"])
+            hits = {n["id"] for n in data["conversations"]["nodes"]}
+            assert hits == ({cid} if shown else set()), (i, shown, hits)
+            seen += shown
+
+    await asyncio.gather(write(), read())
+    assert await found(gql, "step39") == {cid}
+
+
+async def test_a_failure_to_update_the_index_is_masked(server: Any, gql: GraphQLClient) -> None:
+    path = server.settings.sqlite_path
+    if path is None:
+        pytest.skip("PostgreSQL keeps its index itself")
+    cid = await new(gql)
+    await append(gql, cid, "waiting")
+    with sqlite3.connect(path) as db:  # the waiting list can no longer be read
+        db.execute("ALTER TABLE message_fts_pending RENAME TO message_fts_gone")
+    response = await gql.post(SEARCH, {"q": "waiting"})
+    assert response.status_code == 200
+    errors = response.json()["errors"]
+    assert [e["extensions"]["code"] for e in errors] == ["INTERNAL"], errors
+    assert "fts" not in response.text.lower() and "sqlite" not in response.text.lower()
+
+
+async def test_waiting_messages_are_found_after_a_kill_9(
+    live_server: LiveServer, live_servers: LiveServers
+) -> None:
+    token = await live_server.token()
+    async with live_server.client(token) as gql:
+        cid = await new(gql)
+        await append(gql, cid, "survivor kumquat")
+    await live_server.kill()
+    restarted = await live_servers.restart(live_server)
+    async with restarted.client(token) as gql:
+        assert await found(gql, "kumquat") == {cid}
