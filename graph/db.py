@@ -109,7 +109,7 @@ class SQLiteWriter:
     async def transaction(self) -> AsyncIterator[AsyncConnection]:
         async with self._lock:
             conn = await self._connection()
-            raw = _driver(conn)
+            raw = driver_connection(conn)
             # IMMEDIATE takes the write lock up front: a read-then-write transaction can
             # then never fail half-way on lock upgrade.
             await (await raw.execute("BEGIN IMMEDIATE")).close()
@@ -184,7 +184,7 @@ class Snapshot:
                 conn = await self._engine.connect()
                 try:
                     if self._sqlite:
-                        await (await _driver(conn).execute("BEGIN")).close()
+                        await (await driver_connection(conn).execute("BEGIN")).close()
                     else:
                         await conn.execution_options(
                             isolation_level="REPEATABLE READ", postgresql_readonly=True
@@ -200,12 +200,13 @@ class Snapshot:
         conn, self._conn = self._conn, None
         if conn is not None:
             try:
-                await _end(conn, _driver(conn), commit=False)
+                await _end(conn, driver_connection(conn), commit=False)
             finally:
                 await conn.close()
 
 
-def _driver(conn: AsyncConnection) -> Any:
+def driver_connection(conn: AsyncConnection) -> Any:
+    """The connection's driver connection (sqlite_inline's, aiosqlite's or asyncpg's)."""
     return conn.sync_connection.connection.driver_connection  # type: ignore[union-attr]
 
 

@@ -20,6 +20,8 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.compiler import SQLCompiler
 
+from ..db import driver_connection
+
 Processor = Callable[[Any], Any] | None
 
 
@@ -142,7 +144,7 @@ class Prepared:
         params = [compiled.parameters(r)[1] for r in rows]
         _announce(conn, compiled.sql, params, many=True)
         try:
-            cursor = await driver(conn).executemany(compiled.sql, params)
+            cursor = await driver_connection(conn).executemany(compiled.sql, params)
         except sqlite3.Error:
             # As in `tuples`. Rows before the failing one may be stored: the rerun fails all
             # the same (at the latest on a unique key such as message's (conversation, seq))
@@ -150,11 +152,6 @@ class Prepared:
             await self._through_sqlalchemy(conn, many)
             return
         await cursor.close()
-
-
-def driver(conn: AsyncConnection) -> Any:
-    """The connection's sqlite_inline (or aiosqlite) connection."""
-    return conn.sync_connection.connection.driver_connection  # type: ignore[union-attr]
 
 
 def _announce(conn: AsyncConnection, sql: str, params: Any, *, many: bool) -> None:
@@ -168,7 +165,7 @@ def _announce(conn: AsyncConnection, sql: str, params: Any, *, many: bool) -> No
 
 async def _run(conn: AsyncConnection, sql: str, params: list[Any]) -> list[Any]:
     _announce(conn, sql, params, many=False)
-    cursor = await driver(conn).execute(sql, params)
+    cursor = await driver_connection(conn).execute(sql, params)
     try:
         rows = await cursor.fetchall()
         return rows if isinstance(rows, list) else list(rows)
