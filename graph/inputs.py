@@ -106,6 +106,11 @@ class CreateDelegationInput:
     target_tier: str
     task: str
     max_turns: int | None = None
+    idempotency_key: str | None = strawberry.field(
+        default=None,
+        description="A retry with the same key by the same principal returns the "
+        "first delegation instead of a new one.",
+    )
 
 
 @strawberry.input

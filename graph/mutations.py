@@ -141,6 +141,7 @@ class Mutation:
                 target_tier=input.target_tier,
                 task=input.task,
                 max_turns=input.max_turns,
+                idempotency_key=input.idempotency_key,
             )
             return DelegationPayload(delegation=Delegation.of(record))
 

@@ -168,6 +168,16 @@ class DelegationRow(SQLModel, table=True):
             "status",
             "completed_at",
         ),
+        # A retried createDelegation with the same key returns the first delegation.
+        Index(
+            "uq_delegation_idempotency",
+            "workspace_type",
+            "workspace_id",
+            "owner_type",
+            "owner_digest",
+            "idempotency_key",
+            unique=True,
+        ),
     )
 
     id: str = Field(primary_key=True, max_length=36)
@@ -199,6 +209,7 @@ class DelegationRow(SQLModel, table=True):
     )
     created_at: datetime = _ts()
     completed_at: datetime | None = _ts(nullable=True)
+    idempotency_key: str | None = None
 
 
 class SessionStateRow(SQLModel, table=True):

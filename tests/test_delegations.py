@@ -211,6 +211,78 @@ async def test_delegation_to_a_parent_that_is_not_ours_creates_nothing(
     assert data["conversation"] == {"version": 1, "delegations": {"totalCount": 0}}
 
 
+async def test_a_retry_with_the_same_idempotency_key_returns_the_first_delegation(
+    gql: GraphQLClient, server: Server
+) -> None:
+    parent = await new_conversation(gql)
+    fields = {
+        "parentConversationId": parent,
+        "delegatingTier": "lead",
+        "targetTier": "coder",
+        "task": "write it",
+        "idempotencyKey": "call-7",
+    }
+    first = (await gql(CREATE_DELEGATION, {"input": fields}))["createDelegation"]
+    retry = (await gql(CREATE_DELEGATION, {"input": fields}))["createDelegation"]
+    other = (await gql(CREATE_DELEGATION, {"input": {**fields, "idempotencyKey": "call-8"}}))[
+        "createDelegation"
+    ]
+    bob = gql.as_(await server.token(owner="user:bob"))
+    bobs = (
+        await bob(
+            CREATE_DELEGATION,
+            {"input": {**fields, "parentConversationId": await new_conversation(bob)}},
+        )
+    )["createDelegation"]
+
+    assert first["userErrors"] == retry["userErrors"] == other["userErrors"] == []
+    assert retry["delegation"] == first["delegation"]
+    assert other["delegation"]["id"] != first["delegation"]["id"]
+    assert bobs["userErrors"] == [] and bobs["delegation"]["id"] != first["delegation"]["id"]
+    # One child per key, and the retry wrote nothing: the parent's version moved twice.
+    data = await gql(
+        "query($id: ID!) { conversation(id: $id) { version delegations { totalCount } } }",
+        {"id": parent},
+    )
+    assert data["conversation"] == {"version": 3, "delegations": {"totalCount": 2}}
+    assert await conversation_count(gql) == 3
+
+
+async def test_concurrent_creates_with_one_idempotency_key_make_one_delegation(
+    gql: GraphQLClient,
+) -> None:
+    parent = await new_conversation(gql)
+    fields = {
+        "parentConversationId": parent,
+        "delegatingTier": "lead",
+        "targetTier": "coder",
+        "task": "once",
+        "idempotencyKey": "burst",
+    }
+    made = await asyncio.gather(*[gql(CREATE_DELEGATION, {"input": fields}) for _ in range(8)])
+    ids = {m["createDelegation"]["delegation"]["id"] for m in made}
+    assert len(ids) == 1
+    assert await conversation_count(gql) == 2
+
+
+@pytest.mark.parametrize("key", ["", "   "])
+async def test_a_blank_delegation_idempotency_key_is_refused(gql: GraphQLClient, key: str) -> None:
+    parent = await new_conversation(gql)
+    fields = {
+        "parentConversationId": parent,
+        "delegatingTier": "lead",
+        "targetTier": "coder",
+        "task": "do it",
+        "idempotencyKey": key,
+    }
+    payload = (await gql(CREATE_DELEGATION, {"input": fields}))["createDelegation"]
+    assert payload["delegation"] is None
+    assert [(e["code"], e["field"]) for e in payload["userErrors"]] == [
+        ("INVALID_INPUT", ["idempotencyKey"])
+    ]
+    assert await conversation_count(gql) == 1
+
+
 @pytest.mark.parametrize("field", ["delegatingTier", "targetTier", "task"])
 async def test_blank_tier_or_task_is_invalid_input_and_creates_nothing(
     gql: GraphQLClient, field: str

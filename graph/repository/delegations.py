@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, exists, select, update
+from sqlalchemy import ColumnElement, and_, exists, not_, select, update
 
 from ..documents import PreparedMessage, check_text, prepare_message
 from ..errors import DomainError, ErrorCode, invalid, not_found
@@ -31,11 +31,11 @@ def _uuid(value: str | None, field: str) -> str:
 class Delegations(Aggregate):
     def _visible(self, *, own: bool = False) -> ColumnElement[bool]:
         """Readable delegations (ADMIN: the workspace's) or, with `own`, the caller's own."""
+        return and_(owner_clause(D, self.principal, own=own), self._parent_alive())
+
+    def _parent_alive(self) -> ColumnElement[bool]:
         # A delegation lives as long as its parent conversation is readable.
-        parent_alive = exists().where(
-            C.c.id == D.c.parent_conversation_id, alive(C, self.repo.now())
-        )
-        return and_(owner_clause(D, self.principal, own=own), parent_alive)
+        return exists().where(C.c.id == D.c.parent_conversation_id, alive(C, self.repo.now()))
 
     async def get_many(self, ids: Sequence[str]) -> dict[str, DelegationRecord]:
         wanted: dict[str, str] = {}
@@ -124,14 +124,29 @@ class Delegations(Aggregate):
         max_turns: int | None,
         resumed_from_id: str | None = None,
         seed_messages: Sequence[PreparedMessage] = (),
+        idempotency_key: str | None = None,
     ) -> DelegationRecord:
         """Create the child conversation and the delegation together (one transaction)."""
         check_text(delegating_tier, "delegatingTier", required=True, max_len=200)
         check_text(target_tier, "targetTier", required=True, max_len=200)
         check_text(task, "task", required=True, max_len=1_000_000)
+        check_text(idempotency_key, "idempotencyKey", max_len=200)
+        if idempotency_key is not None:
+            if not idempotency_key.strip():
+                raise invalid(
+                    "`idempotencyKey` must not be blank; omit it instead", "idempotencyKey"
+                )
+            first = await self._by_key(idempotency_key)
+            if first is not None:
+                return first
         conversations = self.repo.conversations
         # Bumping the parent proves it exists and is ours, and serialises with its writers.
         parent = await conversations.bump(parent_conversation_id, field="parentConversationId")
+        if idempotency_key is not None:
+            # A racing create with the key committed while this one waited for the parent.
+            first = await self._by_key(idempotency_key)
+            if first is not None:
+                return first
         delegation_id = str(uuid.uuid4())
         child_id = str(uuid.uuid4())
         now = self.repo.now()
@@ -150,6 +165,7 @@ class Delegations(Aggregate):
             "status": DelegationStatus.RUNNING.value,
             "resumed_from_id": resumed_from_id,
             "created_at": now,
+            "idempotency_key": idempotency_key,
         }
         # The child row references the delegation and the delegation the child: insert the
         # child first without its back-reference, then the delegation, then link them.
@@ -179,6 +195,20 @@ class Delegations(Aggregate):
         )
         conversations.publish(EventKind.DELEGATION_CREATED, parent, delegation=record)
         return record
+
+    async def _by_key(self, key: str) -> DelegationRecord | None:
+        """The caller's delegation made with idempotency key `key`, if it is still readable.
+
+        The key of a delegation whose parent expired is released: it starts a new one.
+        """
+        mine = owner_clause(D, self.principal, own=True)
+        await self.conn.execute(
+            update(D)
+            .where(mine, D.c.idempotency_key == key, not_(self._parent_alive()))
+            .values(idempotency_key=None)
+        )
+        row = (await self.conn.execute(select(D).where(mine, D.c.idempotency_key == key))).first()
+        return DelegationRecord.from_row(row) if row else None
 
     async def complete(
         self, *, delegation_id: str, status: DelegationStatus, summary: str | None
