@@ -17,7 +17,6 @@ RUN mkdir graph && touch graph/__init__.py \
     && pip install . \
     && pip uninstall -y convograph
 COPY graph ./graph
-COPY migrations ./migrations
 RUN pip install --no-deps .
 
 FROM ${PYTHON_IMAGE}
@@ -27,14 +26,12 @@ RUN groupadd --system --gid 10001 convograph \
     && mkdir -p /srv/convograph/data \
     && chown -R convograph:convograph /srv/convograph
 COPY --from=build /opt/venv /opt/venv
-COPY --from=build /src/migrations /srv/convograph/migrations
 WORKDIR /srv/convograph
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     CONVOGRAPH_HOST=0.0.0.0 \
     CONVOGRAPH_PORT=8000 \
-    CONVOGRAPH_DATABASE_URL=sqlite+aiosqlite:////srv/convograph/data/convograph.db \
-    CONVOGRAPH_MIGRATIONS_DIR=/srv/convograph/migrations
+    CONVOGRAPH_DATABASE_URL=sqlite+aiosqlite:////srv/convograph/data/convograph.db
 USER 10001:10001
 VOLUME ["/srv/convograph/data"]
 EXPOSE 8000

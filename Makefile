@@ -19,16 +19,17 @@ serve: $(STAMP)
 	CONVOGRAPH_LOG_FORMAT=$${CONVOGRAPH_LOG_FORMAT:-text} $(BIN)/convograph serve
 
 lint: $(STAMP)
-	$(BIN)/ruff check graph tests bench migrations tools
-	$(BIN)/ruff format --check graph tests bench migrations tools
+	$(BIN)/ruff check graph tests bench tools
+	$(BIN)/ruff format --check graph tests bench tools
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 
 test: $(STAMP) lint
 	@tools/test_passes.sh
 
 format: $(STAMP)
-	$(BIN)/ruff check --fix graph tests bench migrations tools
-	$(BIN)/ruff format graph tests bench migrations tools
+	$(BIN)/ruff check --fix graph tests bench tools
+	$(BIN)/ruff format graph tests bench tools
 
 schema: $(STAMP)
 	$(BIN)/convograph export-schema > schema.graphql

@@ -61,15 +61,25 @@ class Run:
     floor: Floor | None = None
     served: list[str] = field(default_factory=list)
 
+    @property
+    def convograph(self) -> Convograph:
+        assert self.server is not None, "the HTTP figures run against a started server"
+        return self.server
+
+    @property
+    def the_floor(self) -> Floor:
+        assert self.floor is not None, "the throughput figure runs against a started floor"
+        return self.floor
+
 
 # Over HTTP, against one convograph process (so that its peak RSS covers them all).
 HTTP_FIGURES: dict[str, Callable[[Run], Figure]] = {
     "throughput": lambda r: throughput.run(
-        r.server, r.floor, rounds=r.mode["wrk_rounds"], seconds=r.mode["wrk_seconds"]
+        r.convograph, r.the_floor, rounds=r.mode["wrk_rounds"], seconds=r.mode["wrk_seconds"]
     ),
-    "growth": lambda r: growth.run(r.server, pairs=r.mode["growth_pairs"]),
-    "replace": lambda r: replace.run(r.server, reps=r.mode["replace_reps"]),
-    "memory": lambda r: memory.run(r.server, r.served),
+    "growth": lambda r: growth.run(r.convograph, pairs=r.mode["growth_pairs"]),
+    "replace": lambda r: replace.run(r.convograph, reps=r.mode["replace_reps"]),
+    "memory": lambda r: memory.run(r.convograph, r.served),
 }
 IN_PROCESS_FIGURES: dict[str, Callable[[Run], Figure]] = {
     "tree": lambda r: asyncio.run(tree.run(r.workdir / "tree")),

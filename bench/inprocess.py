@@ -1,14 +1,14 @@
 """convograph in this process: a fresh migrated SQLite file, the real app, a token, a client.
 
 GraphQL goes through httpx's ASGITransport (no sockets), as in tests/conftest.py; the storage
-figures use the same services directly, with the unit of work the mutations use
-(`graph.context.Context.write()`).
+figures use the same services directly, through the unit of work the mutations use
+(`services.uow`).
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,12 +16,13 @@ from typing import Any
 import httpx
 from starlette.applications import Starlette
 
-from graph.app import build_services, create_app
-from graph.context import Context, Services
-from graph.migrate import upgrade
-from graph.principal import OwnerType, Principal, Scope
+from graph.api.context import Context
+from graph.app import create_app
+from graph.domain.principal import SYSTEM, OwnerType, Principal, Scope
+from graph.services import Services, build_services
 from graph.settings import Settings
-from graph.tokens import authenticate, create_token
+from graph.store.migrate import upgrade
+from graph.store.repository import Repository
 
 
 def bench_settings(workdir: Path) -> Settings:
@@ -36,29 +37,33 @@ def bench_settings(workdir: Path) -> Settings:
 
 
 async def _token(services: Services) -> tuple[str, Principal]:
-    async with services.db.write() as conn:
-        _, token = await create_token(
-            conn,
-            keyring=services.keyring,
-            workspace=("site", "1"),
-            owner=(OwnerType.USER, "bench"),
-            scope=Scope.WRITE,
+    async with services.uow.write(SYSTEM) as repo:
+        _, token = await repo.tokens.create(
+            workspace=("site", "1"), owner=(OwnerType.USER, "bench"), scope_=Scope.WRITE
         )
-    async with services.db.read() as conn:
-        principal = await authenticate(conn, keyring=services.keyring, token=token)
+    async with services.uow.read(SYSTEM) as repo:
+        principal = await repo.tokens.authenticate(token)
     assert principal is not None
     return token, principal
 
 
 def bench_context(services: Services, principal: Principal) -> Context:
-    """A Context as a request would get it, with no HTTP request behind it."""
-    return Context(
-        services=services,
-        request=None,  # type: ignore[arg-type]
-        response=None,
-        request_id="bench",
-        principal_=principal,
-    )
+    """The GraphQL context a request of `principal` gets (no HTTP request behind it)."""
+    return Context(services=services, request_id="bench", principal_=principal)
+
+
+@dataclass
+class Storage:
+    """The store as one principal sees it: its units of work."""
+
+    services: Services
+    principal: Principal
+
+    def write(self) -> AbstractAsyncContextManager[Repository]:
+        return self.services.uow.write(self.principal)
+
+    def read(self) -> AbstractAsyncContextManager[Repository]:
+        return self.services.uow.read(self.principal)
 
 
 @dataclass
@@ -79,7 +84,7 @@ class App:
         for payload in body["data"].values():
             if isinstance(payload, dict) and payload.get("userErrors"):
                 raise RuntimeError(f"userErrors: {payload['userErrors']}")
-        return body["data"]  # type: ignore[no-any-return]
+        return body["data"]
 
 
 @asynccontextmanager
@@ -100,17 +105,14 @@ async def app_client(workdir: Path) -> AsyncIterator[App]:
 
 
 @asynccontextmanager
-async def storage(workdir: Path) -> AsyncIterator[Context]:
-    """The storage layer without HTTP or GraphQL: a Context whose write()/read() are the
-    unit of work and the read path the resolvers use."""
+async def storage(workdir: Path) -> AsyncIterator[Storage]:
+    """The storage layer without HTTP or GraphQL: the unit of work the resolvers use."""
     settings = bench_settings(workdir)
     await upgrade(settings)
     services = build_services(settings)
-    await services.broker.start()
+    await services.start()
     try:
         _, principal = await _token(services)
-        yield bench_context(services, principal)
+        yield Storage(services, principal)
     finally:
-        await services.broker.stop()
-        await services.search_index.stop()
-        await services.db.dispose()
+        await services.stop()

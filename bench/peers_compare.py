@@ -19,12 +19,15 @@ import asyncio
 import json
 import subprocess
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import text
 
-from graph import jsoncodec
+from graph.domain import jsoncodec
+from graph.domain.conversations import new_conversation
+from graph.domain.messages import prepare_messages
 
 from .inprocess import storage
 from .peers.run_peers import PEERS, Timings, make_messages
@@ -46,20 +49,20 @@ async def _convograph(workdir: Path, n: int, *, search_index: bool = True) -> di
                 await conn.execute(text("DROP TRIGGER message_fts_insert"))
         async with ctx.write() as repo:
             conversation = await repo.conversations.create(
-                title="peers",
-                agent_slug="",
-                metadata=None,
-                context="chat",
-                expires_at=None,
-                idempotency_key=None,
+                new_conversation(now=datetime.now(UTC), title="peers")
             )
         cid = conversation.id
+        settings = ctx.services.settings
 
         async def append(message: dict[str, str]) -> None:
+            # As appendMessages does: the message checked, then one unit of work.
+            prepared = prepare_messages(
+                [message],
+                max_count=settings.max_messages_per_call,
+                max_bytes=settings.max_message_bytes,
+            )
             async with ctx.write() as repo:
-                await repo.messages.append(
-                    conversation_id=cid, messages=[message], expected_version=None
-                )
+                await repo.transcripts.append(cid, prepared, expected_version=None)
 
         for message in messages:
             await timings.append(append(message))
@@ -70,7 +73,9 @@ async def _convograph(workdir: Path, n: int, *, search_index: bool = True) -> di
 
         async def read() -> int:
             async with ctx.read() as repo:
-                texts = (await repo.messages.transcripts([(cid, 1)]))[(cid, 1)]
+                found = await repo.conversations.get(cid)
+                assert found is not None
+                texts = (await repo.transcripts.texts([(found, 1)]))[(cid, 1)]
             return len(jsoncodec.loads("[" + ",".join(texts) + "]"))
 
         await timings.read(read, n)
@@ -86,7 +91,7 @@ def _peer(name: str, n: int) -> dict[str, Any]:
         text=True,
         check=True,
     )
-    return json.loads(done.stdout)[name]  # type: ignore[no-any-return]
+    return json.loads(done.stdout)[name]
 
 
 def run(workdir: Path, *, n: int) -> Figure:

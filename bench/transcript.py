@@ -27,9 +27,10 @@ from typing import Any
 
 import orjson
 
-from graph import jsoncodec
-from graph.jsoncodec import RawJSONArray
-from graph.schema import Schema, build_schema
+from graph.api.execution.error_log import Schema
+from graph.api.schema import build_schema
+from graph.domain import jsoncodec
+from graph.domain.jsoncodec import RawJSONArray
 
 from .inprocess import App, app_client, bench_context
 from .peers.run_peers import make_messages
@@ -85,6 +86,7 @@ async def _raw(app: App, cid: str) -> bytes:
     # no SQLAlchemy statement, no BEGIN, no scoping, no GraphQL, no HTTP.
     async with app.services.db.reader.connect() as conn:
         driver = (await conn.get_raw_connection()).driver_connection
+        assert driver is not None
         cursor = await driver.execute(RAW, (cid,))
         rows = await cursor.fetchall()
         await cursor.close()
@@ -100,14 +102,16 @@ async def _async(call: Callable[..., Any], *args: Any) -> Any:
 
 
 def _transcript_of(body: bytes) -> list[Any]:
-    return orjson.loads(body)["data"]["conversation"]["transcript"]  # type: ignore[no-any-return]
+    return orjson.loads(body)["data"]["conversation"]["transcript"]
 
 
 async def _storage(app: App, cid: str) -> bytes:
     # What the `transcript` resolver does below GraphQL: the loader's batch query, encoded
     # into the response document as the view encodes it.
-    async with bench_context(app.services, app.principal).read() as repo:
-        texts = (await repo.messages.transcripts([(cid, 1)]))[(cid, 1)]
+    async with app.services.uow.read(app.principal) as repo:
+        conversation = await repo.conversations.get(cid)
+        assert conversation is not None
+        texts = (await repo.transcripts.texts([(conversation, 1)]))[(cid, 1)]
     return jsoncodec.dumps({"data": {"conversation": {"transcript": RawJSONArray(texts)}}})
 
 
@@ -141,7 +145,9 @@ async def run(workdir: Path, *, reps: int) -> Figure:
         schema = build_schema(app.services.settings)
         cid = (await app.gql(CREATE))["createConversation"]["conversation"]["id"]
         await app.gql(APPEND, {"id": cid, "messages": make_messages(SIZE)})
-        with closing(sqlite3.connect(app.services.settings.sqlite_path)) as db:
+        path = app.services.settings.sqlite_path
+        assert path is not None
+        with closing(sqlite3.connect(path)) as db:
             # The ways must return the same transcript before their times compare.
             whole = _transcript_of(await _transcript(app, cid))
             others = [

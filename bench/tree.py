@@ -3,17 +3,16 @@
 The tree has a root and three levels of delegations; each level holds `width` delegations
 (level 1 all from the root, levels 2 and 3 spread round-robin over the level above), so the
 tree holds 3·width + 1 conversations, each with a 3-message transcript.  The query selects
-every conversation's transcript and delegations.  Statements are counted with a
-before_cursor_execute listener on both engines, in process (httpx ASGITransport); the token
-lookup that authenticates the request is counted apart.
+every conversation's transcript and delegations.  Statements are counted with the
+database's statement listener (`Database.on_statement`: every statement, whichever way it
+runs), in process (httpx ASGITransport); the token lookup that authenticates the request is
+counted apart.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
-
-from sqlalchemy import event
 
 from .inprocess import App, app_client
 from .report import Figure
@@ -75,22 +74,19 @@ def _walk(conversation: dict[str, Any]) -> int:
 async def _count(app: App, root: str, width: int) -> dict[str, Any]:
     statements: list[str] = []
 
-    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+    def record(statement: str, _parameters: Any) -> None:
         statements.append(" ".join(statement.split()))
 
-    engines = {app.services.db.writer.sync_engine, app.services.db.reader.sync_engine}
     # The search index's batch for the tree's messages runs now, not inside a count.
     await app.services.search_index.ready()
     counts = []
     for _ in range(3):  # the count must not depend on what a previous query cached
         statements.clear()
-        for engine in engines:
-            event.listen(engine, "before_cursor_execute", record)
+        stop = app.services.db.on_statement(record)
         try:
             data = await app.gql(TREE_QUERY, {"id": root})
         finally:
-            for engine in engines:
-                event.remove(engine, "before_cursor_execute", record)
+            stop()
         if _walk(data["conversation"]) != LEVELS * width + 1:
             raise RuntimeError("the tree query did not return every conversation")
         counts.append(len(statements))

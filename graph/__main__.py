@@ -8,14 +8,17 @@ import gc
 import logging
 import sys
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from .crypto import Keyring, MissingSecret, load_secret
-from .db import Database
-from .principal import Scope, parse_owner, parse_workspace
-from .settings import Settings
+from graph.domain.principal import SYSTEM, Scope, parse_owner, parse_workspace
+from graph.settings import Settings, SettingsError
+from graph.store.keyring import MissingSecret
+from graph.store.repository import Repository
 
 T = TypeVar("T")
+
+if TYPE_CHECKING:
+    from graph.store.repository.tokens import TokenInfo
 
 BOOTSTRAP_WORKSPACE = ("default", "default")
 BOOTSTRAP_OWNER = "system:admin"
@@ -30,16 +33,26 @@ def _settings(args: argparse.Namespace) -> Settings:
     )
 
 
-async def _with_db(settings: Settings, work: Callable[[Database, Keyring], Awaitable[T]]) -> T:
-    db = Database(settings)
-    try:
-        return await work(db, Keyring(load_secret(settings)))
-    finally:
-        await db.dispose()
+def _as_system(
+    settings: Settings, work: Callable[[Repository], Awaitable[T]], *, write: bool = True
+) -> T:
+    """Run `work` in one unit of work of the process itself (SYSTEM)."""
+    from graph.services import build_services
+
+    async def run() -> T:
+        services = build_services(settings)
+        try:
+            uow = services.uow
+            async with uow.write(SYSTEM) if write else uow.read(SYSTEM) as repo:
+                return await work(repo)
+        finally:
+            await services.db.dispose()
+
+    return asyncio.run(run())
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    from .migrate import upgrade_blocking
+    from graph.store.migrate import upgrade_blocking
 
     upgrade_blocking(_settings(args))
     print("database is at the newest revision")
@@ -47,21 +60,23 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from .app import broker_for
-    from .retention import sweep
+    from graph.services import build_services
+    from graph.store.retention import sweep
 
-    async def work(db: Database, keyring: Keyring) -> int:
+    async def run() -> int:
         # On PostgreSQL the deletions reach the servers' subscribers through NOTIFY.
-        return await sweep(db, broker=broker_for(db))
+        services = build_services(_settings(args))
+        try:
+            return await sweep(services.uow)
+        finally:
+            await services.db.dispose()
 
-    removed = asyncio.run(_with_db(_settings(args), work))
+    removed = asyncio.run(run())
     print(f"removed {removed} expired conversations")
     return 0
 
 
 def cmd_token_create(args: argparse.Namespace) -> int:
-    from .tokens import create_token
-
     try:
         workspace = parse_workspace(args.workspace)
         owner = parse_owner(args.owner)
@@ -69,18 +84,12 @@ def cmd_token_create(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
-    async def work(db: Database, keyring: Keyring) -> tuple[str, str]:
-        async with db.write() as conn:
-            return await create_token(
-                conn,
-                keyring=keyring,
-                workspace=workspace,
-                owner=owner,
-                scope=Scope(args.scope.upper()),
-                label=args.label,
-            )
+    async def work(repo: Repository) -> tuple[str, str]:
+        return await repo.tokens.create(
+            workspace=workspace, owner=owner, scope_=Scope(args.scope.upper()), label=args.label
+        )
 
-    token_id, token = asyncio.run(_with_db(_settings(args), work))
+    token_id, token = _as_system(_settings(args), work)
     print(
         f"created token {token_id} for {workspace[0]}:{workspace[1]} "
         f"({owner[0].value.lower()}, scope {args.scope.lower()})",
@@ -91,13 +100,10 @@ def cmd_token_create(args: argparse.Namespace) -> int:
 
 
 def cmd_token_list(args: argparse.Namespace) -> int:
-    from .tokens import TokenInfo, list_tokens
+    async def work(repo: Repository) -> list[TokenInfo]:
+        return await repo.tokens.all()
 
-    async def work(db: Database, keyring: Keyring) -> list[TokenInfo]:
-        async with db.read() as conn:
-            return await list_tokens(conn, keyring=keyring)
-
-    for t in asyncio.run(_with_db(_settings(args), work)):
+    for t in _as_system(_settings(args), work, write=False):
         print(
             "\t".join(
                 [
@@ -115,13 +121,10 @@ def cmd_token_list(args: argparse.Namespace) -> int:
 
 
 def cmd_token_revoke(args: argparse.Namespace) -> int:
-    from .tokens import revoke_token
+    async def work(repo: Repository) -> bool:
+        return await repo.tokens.revoke(args.id)
 
-    async def work(db: Database, keyring: Keyring) -> bool:
-        async with db.write() as conn:
-            return await revoke_token(conn, token_id=args.id)
-
-    if asyncio.run(_with_db(_settings(args), work)):
+    if _as_system(_settings(args), work):
         print(f"revoked token {args.id}")
         return 0
     print(f"error: no live token with id {args.id}", file=sys.stderr)
@@ -129,47 +132,42 @@ def cmd_token_revoke(args: argparse.Namespace) -> int:
 
 
 def cmd_export_schema(args: argparse.Namespace) -> int:
-    from .schema import export_sdl
+    from graph.api.schema import export_sdl
 
     sys.stdout.write(export_sdl())
     return 0
 
 
-async def bootstrap_token(settings: Settings) -> str | None:
+def bootstrap_token(settings: Settings) -> str | None:
     """On a database without tokens, create the first ADMIN token (returned once)."""
-    from .tokens import create_token, has_tokens
 
-    async def work(db: Database, keyring: Keyring) -> str | None:
-        async with db.write() as conn:
-            if await has_tokens(conn):
-                return None
-            owner = parse_owner(BOOTSTRAP_OWNER)
-            _, token = await create_token(
-                conn,
-                keyring=keyring,
-                workspace=BOOTSTRAP_WORKSPACE,
-                owner=owner,
-                scope=Scope.ADMIN,
-                label="bootstrap",
-            )
-            return token
+    async def work(repo: Repository) -> str | None:
+        if await repo.tokens.exist():
+            return None
+        _, token = await repo.tokens.create(
+            workspace=BOOTSTRAP_WORKSPACE,
+            owner=parse_owner(BOOTSTRAP_OWNER),
+            scope_=Scope.ADMIN,
+            label="bootstrap",
+        )
+        return token
 
-    return await _with_db(settings, work)
+    return _as_system(settings, work)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from .app import create_app
-    from .header_timeout import with_header_deadline
-    from .logs import configure_logging
-    from .migrate import upgrade_blocking
+    from graph.app import create_app
+    from graph.server.header_timeout import with_header_deadline
+    from graph.server.logs import configure_logging
+    from graph.store.migrate import upgrade_blocking
 
     settings = _settings(args)
     configure_logging(settings)
     if settings.migrate_on_start:
         upgrade_blocking(settings)
-    token = asyncio.run(bootstrap_token(settings))
+    token = bootstrap_token(settings)
     if token is not None:
         print(
             "\nNo API token existed, so an ADMIN token was created for workspace "
@@ -180,13 +178,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
     app = create_app(settings)
     # What exists now (modules, the schema, SQLAlchemy's metadata) lives as long as the
-    # process: frozen, full collections stop walking it. They cost 60-100 ms pauses inside
-    # large requests (bench replace: every other save 96-146 ms instead of 35-50 ms).
+    # process: frozen, full collections stop walking it (they paused large requests).
     gc.collect()
     gc.freeze()
     # A request carrying 5,000 messages allocates some 100,000 containers: with Python's
-    # default threshold of 700 that is 150 young collections per request (bench replace:
-    # the 5,000+1 save 31.7-32.8 -> 29.5-30.1 ms at 20,000).
+    # default threshold of 700 that is 150 young collections per request.
     gc.set_threshold(20_000, 10, 10)
     uvicorn.run(
         app,
@@ -252,7 +248,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except MissingSecret as exc:
+    except (MissingSecret, SettingsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

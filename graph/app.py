@@ -1,87 +1,69 @@
-"""create_app(settings) -> the Starlette application."""
+"""The composition root: the services, the ASGI app, and what runs while it serves."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import AsyncIterator
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
+from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 
-from . import retention
-from .context import Services
-from .crypto import Keyring, load_secret
-from .db import Database
-from .events import EventBroker
-from .health import Health
-from .http import GraphQLEndpoint
-from .ide import ASSETS_DIR
-from .metrics import Metrics, metrics_endpoint
-from .notify import PostgresBroker
-from .observability import ObservabilityMiddleware
-from .request_id import RequestIdMiddleware
-from .schema import build_schema
-from .search_index import SearchIndex
-from .settings import Settings
+from graph.api.schema import build_schema
+from graph.server.access_log import AccessLog
+from graph.server.auth import TokenBackend, refusal
+from graph.server.endpoint import GraphQLEndpoint
+from graph.server.health import Health
+from graph.server.ide import ASSETS_DIR
+from graph.server.inspector.routes import routes as inspector_routes
+from graph.server.metrics import Metrics, metrics_endpoint
+from graph.server.request_id import RequestIdMiddleware
+from graph.services import Services, build_services
+from graph.settings import Settings
+from graph.store.retention import sweep_forever
 
-logger = logging.getLogger("convograph")
+__all__ = ["build_services", "create_app"]
 
 
-def build_services(settings: Settings) -> Services:
-    db = Database(settings)
-    return Services(
-        settings=settings,
-        db=db,
-        keyring=Keyring(load_secret(settings)),
-        broker=broker_for(db),
-        search_index=SearchIndex(db),
-    )
-
-
-def broker_for(db: Database) -> EventBroker:
-    """In-process on SQLite; on PostgreSQL, NOTIFY that every replica LISTENs to."""
-    settings = db.settings
-    return EventBroker() if settings.is_sqlite else PostgresBroker(db, settings.asyncpg_dsn)
-
-
-def create_app(settings: Settings | None = None) -> Starlette:
-    """The ASGI app: /graphql (HTTP + WebSocket), /healthz, /readyz, /metrics, GraphiQL's assets."""
+def create_app(settings: Settings | None = None, services: Services | None = None) -> Starlette:
+    """The ASGI app: /graphql (HTTP + WebSocket), /healthz, /readyz, /metrics, GraphiQL's
+    assets, and the inspector at /ui."""
     settings = settings or Settings.from_env()
-    services = build_services(settings)
-    endpoint = GraphQLEndpoint(services, schema=build_schema(settings))
+    services = services or build_services(settings)
+    backend = TokenBackend(services.uow)
+    endpoint = GraphQLEndpoint(services, backend, schema=build_schema(settings))
     health = Health(services.db)
     metrics = Metrics(services.db)
+    authenticated = [Middleware(AuthenticationMiddleware, backend=backend, on_error=refusal)]
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        await services.broker.start()
-        sweeper = asyncio.create_task(retention.sweep_forever(services))
+        await services.start()
+        sweeper = asyncio.create_task(sweep_forever(services.uow, settings.sweep_interval_seconds))
         try:
             yield
         finally:
             sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await sweeper
-            await services.broker.stop()
-            await services.search_index.stop()
-            await services.db.dispose()
+            await services.stop()
 
     app = Starlette(
         routes=[
-            Route("/graphql", endpoint, methods=["GET", "POST"]),
-            WebSocketRoute("/graphql", endpoint),
+            Route("/graphql", endpoint, methods=["GET", "POST"], middleware=authenticated),
+            WebSocketRoute("/graphql", endpoint, middleware=authenticated),
             Route("/healthz", health.healthz),
             Route("/readyz", health.readyz),
-            Route("/metrics", metrics_endpoint(services, metrics)),
+            Route("/metrics", metrics_endpoint(settings, metrics), middleware=authenticated),
             Mount("/graphiql-assets", StaticFiles(directory=ASSETS_DIR), name="graphiql-assets"),
+            *inspector_routes(),
         ],
         middleware=[
             Middleware(RequestIdMiddleware),
-            Middleware(ObservabilityMiddleware, metrics=metrics),
+            Middleware(AccessLog, metrics=metrics),
         ],
         lifespan=lifespan,
     )

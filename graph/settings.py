@@ -1,84 +1,104 @@
-"""Settings read from CONVOGRAPH_* environment variables; CLI flags override them."""
+"""Settings: CONVOGRAPH_* environment variables, then CLI flags; every value checked.
+
+`Settings(...)` is the defaults with the given values (what tests and the bench build);
+`Settings.from_env()` reads the environment (what `convograph` does). A value that does not
+fit its setting (a mistyped boolean, a negative size, an unknown log format) is refused
+with a message naming the variable, never silently replaced by a default.
+"""
 
 from __future__ import annotations
 
-import dataclasses
-import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./data/convograph.db"
+ENV_PREFIX = "CONVOGRAPH_"
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
 
-def _env(name: str, default: Any, cast: type = str) -> Any:
-    raw = os.environ.get(f"CONVOGRAPH_{name}")
-    if raw is None or raw == "":
-        return default
-    if cast is bool:
-        return raw.strip().lower() in {"1", "true", "yes", "on"}
-    return cast(raw)
+class SettingsError(ValueError):
+    """A setting's value is invalid; the message names the variable and what it accepts."""
 
 
-@dataclass(frozen=True)
-class Settings:
+Positive = Field(gt=0)
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
     database_url: str = DEFAULT_DATABASE_URL
     # HMAC key for token and owner-key digests. When unset it is read from (or
     # generated into) `secret_file`, beside the SQLite database by default.
-    secret: str | None = dataclasses.field(default=None, repr=False)
+    secret: str | None = Field(default=None, repr=False)
     secret_file: str | None = None
     host: str = "127.0.0.1"
-    port: int = 8000
+    port: int = Field(default=8000, ge=0, le=65535)
     migrate_on_start: bool = True
-    log_level: str = "info"
-    log_format: str = "json"
+    log_level: Literal["debug", "info", "warning", "error", "critical"] = "info"
+    log_format: Literal["json", "text"] = "json"
     # Per-logger levels over log_level, e.g. "convograph.access=warning,sqlalchemy.engine=info".
     log_levels: str = ""
     # Who may read /metrics: "loopback" (open to 127.0.0.1/::1, an ADMIN token otherwise),
     # "token" (an ADMIN token always), "open" or "closed".
-    metrics: str = "loopback"
+    metrics: Literal["loopback", "token", "open", "closed"] = "loopback"
 
-    max_messages_per_call: int = 1000
-    max_message_bytes: int = 1024 * 1024
-    max_body_bytes: int = 32 * 1024 * 1024
-    max_page_size: int = 100
-    max_query_depth: int = 12
-    max_aliases: int = 30
+    max_messages_per_call: int = Field(default=1000, gt=0)
+    max_message_bytes: int = Field(default=1024 * 1024, gt=0)
+    max_body_bytes: int = Field(default=32 * 1024 * 1024, gt=0)
+    max_page_size: int = Field(default=100, gt=0)
+    max_query_depth: int = Field(default=12, gt=0)
+    max_aliases: int = Field(default=30, ge=0)
     # Selections after expanding fragments: bounds what one document can make the server do.
     # The query text (values belong in variables): characters, then tokens.
-    max_query_chars: int = 256 * 1024
-    max_query_tokens: int = 5000
-    max_selected_fields: int = 2000
-    max_directives: int = 200
+    max_query_chars: int = Field(default=256 * 1024, gt=0)
+    max_query_tokens: int = Field(default=5000, gt=0)
+    max_selected_fields: int = Field(default=2000, gt=0)
+    max_directives: int = Field(default=200, ge=0)
     # graphql-core's budget for checking that same-named fields can merge (pairwise, so
-    # n same-named fields cost about 4·n²). Real documents spend tens; 10,000 is ~15 ms.
-    max_merge_checks: int = 10_000
-    max_connections: int = 1000
+    # n same-named fields cost about 4·n²). Real documents spend tens.
+    max_merge_checks: int = Field(default=10_000, gt=0)
+    max_connections: int = Field(default=1000, gt=0)
     # A connection whose request headers have not ended by then is closed (slow loris).
-    header_timeout_seconds: float = 10.0
+    header_timeout_seconds: float = Field(default=10.0, gt=0)
 
-    sweep_interval_seconds: float = 60.0
-    pool_size: int = 10
-    pool_timeout_seconds: float = 10.0
-    statement_timeout_seconds: float = 30.0
-    sqlite_busy_timeout_ms: int = 10_000
-    # Run SQLite calls on the event loop instead of aiosqlite's thread (see sqlite_inline).
-    sqlite_inline: bool = True
-    # With sqlite_inline: COMMIT (fsync) in a worker thread instead of on the loop.
+    # How often the retention sweep runs; 0 turns it off (`convograph sweep` still works).
+    sweep_interval_seconds: float = Field(default=60.0, ge=0)
+    pool_size: int = Field(default=10, gt=0)
+    pool_timeout_seconds: float = Field(default=10.0, gt=0)
+    statement_timeout_seconds: float = Field(default=30.0, gt=0)
+    # How long a write waits for SQLite's write lock while another process holds it.
+    sqlite_busy_timeout_ms: int = Field(default=10_000, ge=0)
+    # COMMIT (fsync) in a worker thread instead of on the event loop (for slow disks).
     sqlite_commit_in_thread: bool = False
     graphiql: bool = True
 
+    @field_validator("log_level", "log_format", "metrics", mode="before")
+    @classmethod
+    def _lower_case(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("log_levels")
+    @classmethod
+    def _logger_levels(cls, value: str) -> str:
+        logger_levels(value)
+        return value
+
     @classmethod
     def from_env(cls, **overrides: Any) -> Settings:
-        """Build settings from the environment; `overrides` (e.g. CLI flags) win when not None."""
-        values: dict[str, Any] = {}
-        for f in dataclasses.fields(cls):
-            cast: type = {int: int, float: float, bool: bool}.get(
-                type(f.default) if f.default is not None else str, str
-            )
-            values[f.name] = _env(f.name.upper(), f.default, cast)
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**values)
+        """Settings from the environment; `overrides` (e.g. CLI flags) win when not None."""
+        given = {k: v for k, v in overrides.items() if v is not None}
+        try:
+            values = _Environment().model_dump(exclude_unset=True)
+            return cls(**{**values, **given})
+        except ValidationError as exc:
+            raise SettingsError(_explain(exc, given)) from None
+
+    def replace(self, **changes: Any) -> Settings:
+        """A copy with `changes`, checked like any other settings."""
+        return type(self)(**{**self.model_dump(), **changes})
 
     @property
     def is_sqlite(self) -> bool:
@@ -102,3 +122,36 @@ class Settings:
             return Path(self.secret_file)
         db = self.sqlite_path
         return (db.parent if db else Path("data")) / "secret"
+
+
+def logger_levels(spec: str) -> dict[str, str]:
+    """`"convograph.access=warning, sqlalchemy.engine=info"` -> {logger name: level}."""
+    levels: dict[str, str] = {}
+    for item in spec.split(","):
+        if not item.strip():
+            continue
+        name, sep, level = item.partition("=")
+        level = level.strip().lower()
+        if not sep or not name.strip():
+            raise ValueError(f"takes LOGGER=LEVEL pairs, not {item!r}")
+        if level not in LOG_LEVELS:
+            raise ValueError(f"the level of {name.strip()} must be one of {', '.join(LOG_LEVELS)}")
+        levels[name.strip()] = level
+    return levels
+
+
+class _Environment(BaseSettings, Settings):
+    """The CONVOGRAPH_* variables, as raw values for Settings to check."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, extra="ignore", frozen=True, env_ignore_empty=True
+    )
+
+
+def _explain(error: ValidationError, given: dict[str, Any]) -> str:
+    lines = []
+    for problem in error.errors():
+        name = str(problem["loc"][0]) if problem["loc"] else "?"
+        source = f"--{name.replace('_', '-')}" if name in given else ENV_PREFIX + name.upper()
+        lines.append(f"{source}: {problem['msg']} (got {problem.get('input')!r})")
+    return "invalid settings: " + "; ".join(lines)

@@ -15,10 +15,10 @@ import httpx
 import pytest
 
 from graph.app import create_app
-from graph.migrate import upgrade_blocking
-from graph.principal import Scope, parse_owner, parse_workspace
+from graph.domain.principal import SYSTEM, Scope, parse_owner, parse_workspace
+from graph.services import Services
 from graph.settings import Settings
-from graph.tokens import create_token
+from graph.store.migrate import upgrade_blocking
 
 PG_URL = os.environ.get("CONVOGRAPH_TEST_DATABASE_URL")
 
@@ -119,7 +119,7 @@ class GraphQLClient:
         assert response.status_code == 200, response.text
         body = response.json()
         assert "errors" not in body, body["errors"]
-        return body["data"]  # type: ignore[no-any-return]
+        return body["data"]
 
     def as_(self, token: str) -> GraphQLClient:
         return GraphQLClient(self.http, token)
@@ -130,19 +130,31 @@ class Server:
     app: Any
     settings: Settings
 
+    @property
+    def services(self) -> Services:
+        services: Services = self.app.state.services
+        return services
+
     async def token(
         self, workspace: str = "site:1", owner: str = "user:alice", scope: str = "write"
     ) -> str:
-        services = self.app.state.services
-        async with services.db.write() as conn:
-            _, token = await create_token(
-                conn,
-                keyring=services.keyring,
+        _, token = await self.token_with_id(workspace, owner, scope)
+        return token
+
+    async def token_with_id(
+        self, workspace: str = "site:1", owner: str = "user:alice", scope: str = "write"
+    ) -> tuple[str, str]:
+        """A new token and its id, made as the CLI makes them."""
+        async with self.services.uow.write(SYSTEM) as repo:
+            return await repo.tokens.create(
                 workspace=parse_workspace(workspace),
                 owner=parse_owner(owner),
-                scope=Scope(scope.upper()),
+                scope_=Scope(scope.upper()),
             )
-        return token
+
+    async def revoke(self, token_id: str) -> bool:
+        async with self.services.uow.write(SYSTEM) as repo:
+            return await repo.tokens.revoke(token_id)
 
 
 @pytest.fixture

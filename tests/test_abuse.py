@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 
-from graph.http import BODY_GRACE_SECONDS
+from graph.server.body import BODY_GRACE_SECONDS
 from graph.settings import Settings
 
 if TYPE_CHECKING:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import re
 import shutil
 import uuid
@@ -12,8 +11,8 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
+from graph.domain.principal import SYSTEM
 from graph.settings import Settings
-from graph.tokens import list_tokens, revoke_token
 from tests.conftest import GraphQLClient, Server
 from tests.test_http import serving
 from tests.test_isolation import (
@@ -42,9 +41,8 @@ def assert_unauthorized(response: Any) -> None:
 
 async def token_id(server: Server, owner: str, scopes: str) -> str:
     """The id of the token of `owner` with `scopes` (as `token list` shows it)."""
-    services = server.app.state.services
-    async with services.db.read() as conn:
-        tokens = await list_tokens(conn, keyring=services.keyring)
+    async with server.services.uow.read(SYSTEM) as repo:
+        tokens = await repo.tokens.all()
     (found,) = [
         t.id for t in tokens if t.owner == owner and ",".join(s.value for s in t.scopes) == scopes
     ]
@@ -86,7 +84,7 @@ async def test_malformed_authorization_is_401(anon: GraphQLClient, header: str) 
 
 async def test_non_ascii_authorization_is_401(anon: GraphQLClient) -> None:
     response = await anon.http.post(
-        "/graphql", json={"query": VIEWER}, headers={"Authorization": b"Bearer \xff\xfe\x80"}
+        "/graphql", json={"query": VIEWER}, headers={b"Authorization": b"Bearer \xff\xfe\x80"}
     )
     assert_unauthorized(response)
 
@@ -116,9 +114,7 @@ async def test_revoked_token_is_refused_on_the_next_request(
     created = await ok(carol, "createConversation", {"title": "kept"})
     assert (await carol.post(VIEWER)).status_code == 200
     revoked = await token_id(server, "user:carol", "READ,WRITE")
-    services = server.app.state.services
-    async with services.db.write() as conn:
-        assert await revoke_token(conn, token_id=revoked) is True
+    assert await server.revoke(revoked) is True
     assert_unauthorized(await carol.post(VIEWER))
     headers = {"Authorization": f"Bearer {carol.token}"}
     assert_unauthorized(await carol.http.get("/graphql", params={"query": VIEWER}, headers=headers))
@@ -127,8 +123,7 @@ async def test_revoked_token_is_refused_on_the_next_request(
         "query($id: ID!) { conversation(id: $id) { title } }", {"id": created["conversation"]["id"]}
     )
     assert seen == {"conversation": {"title": "kept"}}
-    async with services.db.write() as conn:
-        assert await revoke_token(conn, token_id=revoked) is False  # already revoked
+    assert await server.revoke(revoked) is False  # already revoked
 
 
 async def test_healthz_needs_no_token(anon: GraphQLClient) -> None:
@@ -165,7 +160,7 @@ async def test_the_graphiql_exception_does_not_run_queries(anon: GraphQLClient) 
 
 
 async def test_without_graphiql_a_browser_get_needs_a_token(settings: Settings) -> None:
-    async with serving(dataclasses.replace(settings, graphiql=False)) as (_, http):
+    async with serving(settings.replace(graphiql=False)) as (_, http):
         response = await http.get("/graphql", headers={"Accept": "text/html"})
     assert_unauthorized(response)
 

@@ -189,7 +189,7 @@ def literal(value: Any, type_: graphql.GraphQLInputType) -> str | None:
             if rendered is None:
                 return None
             parts.append(f"{key}: {rendered}")
-        return "{" + ", ".join(parts) + "}"
+        return "{" + ", ".join(str(p) for p in parts) + "}"
     return None
 
 
@@ -262,8 +262,8 @@ class Target:
 async def target(settings: Settings) -> AsyncIterator[Target]:
     """An app with small message limits (so that "too large" is cheap to generate) and one
     record of every kind, owned by the client."""
-    small = dataclasses.replace(
-        settings, max_message_bytes=MAX_MESSAGE_BYTES, max_messages_per_call=MAX_MESSAGES
+    small = settings.replace(
+        max_message_bytes=MAX_MESSAGE_BYTES, max_messages_per_call=MAX_MESSAGES
     )
     async with serving(small) as (server, http):
         client = GraphQLClient(http, await server.token())

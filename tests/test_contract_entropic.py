@@ -193,7 +193,7 @@ class EntropicStorage:
                  id targetTier summary completedAt } }""",
             {"q": query},
         )
-        return data["searchDelegations"]  # type: ignore[no-any-return]
+        return data["searchDelegations"]
 
 
 def batch(*messages: dict[str, Any]) -> bytes:

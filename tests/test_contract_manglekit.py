@@ -88,7 +88,7 @@ class DurableStateManager:
 
     async def extract_facts(self, envelope: dict[str, Any]) -> list[str]:
         data = await self.gql("query($e: JSON!) { extractFacts(envelope: $e) }", {"e": envelope})
-        return data["extractFacts"]  # type: ignore[no-any-return]
+        return data["extractFacts"]
 
 
 def envelope(step: int) -> dict[str, Any]:
@@ -231,7 +231,7 @@ async def test_a_loop_that_checkpoints_a_poisoned_state_is_refused(gql: GraphQLC
 
 async def test_checkpoint_validates_the_document_as_manglekit_does(gql: GraphQLClient) -> None:
     manager = DurableStateManager(gql)
-    invalid = [
+    invalid: list[Any] = [
         {"active_envelope": {"id": "e"}},  # no session_id
         {"session_id": "s", "active_envelope": {"id": ""}},
         {"session_id": "s", "active_envelope": {}},

@@ -87,13 +87,13 @@ class ConversationStore:
                 "token": None if token_id is None else str(token_id),
             },
         )
-        return data["recentPendingConversation"]  # type: ignore[no-any-return]
+        return data["recentPendingConversation"]
 
     async def get_session(self, session_id: str) -> dict[str, Any] | None:
         data = await self.gql(
             f"query($id: ID!) {{ conversation(id: $id) {{ {SESSION} }} }}", {"id": session_id}
         )
-        return data["conversation"]  # type: ignore[no-any-return]
+        return data["conversation"]
 
     async def update_session(
         self,
@@ -119,7 +119,7 @@ class ConversationStore:
         if provider_response_id is not None:
             fields["providerResponseId"] = provider_response_id
         data = await self.gql(UPDATE_SESSION, {"input": fields})
-        return data["replaceTranscript"]["userErrors"]  # type: ignore[no-any-return]
+        return data["replaceTranscript"]["userErrors"]
 
     async def update_title(self, session_id: str, title: str) -> bool:
         data = await self.gql(
@@ -148,7 +148,7 @@ class ConversationStore:
                 }}""",
             {"id": session_id, "ttl": ttl},
         )
-        return data["acquireLock"]["token"]  # type: ignore[no-any-return]
+        return data["acquireLock"]["token"]
 
     async def release_session_lock(self, session_id: str, token: str) -> bool:
         data = await self.gql(

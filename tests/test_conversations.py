@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from sqlalchemy import func, or_, select
 
-from graph.tables import conversation, delegation, message, snapshot
+from graph.store.tables import conversation, delegation, message, snapshot
 from tests.conftest import GraphQLClient, Server
 
 FIELDS = """
@@ -94,7 +94,7 @@ async def create(gql: GraphQLClient, **fields: Any) -> dict[str, Any]:
     """Create a conversation through the API and return it, failing on userErrors."""
     payload = (await gql(CREATE, {"input": fields}))["createConversation"]
     assert payload["userErrors"] == [], payload["userErrors"]
-    return payload["conversation"]  # type: ignore[no-any-return]
+    return payload["conversation"]
 
 
 async def append(
@@ -102,7 +102,7 @@ async def append(
 ) -> dict[str, Any]:
     """The appendMessages payload (userErrors included, not checked)."""
     data = await gql(APPEND, {"id": cid, "m": messages, "v": expected_version})
-    return data["appendMessages"]  # type: ignore[no-any-return]
+    return data["appendMessages"]
 
 
 async def replace(
@@ -110,27 +110,27 @@ async def replace(
 ) -> dict[str, Any]:
     """The replaceTranscript payload (userErrors included, not checked)."""
     data = await gql(REPLACE, {"input": {"conversationId": cid, "messages": messages, **extra}})
-    return data["replaceTranscript"]  # type: ignore[no-any-return]
+    return data["replaceTranscript"]
 
 
 async def get(gql: GraphQLClient, cid: str) -> dict[str, Any] | None:
-    return (await gql(GET, {"id": cid}))["conversation"]  # type: ignore[no-any-return]
+    return (await gql(GET, {"id": cid}))["conversation"]
 
 
 async def delegate(gql: GraphQLClient, parent: str, task: str = "dig") -> dict[str, Any]:
     payload = (await gql(DELEGATE, {"parent": parent, "task": task}))["createDelegation"]
     assert payload["userErrors"] == [], payload["userErrors"]
-    return payload["delegation"]  # type: ignore[no-any-return]
+    return payload["delegation"]
 
 
 async def save_snapshot(gql: GraphQLClient, cid: str, messages: list[Any]) -> dict[str, Any]:
     payload = (await gql(SNAPSHOT, {"id": cid, "m": messages}))["saveSnapshot"]
     assert payload["userErrors"] == [], payload["userErrors"]
-    return payload["snapshot"]  # type: ignore[no-any-return]
+    return payload["snapshot"]
 
 
 async def listing(gql: GraphQLClient, **variables: Any) -> dict[str, Any]:
-    return (await gql(LIST, variables))["conversations"]  # type: ignore[no-any-return]
+    return (await gql(LIST, variables))["conversations"]
 
 
 async def list_ids(gql: GraphQLClient, **variables: Any) -> list[str]:
@@ -160,7 +160,7 @@ async def stored_rows(server: Server, ids: list[str]) -> dict[str, int]:
         ),
     }
     counts = {}
-    async with server.app.state.services.db.read() as conn:
+    async with server.services.db.read() as conn:
         for table, clause in where.items():
             query = select(func.count()).select_from(table).where(clause)
             counts[table.name] = int((await conn.execute(query)).scalar_one())
@@ -401,7 +401,9 @@ async def test_update_with_the_current_expected_version_succeeds(gql: GraphQLCli
     assert payload["conversation"]["version"] == 2
 
 
-@pytest.mark.parametrize("bad_id", [str(uuid.uuid4()), "not-a-uuid", "", "1' OR '1'='1"])
+@pytest.mark.parametrize(
+    "bad_id", ["9d5c1d2e-6f0b-4c4e-9a51-3f2b8d1e7a60", "not-a-uuid", "", "1' OR '1'='1"]
+)
 async def test_update_of_an_unknown_or_malformed_id_is_not_found(
     gql: GraphQLClient, bad_id: str
 ) -> None:
@@ -426,7 +428,7 @@ async def test_update_of_another_owners_conversation_is_not_found_and_changes_no
 # -- conversation(id) -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("bad_id", [str(uuid.uuid4()), "garbage", ""])
+@pytest.mark.parametrize("bad_id", ["9d5c1d2e-6f0b-4c4e-9a51-3f2b8d1e7a60", "garbage", ""])
 async def test_conversation_of_an_unknown_or_malformed_id_is_null(
     gql: GraphQLClient, bad_id: str
 ) -> None:
@@ -616,11 +618,11 @@ def forge_cursor(*parts: Any) -> str:
         "!!!",
         forge_cursor(),
         forge_cursor(1, 2, 3),
-        forge_cursor("not-a-date", str(uuid.uuid4())),
+        forge_cursor("not-a-date", "9d5c1d2e-6f0b-4c4e-9a51-3f2b8d1e7a60"),
         forge_cursor("2024-01-01T00:00:00+00:00", "not-a-uuid"),
         forge_cursor("2024-01-01T00:00:00+00:00", "\u0000"),
         forge_cursor("2024-01-01T00:00:00+00:00", 12),
-        forge_cursor(None, str(uuid.uuid4())),
+        forge_cursor(None, "9d5c1d2e-6f0b-4c4e-9a51-3f2b8d1e7a60"),
     ],
 )
 async def test_conversations_with_a_bad_cursor_is_an_error(gql: GraphQLClient, cursor: str) -> None:
@@ -754,7 +756,7 @@ async def test_delete_conversation_is_idempotent(gql: GraphQLClient) -> None:
     assert second == {"deleted": False, "userErrors": []}
 
 
-@pytest.mark.parametrize("bad_id", [str(uuid.uuid4()), "not-a-uuid"])
+@pytest.mark.parametrize("bad_id", ["9d5c1d2e-6f0b-4c4e-9a51-3f2b8d1e7a60", "not-a-uuid"])
 async def test_delete_of_an_unknown_id_reports_nothing_deleted(
     gql: GraphQLClient, bad_id: str
 ) -> None:

@@ -8,7 +8,6 @@ stale write without disturbing the writer, and goes on writing after it.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 
 import httpx
 import pytest
@@ -27,21 +26,15 @@ TRANSCRIPT = "query($id: ID!) { conversation(id: $id) { version transcript } }"
 
 
 @pytest.mark.parametrize(
-    ("inline", "commit_in_thread"),
-    [
-        pytest.param(True, False, id="inline"),
-        pytest.param(True, True, id="inline-commit-in-thread"),
-        pytest.param(False, False, id="aiosqlite"),
-    ],
+    "commit_in_thread",
+    [pytest.param(False, id="commit-on-the-loop"), pytest.param(True, id="commit-in-thread")],
 )
 async def test_every_sqlite_mode_keeps_writes_whole(
-    settings: Settings, inline: bool, commit_in_thread: bool
+    settings: Settings, commit_in_thread: bool
 ) -> None:
     if not settings.is_sqlite:
         pytest.skip("SQLite connection modes")
-    settings = dataclasses.replace(
-        settings, sqlite_inline=inline, sqlite_commit_in_thread=commit_in_thread
-    )
+    settings = settings.replace(sqlite_commit_in_thread=commit_in_thread)
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         server = Server(app, settings)

@@ -135,7 +135,7 @@ def fuzz(url: str, token: str, examples: int) -> dict[str, int]:
     loaded = schemathesis.graphql.from_url(url, headers=headers, timeout=30)
     sent: dict[str, int] = {}
     for result in loaded.get_all_operations():
-        operation = result.ok()
+        operation = result.ok()  # type: ignore[union-attr]
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
             cases(operation, mode, headers, examples, sent)()
     return sent

@@ -30,7 +30,7 @@ try:
     from playwright.async_api import TimeoutError as PlaywrightTimeout
     from playwright.async_api import async_playwright
 except ImportError:  # the test says so and skips
-    async_playwright = None
+    async_playwright = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
     from playwright.async_api import BrowserContext, Page, Request, Response, Route, WebSocket

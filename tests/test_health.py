@@ -16,8 +16,8 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from graph.app import create_app
-from graph.migrate import alembic_config, upgrade
 from graph.settings import Settings
+from graph.store.migrate import alembic_config, upgrade
 from tests.conftest import PG_URL, GraphQLClient, _pg_admin, _with_db
 
 VIEWER = "{ viewer { workspace { key } } }"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -214,7 +213,7 @@ async def serving(settings: Settings) -> AsyncIterator[tuple[Server, httpx.Async
 @pytest.fixture
 async def small(settings: Settings) -> AsyncIterator[tuple[Server, GraphQLClient]]:
     """An app whose request bodies may hold at most LIMIT bytes."""
-    async with serving(dataclasses.replace(settings, max_body_bytes=LIMIT)) as (server, http):
+    async with serving(settings.replace(max_body_bytes=LIMIT)) as (server, http):
         yield server, GraphQLClient(http, await server.token())
 
 
@@ -283,7 +282,7 @@ async def test_an_internal_error_is_masked(server: Server, gql: GraphQLClient) -
     )
     cid = created["createConversation"]["conversation"]["id"]
     # A real failure inside a resolver: a table the query needs is gone.
-    async with server.app.state.services.db.write() as conn:
+    async with server.services.db.write() as conn:
         await conn.execute(text("DROP TABLE snapshot"))
     response = await gql.post(
         "query($id: ID!) { conversation(id: $id) { title snapshots { totalCount } } }", {"id": cid}
@@ -294,7 +293,7 @@ async def test_an_internal_error_is_masked(server: Server, gql: GraphQLClient) -
 
 
 async def test_a_failure_while_authenticating_is_masked(server: Server, gql: GraphQLClient) -> None:
-    async with server.app.state.services.db.write() as conn:
+    async with server.services.db.write() as conn:
         await conn.execute(text("DROP TABLE api_token"))
     response = await gql.post(VIEWER)
     assert response.status_code == 500

@@ -144,7 +144,7 @@ async def peek(client: GraphQLClient, r: Records) -> dict[str, Any]:
     return await client(PEEK, variables)
 
 
-NOTHING = {
+NOTHING: dict[str, Any] = {
     "conversation": None,
     "child": None,
     "delegation": None,
@@ -287,7 +287,10 @@ async def test_another_principal_reads_nothing(
     assert await peek(other, victim) == NOTHING
 
 
-@pytest.mark.parametrize(("workspace", "owner", "scope"), [p for p in OTHERS if "read" not in p.id])
+WRITERS = [p for p in OTHERS if "read" not in str(p.id)]
+
+
+@pytest.mark.parametrize(("workspace", "owner", "scope"), WRITERS)
 async def test_another_principal_changes_nothing(
     server: Server, gql: GraphQLClient, victim: Records, workspace: str, owner: str, scope: str
 ) -> None:

@@ -23,13 +23,11 @@ from typing import Any
 
 import httpx
 import pytest
-from httpx_ws import aconnect_ws
+from httpx_ws import AsyncWebSocketSession, aconnect_ws
 from httpx_ws.transport import ASGIWebSocketTransport
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from graph.principal import Scope, parse_owner, parse_workspace
-from graph.tokens import create_token, revoke_token
 from tests.conftest import GraphQLClient, Server
 from tests.test_isolation import mutate, session_document
 
@@ -305,6 +303,7 @@ async def op_subscribe(world: World, who: Who, client: GraphQLClient, cid: str) 
         },
     }
     transport = ASGIWebSocketTransport(world.server.app)
+    ws: AsyncWebSocketSession
     async with (
         httpx.AsyncClient(transport=transport, base_url="http://test") as http,
         aconnect_ws(
@@ -343,20 +342,11 @@ async def op_subscribe(world: World, who: Who, client: GraphQLClient, cid: str) 
 
 async def op_revoke(world: World, who: Who, client: GraphQLClient, _: str) -> None:
     """A fresh token of `who` works, is revoked, and is refused on the very next request."""
-    services = world.server.app.state.services
-    async with services.db.write() as conn:
-        token_id, token = await create_token(
-            conn,
-            keyring=services.keyring,
-            workspace=parse_workspace(who.workspace),
-            owner=parse_owner(who.owner),
-            scope=Scope(who.scope.upper()),
-        )
+    token_id, token = await world.server.token_with_id(who.workspace, who.owner, who.scope)
     extra = client.as_(token)
     viewer = "{ viewer { ownerKey } }"
     assert (await extra.post(viewer)).status_code == 200
-    async with services.db.write() as conn:
-        assert await revoke_token(conn, token_id=token_id)
+    assert await world.server.revoke(token_id)
     refused_now = await extra.post(viewer)
     assert refused_now.status_code == 401, refused_now.text
     mutation = 'mutation { createConversation(input: {title: "x"}) { conversation { id } } }'
@@ -445,6 +435,7 @@ async def test_subscription_messages_are_text_frames(server: Server, gql: GraphQ
     # Found by the subscriptions above: every message went out as a binary frame, which
     # browser clients (graphql-ws, so GraphiQL's subscriptions) cannot parse.
     transport = ASGIWebSocketTransport(server.app)
+    ws: AsyncWebSocketSession
     async with (
         httpx.AsyncClient(transport=transport, base_url="http://test") as http,
         aconnect_ws(

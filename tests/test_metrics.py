@@ -5,7 +5,6 @@ loopback and behind an ADMIN token from anywhere else, as the settings say."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -19,8 +18,8 @@ import websockets
 from prometheus_client.parser import text_string_to_metric_families
 
 from graph.app import create_app
-from graph.metrics import MAX_OPERATION_NAMES
-from graph.settings import Settings
+from graph.server.metrics import MAX_OPERATION_NAMES
+from graph.settings import Settings, SettingsError
 from tests.conftest import GraphQLClient, Server
 from tests.tcp_proxy import TcpProxy
 
@@ -127,7 +126,7 @@ async def test_http_requests_are_counted_by_route_and_status(gql: GraphQLClient)
 
 
 async def test_pool_use_is_reported_per_pool(server: Server, anon: GraphQLClient) -> None:
-    db = server.app.state.services.db
+    db = server.services.db
     pools = ["writer", "reader"] if server.settings.is_sqlite else ["shared"]
     idle = await scrape(anon.http)
     for pool in pools:
@@ -162,7 +161,7 @@ def metrics_client(settings: Settings) -> ClientFactory:
     async def make(
         mode: str, client_ip: str = "127.0.0.1"
     ) -> AsyncIterator[tuple[httpx.AsyncClient, Server]]:
-        app = create_app(dataclasses.replace(settings, metrics=mode))
+        app = create_app(settings.replace(metrics=mode))
         async with app.router.lifespan_context(app):
             transport = httpx.ASGITransport(app=app, client=(client_ip, 40000))
             async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
@@ -213,9 +212,10 @@ async def test_open_and_closed_modes(metrics_client: ClientFactory) -> None:
         assert admin.status_code == 404
 
 
-def test_an_unknown_mode_is_refused_at_start(settings: Settings) -> None:
-    with pytest.raises(ValueError, match="CONVOGRAPH_METRICS"):
-        create_app(dataclasses.replace(settings, metrics="public"))
+def test_an_unknown_mode_is_refused_at_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CONVOGRAPH_METRICS", "public")
+    with pytest.raises(SettingsError, match="CONVOGRAPH_METRICS"):
+        Settings.from_env()
 
 
 # -- a real server: subscriptions, database errors ---------------------------------
@@ -285,8 +285,7 @@ async def test_database_errors_are_counted_while_postgresql_is_away(
     proxy = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
     await proxy.start()
     user = f"{parts.username}@" if parts.username else ""
-    proxied = dataclasses.replace(
-        settings,
+    proxied = settings.replace(
         database_url=urlunsplit(parts._replace(netloc=f"{user}127.0.0.1:{proxy.port}")),
         pool_timeout_seconds=2,
     )

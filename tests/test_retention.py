@@ -7,7 +7,7 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from graph.retention import sweep
+from graph.store.retention import sweep
 from tests.conftest import GraphQLClient, Server
 from tests.test_conversations import (
     CREATE,
@@ -118,7 +118,7 @@ async def test_clearing_expires_at_in_time_keeps_the_conversation(
     at = await expire_soon(gql, ids["root"])
     await gql(UPDATE, {"input": {"id": ids["root"], "expiresAt": None}})
     await wait_past(at)
-    assert await sweep(server.app.state.services.db) == 0
+    assert await sweep(server.services.uow) == 0
     assert all(v is not None for k, v in (await read_everything(gql, ids)).items() if k != "latest")
 
 
@@ -137,7 +137,7 @@ async def test_the_sweep_deletes_an_expired_conversation_with_everything_below_i
     }
     await wait_past(await expire_soon(gql, ids["root"]))
 
-    assert await sweep(server.app.state.services.db) >= 1
+    assert await sweep(server.services.uow) >= 1
 
     assert await stored_rows(server, doomed) == {
         "conversation": 0,
@@ -152,7 +152,7 @@ async def test_the_sweep_deletes_an_expired_conversation_with_everything_below_i
         "delegation": 0,
     }
     assert await list_ids(gql) == [survivor]
-    assert await sweep(server.app.state.services.db) == 0
+    assert await sweep(server.services.uow) == 0
 
 
 async def test_the_sweep_leaves_conversations_that_have_not_expired(
@@ -161,11 +161,11 @@ async def test_the_sweep_leaves_conversations_that_have_not_expired(
     later = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
     expiring = (await create(gql, expiresAt=later))["id"]
     forever = (await create(gql))["id"]
-    db = server.app.state.services.db
-    assert await sweep(db) == 0
+    uow = server.services.uow
+    assert await sweep(uow) == 0
     assert set(await list_ids(gql)) == {expiring, forever}
     # The sweep's clock is a parameter: two hours on, the first one is due.
-    assert await sweep(db, now=datetime.now(UTC) + timedelta(hours=2)) == 1
+    assert await sweep(uow, now=datetime.now(UTC) + timedelta(hours=2)) == 1
     assert await stored_rows(server, [expiring, forever]) == {
         "conversation": 1,
         "message": 0,

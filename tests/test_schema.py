@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from graph.schema import export_sdl
+from graph.api.schema import export_sdl
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "schema.graphql"

@@ -82,26 +82,26 @@ async def checkpoint_payload(
     if expected_version is not None:
         fields["expectedVersion"] = expected_version
     data = await gql(CHECKPOINT, {"input": fields})
-    return data["checkpointSession"]  # type: ignore[no-any-return]
+    return data["checkpointSession"]
 
 
 async def checkpoint(gql: GraphQLClient, state: Any, **kwargs: Any) -> dict[str, Any]:
     payload = await checkpoint_payload(gql, state, **kwargs)
     assert payload["userErrors"] == []
-    return payload["sessionState"]  # type: ignore[no-any-return]
+    return payload["sessionState"]
 
 
 async def hydrate(gql: GraphQLClient, session_id: str = "sess-1") -> dict[str, Any] | None:
-    return (await gql(HYDRATE, {"id": session_id}))["sessionState"]  # type: ignore[no-any-return]
+    return (await gql(HYDRATE, {"id": session_id}))["sessionState"]
 
 
 async def history(gql: GraphQLClient, session_id: str = "sess-1", **args: Any) -> dict[str, Any]:
     data = await gql(HISTORY, {"id": session_id, **args})
-    return data["sessionStateHistory"]  # type: ignore[no-any-return]
+    return data["sessionStateHistory"]
 
 
 async def delete(gql: GraphQLClient, session_id: str = "sess-1") -> dict[str, Any]:
-    return (await gql(DELETE, {"id": session_id}))["deleteSessionState"]  # type: ignore[no-any-return]
+    return (await gql(DELETE, {"id": session_id}))["deleteSessionState"]
 
 
 async def test_first_run_hydrates_to_null(gql: GraphQLClient) -> None:

@@ -660,7 +660,7 @@ async def test_the_retention_sweep_announces_what_it_deletes(
             await asyncio.sleep(max(0.0, (at - datetime.now(UTC)).total_seconds()) + 0.1)
             if sweeper == "cli":
                 assert "removed 1 expired" in await server.cli("sweep")
-            kinds = []
+            kinds: list[str] = []
             while not kinds or kinds[-1] != "CONVERSATION_DELETED":
                 event = await socket.event()
                 kinds.append(event["kind"])

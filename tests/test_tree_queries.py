@@ -8,7 +8,6 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
-from sqlalchemy import event
 
 from tests.conftest import GraphQLClient, Server
 
@@ -74,22 +73,18 @@ async def statements(server: Server) -> AsyncIterator[list[str]]:
 
     The search index's batch for messages written before runs first, not inside the count.
     """
-    await server.app.state.services.search_index.ready()
-    db = server.app.state.services.db
-    engines = {id(e): e.sync_engine for e in (db.reader, db.writer)}.values()
+    await server.services.search_index.ready()
     seen: list[str] = []
 
-    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+    def record(statement: str, _parameters: Any) -> None:
         if "api_token" not in statement:
             seen.append(statement)
 
-    for engine in engines:
-        event.listen(engine, "before_cursor_execute", record)
+    stop = server.services.db.on_statement(record)
     try:
         yield seen
     finally:
-        for engine in engines:
-            event.remove(engine, "before_cursor_execute", record)
+        stop()
 
 
 def data_statements(seen: list[str]) -> list[str]:

@@ -1,0 +1,103 @@
+"""Parse and validate each query text once: documents cached by their text.
+
+graphql-core hashes a parsed document by walking all of it, which cost more than anything
+else in a cached request, so the cache is keyed by the query text. A document is parsed
+with a token cap and measured against the limits (limits.py) before graphql-core's own
+rules validate it; both results are kept.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import graphql.validation.rules.overlapping_fields_can_be_merged as merging
+from graphql import ASTValidationRule, DocumentNode, GraphQLError, GraphQLSchema, parse
+from graphql.validation.validate import ValidationAbortedError
+from strawberry.extensions import SchemaExtension
+from strawberry.schema.schema import validate_document
+
+from graph.api.execution.limits import Limits, over_limits
+
+Rules = tuple[type[ASTValidationRule], ...]
+
+
+@dataclass(slots=True)
+class DocumentEntry:
+    document: DocumentNode
+    # The rules it was validated with, and what they found (until first validated).
+    validated: tuple[Rules, list[GraphQLError]] | None = None
+    may_search: bool | None = None  # until first executed (see search_gate.py)
+
+
+class DocumentCache:
+    """Documents parsed (token-capped) and validated (limits first), by query text."""
+
+    def __init__(self, limits: Limits, *, max_tokens: int, maxsize: int) -> None:
+        self.limits = limits
+        self.max_tokens = max_tokens
+        self.maxsize = maxsize
+        self._entries: OrderedDict[str, DocumentEntry] = OrderedDict()
+
+    def parse(self, query: str) -> DocumentEntry:
+        entry = self._entries.get(query)
+        if entry is not None:
+            self._entries.move_to_end(query)
+            return entry
+        entry = DocumentEntry(parse(query, max_tokens=self.max_tokens))  # raises GraphQLSyntaxError
+        self._entries[query] = entry
+        if len(self._entries) > self.maxsize:
+            self._entries.popitem(last=False)
+        return entry
+
+    def validate(
+        self, entry: DocumentEntry, schema: GraphQLSchema, rules: Rules
+    ) -> list[GraphQLError]:
+        if entry.validated is None or entry.validated[0] != rules:
+            refused = over_limits(entry.document, self.limits)
+            errors = refused or [
+                _explained(e) for e in validate_document(schema, entry.document, rules)
+            ]
+            entry.validated = (rules, errors)
+        return entry.validated[1]
+
+    def entry(self, query: str | None) -> DocumentEntry | None:
+        """The entry of a query text already parsed, if it is cached."""
+        return None if query is None else self._entries.get(query)
+
+
+def _explained(error: GraphQLError) -> GraphQLError:
+    # The same error class also reports "too many validation errors", which reads well as is.
+    if not (isinstance(error, ValidationAbortedError) and error.message == "Validation aborted."):
+        return error
+    return GraphQLError(
+        "the operation has too many fields of one response name to check that they merge "
+        f"(budget {merging.MAX_COMPLEXITY_BUDGET}); give them distinct aliases or select "
+        "each once"
+    )
+
+
+class CachedDocuments(SchemaExtension):
+    """Parsing and validation through a DocumentCache (in place of strawberry's own)."""
+
+    def __init__(self, *, cache: DocumentCache) -> None:
+        self.cache = cache
+        self.entry: DocumentEntry | None = None
+
+    def on_parse(self) -> Iterator[None]:
+        execution = self.execution_context
+        if execution.query is not None and execution.graphql_document is None:
+            # A syntax error raises out of the operation, which strawberry turns into a result.
+            self.entry = self.cache.parse(execution.query)
+            execution.graphql_document = self.entry.document
+        yield
+
+    def on_validate(self) -> Iterator[None]:
+        if self.entry is not None:
+            execution = self.execution_context
+            # strawberry's own validation reads the GraphQLSchema the same way.
+            execution.pre_execution_errors = self.cache.validate(
+                self.entry, execution.schema._schema, tuple(execution.validation_rules)
+            )
+        yield

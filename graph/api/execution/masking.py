@@ -1,0 +1,77 @@
+"""What clients see of errors: expected ones with their code, unexpected ones masked.
+
+A DomainError raised by a resolver goes out with its code and field; a database that is
+unreachable is named as such (clients should retry); any other unexpected exception
+becomes "Unexpected error." with the request id, and the details go only to the log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from graphql import GraphQLError
+from strawberry.extensions import SchemaExtension
+
+from graph.domain.errors import DomainError
+from graph.store.errors import is_unavailable
+
+UNAVAILABLE = "the database is unavailable; retry shortly"
+
+
+def is_expected(error: GraphQLError) -> bool:
+    original = error.original_error
+    return original is None or isinstance(original, DomainError | GraphQLError)
+
+
+def masked(error: GraphQLError, request_id: str | None) -> GraphQLError:
+    """`error` as a client may see it."""
+    original = error.original_error
+    if isinstance(original, DomainError):
+        error.extensions = {"code": original.code.value, "field": original.field}
+        return error
+    if is_expected(error):
+        return error
+    unavailable = is_unavailable(original)
+    return GraphQLError(
+        message=UNAVAILABLE if unavailable else "Unexpected error.",
+        nodes=error.nodes,
+        source=error.source,
+        positions=error.positions,
+        path=error.path,
+        original_error=None,
+        extensions={
+            "code": "DATABASE_UNAVAILABLE" if unavailable else "INTERNAL",
+            "requestId": request_id,
+        },
+    )
+
+
+def mask_result(result: Any, request_id: str | None) -> None:
+    """Mask the errors of an operation's result (or of each part of a streamed one)."""
+    if result is None:
+        return
+    parts = [result, getattr(result, "initial_result", None)]
+    parts += getattr(result, "incremental", None) or ()
+    parts += getattr(result, "completed", None) or ()
+    for part in parts:
+        errors = getattr(part, "errors", None)
+        if errors:
+            part.errors = [masked(e, request_id) for e in errors]
+
+
+def request_id_of(execution_context: Any) -> str | None:
+    return getattr(execution_context.context, "request_id", None)
+
+
+class Masking(SchemaExtension):
+    """Masks every result's errors as it leaves the schema (see the module docstring)."""
+
+    def on_operation(self) -> Iterator[None]:
+        yield
+        # Streamed results (subscriptions) were masked one by one.
+        mask_result(self.execution_context.result, request_id_of(self.execution_context))
+
+    def on_stream_result(self, result: Any) -> Iterator[None]:
+        mask_result(result, request_id_of(self.execution_context))
+        yield

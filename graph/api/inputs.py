@@ -1,0 +1,157 @@
+"""Strawberry input types of the mutations and filters."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import strawberry
+
+from graph.api.scalars import JSON
+from graph.api.types.enums import DelegationStatus, OwnerType, ReflectOutcome
+from graph.domain.conversations import DEFAULT_CONTEXT, DEFAULT_LOCK_TTL
+
+
+@strawberry.input
+class OwnerInput:
+    type: OwnerType
+    key: str
+
+
+@strawberry.input
+class ConversationFilter:
+    agent_slug: str | None = None
+    context: str | None = None
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+    root_only: bool | None = strawberry.field(
+        default=False,
+        description="Only conversations that are not a delegation's child transcript.",
+    )
+    search: str | None = strawberry.field(
+        default=None, description="Full-text search over message content."
+    )
+    owner: OwnerInput | None = strawberry.field(
+        default=None,
+        description="ADMIN scope only: narrow to one owner of the workspace. "
+        "Without ADMIN the caller's own owner is always used.",
+    )
+
+
+@strawberry.input
+class CreateConversationInput:
+    title: str | None = None
+    agent_slug: str | None = ""
+    metadata: JSON | None = None
+    context: str | None = DEFAULT_CONTEXT
+    expires_at: datetime | None = None
+    idempotency_key: str | None = strawberry.field(
+        default=None,
+        description="A retry with the same key by the same principal returns the "
+        "first conversation instead of a new one.",
+    )
+
+
+@strawberry.input
+class UpdateConversationInput:
+    id: strawberry.ID
+    title: str | None = strawberry.UNSET
+    metadata: JSON | None = strawberry.UNSET
+    provider: str | None = strawberry.UNSET
+    model: str | None = strawberry.UNSET
+    provider_response_id: str | None = strawberry.UNSET
+    expires_at: datetime | None = strawberry.UNSET
+    mark_read: bool | None = False
+    expected_version: int | None = strawberry.field(
+        default=None,
+        description="When given, the write happens only if the conversation's "
+        "version still equals it (else CONFLICT).",
+    )
+
+
+@strawberry.input
+class AppendMessagesInput:
+    conversation_id: strawberry.ID
+    messages: list[JSON]
+    expected_version: int | None = None
+
+
+@strawberry.input(
+    description="Replace the live transcript with the complete list given (the "
+    "transcript may shrink after compaction)."
+)
+class ReplaceTranscriptInput:
+    conversation_id: strawberry.ID
+    messages: list[JSON]
+    expected_version: int | None = None
+    metadata: JSON | None = strawberry.UNSET
+    provider: str | None = None
+    model: str | None = None
+    provider_response_id: str | None = strawberry.UNSET
+
+
+@strawberry.input
+class SaveSnapshotInput:
+    conversation_id: strawberry.ID
+    messages: list[JSON]
+
+
+@strawberry.input
+class DeleteConversationInput:
+    id: strawberry.ID
+
+
+@strawberry.input
+class CreateDelegationInput:
+    parent_conversation_id: strawberry.ID
+    delegating_tier: str
+    target_tier: str
+    task: str
+    max_turns: int | None = None
+    idempotency_key: str | None = strawberry.field(
+        default=None,
+        description="A retry with the same key by the same principal returns the "
+        "first delegation instead of a new one.",
+    )
+
+
+@strawberry.input
+class CompleteDelegationInput:
+    delegation_id: strawberry.ID
+    status: DelegationStatus = strawberry.field(description="COMPLETED or FAILED.")
+    summary: str | None = None
+
+
+@strawberry.input(
+    description="Exactly one of `delegationId` and `targetTier` (the latter means "
+    "the latest COMPLETED delegation to that tier)."
+)
+class ResumeDelegationInput:
+    task: str
+    delegation_id: strawberry.ID | None = None
+    target_tier: str | None = None
+    max_turns: int | None = None
+
+
+@strawberry.input
+class AcquireLockInput:
+    conversation_id: strawberry.ID
+    ttl_seconds: int | None = DEFAULT_LOCK_TTL
+
+
+@strawberry.input
+class ReleaseLockInput:
+    conversation_id: strawberry.ID
+    token: str
+
+
+@strawberry.input
+class CheckpointSessionInput:
+    session_id: str
+    state: JSON
+    outcome: ReflectOutcome | None = ReflectOutcome.PROCEED
+    expected_version: int | None = None
+
+
+@strawberry.input
+class DeleteSessionStateInput:
+    session_id: str

@@ -1,0 +1,62 @@
+"""Assembles the schema: its root types, scalars, limits and per-operation extensions.
+
+The source of schema.graphql (`convograph export-schema`).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+from strawberry.schema.config import StrawberryConfig
+
+from graph.api.execution.documents import CachedDocuments, DocumentCache
+from graph.api.execution.error_log import Schema
+from graph.api.execution.limits import Limits, bound_merge_checks
+from graph.api.execution.masking import Masking
+from graph.api.execution.observer import Observer
+from graph.api.execution.reads import FreshLoaders, OneReadTransaction
+from graph.api.execution.search_gate import SearchGate
+from graph.api.mutations import Mutation
+from graph.api.queries import Query
+from graph.api.scalars import SCALAR_MAP
+from graph.api.subscriptions import Subscription
+from graph.api.types import Conversation, Delegation, Snapshot
+from graph.api.types.base import field_value
+from graph.settings import Settings
+
+
+def build_schema(settings: Settings | None = None) -> Schema:
+    """The schema with its limits; one document cache per schema."""
+    settings = settings or Settings()
+    bound_merge_checks(settings.max_merge_checks)
+    documents = DocumentCache(
+        Limits(
+            max_depth=settings.max_query_depth,
+            max_aliases=settings.max_aliases,
+            max_fields=settings.max_selected_fields,
+            max_directives=settings.max_directives,
+        ),
+        max_tokens=settings.max_query_tokens,
+        maxsize=512,
+    )
+    return Schema(
+        query=Query,
+        mutation=Mutation,
+        subscription=Subscription,
+        types=[Conversation, Delegation, Snapshot],
+        # Strawberry enters these in order and leaves them in reverse: errors are masked
+        # after the observer has seen them.
+        extensions=[
+            Masking,
+            Observer,
+            FreshLoaders,
+            partial(CachedDocuments, cache=documents),
+            partial(SearchGate, cache=documents),
+            OneReadTransaction,
+        ],
+        config=StrawberryConfig(scalar_map=dict(SCALAR_MAP), default_resolver=field_value),
+    )
+
+
+def export_sdl() -> str:
+    return build_schema().as_str() + "\n"

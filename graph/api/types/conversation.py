@@ -1,0 +1,199 @@
+"""Conversations, their messages and their compaction snapshots."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Annotated
+
+import strawberry
+
+from graph.api.scalars import JSON
+from graph.api.types.base import Info, Wraps
+from graph.api.types.enums import DelegationStatus, OwnerType
+from graph.api.types.principal import Workspace
+from graph.api.types.relay import Connection, Node
+from graph.domain.jsoncodec import RawJSON, RawJSONArray, loads
+from graph.domain.paging import keyset_slice, page_size
+from graph.store import tables
+
+if TYPE_CHECKING:
+    from graph.api.types.delegation import Delegation
+
+LazyDelegation = Annotated["Delegation", strawberry.lazy("graph.api.types.delegation")]
+
+SNAPSHOTS_PAGE = 20
+DELEGATIONS_PAGE = 50
+
+
+@strawberry.type(
+    description="One transcript entry. `data` is the message object exactly as it was sent."
+)
+class Message(Wraps[tables.Message]):
+    seq: int = strawberry.field(
+        description="1-based position in the conversation's live transcript."
+    )
+    role: str
+    created_at: datetime
+
+    @strawberry.field
+    def data(self) -> JSON:
+        return JSON(RawJSON(self._row.data))
+
+    @strawberry.field
+    def content(self) -> JSON | None:
+        return JSON(loads(self._row.data).get("content"))
+
+
+@strawberry.type(
+    description="A compaction snapshot: the full history as it stood before compaction."
+)
+class Snapshot(Node, Wraps[tables.Snapshot]):
+    id: strawberry.ID
+    message_count: int
+    created_at: datetime
+
+    @strawberry.field
+    def messages(self) -> JSON:
+        return JSON(RawJSON(self._row.messages))
+
+    @strawberry.field
+    async def conversation(self, info: Info) -> Conversation:
+        return await conversation_of(info, self._row.conversation_id)
+
+
+@strawberry.type
+class Conversation(Node, Wraps[tables.Conversation]):
+    id: strawberry.ID
+    title: str | None
+    agent_slug: str = strawberry.field(
+        description="Registered agent slug; empty string for agent-less sessions."
+    )
+    context: str = strawberry.field(
+        description="Execution mode, an opaque consumer string; "
+        "`chat`, `interactive` and `rest` are interactive."
+    )
+    provider: str | None
+    model: str | None
+    provider_response_id: str | None
+    owner_type: OwnerType
+    version: int = strawberry.field(
+        description="Bumped by every write to the transcript or the conversation's fields."
+    )
+    message_count: int
+    created_at: datetime
+    updated_at: datetime
+    last_read_at: datetime | None
+    expires_at: datetime | None
+
+    @strawberry.field
+    def interactive(self) -> bool:
+        return self._row.interactive
+
+    @strawberry.field
+    def metadata(self) -> JSON:
+        return JSON(RawJSON(self._row.meta))
+
+    @strawberry.field
+    def workspace(self) -> Workspace:
+        return Workspace(type=self._row.workspace_type, id=self._row.workspace_id)
+
+    @strawberry.field(
+        description="True while the transcript is empty or an unexpired lock is held."
+    )
+    def pending(self) -> bool:
+        return self._row.pending(datetime.now(UTC))
+
+    @strawberry.field
+    def locked_until(self) -> datetime | None:
+        until = self._row.locked_until
+        return until if until is not None and until > datetime.now(UTC) else None
+
+    @strawberry.field
+    async def messages(
+        self,
+        info: Info,
+        first: int | None = None,
+        after: str | None = None,
+        last: int | None = None,
+        before: str | None = None,
+    ) -> Connection[Message]:
+        limit = info.context.settings.max_page_size
+        size_first = page_size(first, default=limit, maximum=limit, field="first")
+        size_last = (
+            None if last is None else page_size(last, default=limit, maximum=limit, field="last")
+        )
+        async with info.context.read() as repo:
+            page = await repo.transcripts.page(
+                self._row,
+                first=None if last is not None and first is None else size_first,
+                after=after,
+                last=size_last,
+                before=before,
+            )
+        # message_count is the number of stored messages (kept with every write).
+        return Connection.of(page, Message.of, total=self._row.message_count)
+
+    @strawberry.field(
+        description="The live transcript as one JSON array of message objects, in "
+        "order, from `fromSeq` on."
+    )
+    async def transcript(self, info: Info, from_seq: int | None = 1) -> JSON:
+        texts = await info.context.loaders.transcript.load((self._row, max(1, from_seq or 1)))
+        return JSON(RawJSONArray(texts))
+
+    @strawberry.field
+    async def snapshots(
+        self, info: Info, first: int | None = SNAPSHOTS_PAGE, after: str | None = None
+    ) -> Connection[Snapshot]:
+        size = page_size(
+            first,
+            default=SNAPSHOTS_PAGE,
+            maximum=info.context.settings.max_page_size,
+            field="first",
+        )
+        items = await info.context.loaders.snapshots.load(self._row)
+        page = keyset_slice(items, _keyset, size=size, after=after)
+        return Connection.of(page, Snapshot.of, total=len(items))
+
+    @strawberry.field(description="Delegations made from this conversation, oldest first.")
+    async def delegations(
+        self,
+        info: Info,
+        status: DelegationStatus | None = None,
+        first: int | None = DELEGATIONS_PAGE,
+        after: str | None = None,
+    ) -> Connection[LazyDelegation]:
+        from graph.api.types.delegation import Delegation
+
+        size = page_size(
+            first,
+            default=DELEGATIONS_PAGE,
+            maximum=info.context.settings.max_page_size,
+            field="first",
+        )
+        items = await info.context.loaders.delegations_by_parent.load((self._row.id, status))
+        page = keyset_slice(items, _keyset, size=size, after=after)
+        return Connection.of(page, Delegation.of, total=len(items))
+
+    @strawberry.field(
+        description="The delegation whose child transcript this is; null for a root conversation."
+    )
+    async def parent_delegation(self, info: Info) -> LazyDelegation | None:
+        from graph.api.types.delegation import Delegation
+
+        if self._row.parent_delegation_id is None:
+            return None
+        found = await info.context.loaders.delegation.load(self._row.parent_delegation_id)
+        return Delegation.of(found) if found else None
+
+
+def _keyset(row: tables.Snapshot | tables.Delegation) -> tuple[datetime, str]:
+    return row.created_at, row.id
+
+
+async def conversation_of(info: Info, conversation_id: str) -> Conversation:
+    """A conversation that must exist (the parent or child of a delegation just read)."""
+    found = await info.context.loaders.conversation.load(conversation_id)
+    if found is None:  # deleted between two reads of one request
+        raise LookupError("conversation not found")
+    return Conversation.of(found)

@@ -1,0 +1,36 @@
+"""What a subscription delivers: one committed change."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import strawberry
+
+from graph.api.types.conversation import Message
+from graph.api.types.delegation import Delegation
+from graph.api.types.enums import EventKind
+from graph.store import events
+
+
+@strawberry.type
+class ConversationEvent:
+    kind: EventKind
+    conversation_id: strawberry.ID = strawberry.field(
+        description="The conversation the event happened in (a descendant's id when it came "
+        "from a child transcript)."
+    )
+    version: int
+    at: datetime
+    messages: list[Message] | None
+    delegation: Delegation | None
+
+    @classmethod
+    def of(cls, e: events.Event) -> ConversationEvent:
+        return cls(
+            kind=e.kind,
+            conversation_id=strawberry.ID(e.conversation_id),
+            version=e.version,
+            at=e.at,
+            messages=None if e.messages is None else [Message.of(m) for m in e.messages],
+            delegation=None if e.delegation is None else Delegation.of(e.delegation),
+        )

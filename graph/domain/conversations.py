@@ -1,0 +1,174 @@
+"""Conversations: what a create, an update or a transcript save may set, and the rules of
+locks and of a pending conversation (the WordPress store's semantics, see SEEDS.md)."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from graph.domain.errors import invalid
+from graph.domain.messages import check_text, metadata_json
+from graph.domain.principal import OwnerType
+
+INTERACTIVE_CONTEXTS = frozenset({"chat", "interactive", "rest"})
+DEFAULT_CONTEXT = "chat"
+DEFAULT_LOCK_TTL = 300
+MAX_LOCK_TTL = 24 * 3600
+DEFAULT_PENDING_WINDOW = 600
+
+
+class Keep(enum.Enum):
+    """An input left out of an update: the stored value stays as it is."""
+
+    KEEP = "keep"
+
+
+KEEP = Keep.KEEP
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NewConversation:
+    """A validated createConversation."""
+
+    title: str | None
+    agent_slug: str
+    meta: str  # the metadata object as JSON text
+    context: str
+    expires_at: datetime | None
+    idempotency_key: str | None
+
+
+def new_conversation(
+    *,
+    now: datetime,
+    title: str | None = None,
+    agent_slug: str = "",
+    metadata: Any = None,
+    context: str = DEFAULT_CONTEXT,
+    expires_at: datetime | None = None,
+    idempotency_key: str | None = None,
+) -> NewConversation:
+    check_text(title, "title")
+    check_text(agent_slug, "agentSlug", max_len=200)
+    check_text(context, "context", required=True, max_len=200)
+    check_text(idempotency_key, "idempotencyKey", max_len=200)
+    if idempotency_key is not None and not idempotency_key.strip():
+        # A client sending "" every time would collapse all its creates into one.
+        raise invalid("`idempotencyKey` must not be blank; omit it instead", "idempotencyKey")
+    check_expiry(expires_at, now)
+    return NewConversation(
+        title=title,
+        agent_slug=agent_slug,
+        meta=metadata_json(metadata),
+        context=context,
+        expires_at=expires_at,
+        idempotency_key=idempotency_key,
+    )
+
+
+def check_expiry(expires_at: datetime | None, now: datetime) -> None:
+    if expires_at is not None and expires_at <= now:
+        raise invalid("`expiresAt` must be in the future", "expiresAt")
+
+
+def update_changes(
+    *,
+    now: datetime,
+    title: str | Keep | None = KEEP,
+    metadata: Any | Keep = KEEP,
+    provider: str | Keep | None = KEEP,
+    model: str | Keep | None = KEEP,
+    provider_response_id: str | Keep | None = KEEP,
+    expires_at: datetime | Keep | None = KEEP,
+    mark_read: bool = False,
+) -> dict[str, Any]:
+    """What an updateConversation sets, by the conversation's attribute names; left-out
+    inputs stay as stored, an explicit null clears."""
+    changes: dict[str, Any] = {}
+    for name, attribute, value in (
+        ("title", "title", title),
+        ("provider", "provider", provider),
+        ("model", "model", model),
+        ("providerResponseId", "provider_response_id", provider_response_id),
+    ):
+        if value is not KEEP:
+            check_text(value, name)
+            changes[attribute] = value
+    if metadata is not KEEP:
+        changes["meta"] = metadata_json(metadata)
+    if expires_at is not KEEP:
+        check_expiry(expires_at, now)
+        changes["expires_at"] = expires_at
+    if mark_read:
+        changes["last_read_at"] = now
+    return changes
+
+
+def transcript_changes(
+    *,
+    metadata: Any | Keep = KEEP,
+    provider: str | None = None,
+    model: str | None = None,
+    provider_response_id: str | Keep | None = KEEP,
+) -> dict[str, Any]:
+    """What a replaceTranscript sets besides the transcript (WordPress's update_session):
+    metadata when given, provider and model only when non-empty, the response id unless
+    left out."""
+    check_text(provider, "provider")
+    check_text(model, "model")
+    if provider_response_id is not KEEP:
+        check_text(provider_response_id, "providerResponseId")
+    changes: dict[str, Any] = {}
+    if metadata is not KEEP and metadata is not None:
+        changes["meta"] = metadata_json(metadata)
+    if provider:
+        changes["provider"] = provider
+    if model:
+        changes["model"] = model
+    if provider_response_id is not KEEP:
+        changes["provider_response_id"] = provider_response_id
+    return changes
+
+
+def lock_expiry(ttl_seconds: int, now: datetime) -> datetime:
+    """When a lock taken now for `ttl_seconds` runs out."""
+    if not 1 <= ttl_seconds <= MAX_LOCK_TTL:
+        raise invalid(f"`ttlSeconds` must be between 1 and {MAX_LOCK_TTL}", "ttlSeconds")
+    return now + timedelta(seconds=ttl_seconds)
+
+
+def pending_since(within_seconds: int, now: datetime) -> datetime:
+    """The oldest creation time a retried request's pending conversation may have."""
+    if within_seconds < 1:
+        raise invalid("`withinSeconds` must be at least 1", "withinSeconds")
+    return now - timedelta(seconds=within_seconds)
+
+
+def is_pending(*, message_count: int, locked_until: datetime | None, now: datetime) -> bool:
+    """Pending: nothing stored yet, or a writer holds an unexpired lock."""
+    return message_count == 0 or (locked_until is not None and locked_until > now)
+
+
+def is_interactive(context: str) -> bool:
+    return context in INTERACTIVE_CONTEXTS
+
+
+def search_words(text: str | None) -> list[str]:
+    """The words of a search; a search of none (blank, or NUL only) does not filter."""
+    return (text or "").replace("\x00", " ").split()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConversationQuery:
+    """Which conversations a list asks for (`conversations(filter:)`)."""
+
+    agent_slug: str | None = None
+    context: str | None = None
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+    root_only: bool = False
+    search: str | None = None
+    # (type, key): narrows a workspace-wide reader's list to one owner; ignored otherwise.
+    owner: tuple[OwnerType, str] | None = None

@@ -1,0 +1,51 @@
+"""Expected failures: raised by the domain and the store, returned to clients as `userErrors`."""
+
+from __future__ import annotations
+
+import enum
+
+
+class ErrorCode(enum.Enum):
+    NOT_FOUND = "NOT_FOUND"
+    INVALID_INPUT = "INVALID_INPUT"
+    CONFLICT = "CONFLICT"
+    LOCKED = "LOCKED"
+    INVALID_TRANSITION = "INVALID_TRANSITION"
+    POISONED_STATE = "POISONED_STATE"
+    LIMIT_EXCEEDED = "LIMIT_EXCEEDED"
+    FORBIDDEN = "FORBIDDEN"
+
+
+class DomainError(Exception):
+    """An expected failure with a code and the path of the offending input field."""
+
+    def __init__(self, code: ErrorCode, message: str, field: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.field = field
+
+
+def not_found(what: str, field: str | list[str]) -> DomainError:
+    path = [field] if isinstance(field, str) else field
+    return DomainError(ErrorCode.NOT_FOUND, f"{what} not found", path)
+
+
+def invalid(message: str, *field: str) -> DomainError:
+    return DomainError(ErrorCode.INVALID_INPUT, message, list(field) or None)
+
+
+def too_large(message: str, *field: str) -> DomainError:
+    return DomainError(ErrorCode.LIMIT_EXCEEDED, message, list(field) or None)
+
+
+def conflict(expected: int, actual: int) -> DomainError:
+    return DomainError(
+        ErrorCode.CONFLICT,
+        f"version is {actual}, not the expected {expected}",
+        ["expectedVersion"],
+    )
+
+
+def forbidden(message: str = "this token may only read") -> DomainError:
+    return DomainError(ErrorCode.FORBIDDEN, message)

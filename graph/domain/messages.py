@@ -1,0 +1,127 @@
+"""The JSON documents clients store (messages, snapshots, metadata): validated and encoded once."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from graph.domain import jsoncodec
+from graph.domain.errors import DomainError, invalid, too_large
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedMessage:
+    role: str
+    encoded: bytes  # the message as compact JSON, exactly as sent
+    digest: str
+    message: dict[str, Any]
+
+    # Only for the rows written: a transcript save compares 5,000 kept messages by digest.
+    @property
+    def text(self) -> str:
+        return self.encoded.decode("utf-8")
+
+    @property
+    def search_text(self) -> str | None:
+        return search_text(self.message)
+
+
+def _strings(value: Any, out: list[str]) -> None:
+    if isinstance(value, str):
+        out.append(value)
+    elif isinstance(value, list):
+        for item in value:
+            _strings(item, out)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _strings(item, out)
+
+
+def search_text(message: dict[str, Any]) -> str | None:
+    parts: list[str] = []
+    _strings(message.get("content"), parts)
+    # NUL has no place in a text index (and PostgreSQL's text type refuses it).
+    text = " ".join(parts).replace("\x00", " ").strip()
+    return text or None
+
+
+def prepare_message(
+    message: Any, *, field: list[str], max_bytes: int, allow_empty_role: bool = False
+) -> PreparedMessage:
+    if not isinstance(message, dict):
+        raise invalid("a message must be a JSON object", *field)
+    role = message.get("role")
+    if not isinstance(role, str) or (not role.strip() and not allow_empty_role):
+        raise invalid("a message needs a non-empty string `role`", *field)
+    if "\x00" in role:
+        # The role is also stored as a column of its own, and PostgreSQL text refuses NUL.
+        raise invalid("a message's `role` must not contain NUL characters", *field)
+    try:
+        encoded = jsoncodec.dumps(message)
+    except ValueError as exc:
+        raise invalid(f"a message must be valid JSON text: {exc}", *field) from None
+    if len(encoded) > max_bytes:
+        raise too_large(
+            f"a message may hold at most {max_bytes} bytes of JSON (this one: {len(encoded)})",
+            *field,
+        )
+    return PreparedMessage(
+        role=role,
+        encoded=encoded,
+        digest=hashlib.blake2b(encoded, digest_size=16).hexdigest(),
+        message=message,
+    )
+
+
+def prepare_messages(
+    messages: list[Any], *, max_count: int, max_bytes: int, field: str = "messages"
+) -> list[PreparedMessage]:
+    """Validate every message before anything is written; errors name `[field, index]`."""
+    if len(messages) > max_count:
+        raise too_large(f"at most {max_count} messages per call (got {len(messages)})", field)
+    prepared = []
+    for i, m in enumerate(messages):
+        try:
+            prepared.append(prepare_message(m, field=[], max_bytes=max_bytes))
+        except DomainError as exc:
+            # The path is built only for the message that failed: 5,000 lists per save add up.
+            exc.field = [field, str(i)]
+            raise
+    return prepared
+
+
+def check_text(
+    value: str | None, field: str, *, required: bool = False, max_len: int = 10_000
+) -> None:
+    """Plain string inputs: no NUL (PostgreSQL text refuses it), bounded, non-blank if required."""
+    if value is None:
+        if required:
+            raise invalid(f"`{field}` is required", field)
+        return
+    if required and not value.strip():
+        raise invalid(f"`{field}` must not be empty", field)
+    if "\x00" in value:
+        raise invalid(f"`{field}` must not contain NUL characters", field)
+    if len(value) > max_len:
+        raise too_large(f"`{field}` may hold at most {max_len} characters", field)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise invalid(f"`{field}` must be valid UTF-8 text", field) from None
+
+
+def encode_document(value: Any, field: str) -> str:
+    try:
+        return jsoncodec.dumps(value).decode("utf-8")
+    except ValueError as exc:
+        raise invalid(f"`{field}` must be valid JSON: {exc}", field) from None
+
+
+def metadata_json(value: Any, field: str = "metadata") -> str:
+    """A conversation's metadata: a JSON object (null means empty), as stored text."""
+    if value is None:
+        return "{}"
+    if not isinstance(value, dict):
+        raise invalid("`metadata` must be a JSON object", field)
+    return encode_document(value, field)

@@ -1,0 +1,98 @@
+"""Who is asking: the caller a token names, and the process itself (SYSTEM)."""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+
+WORKSPACE_TYPE = re.compile(r"^[a-z][a-z0-9_-]*$")
+
+
+class OwnerType(enum.Enum):
+    USER = "USER"
+    AUDIENCE = "AUDIENCE"
+    RUNTIME = "RUNTIME"
+    TOKEN = "TOKEN"
+    SYSTEM = "SYSTEM"
+
+
+class Scope(enum.Enum):
+    READ = "READ"
+    WRITE = "WRITE"
+    ADMIN = "ADMIN"
+
+
+# A scope grants the ones below it too: ADMIN ⊃ WRITE ⊃ READ.
+IMPLIED_SCOPES = {
+    Scope.READ: (Scope.READ,),
+    Scope.WRITE: (Scope.READ, Scope.WRITE),
+    Scope.ADMIN: (Scope.READ, Scope.WRITE, Scope.ADMIN),
+}
+
+
+def expand_scopes(scopes: list[Scope] | tuple[Scope, ...]) -> tuple[Scope, ...]:
+    granted = {implied for scope in scopes for implied in IMPLIED_SCOPES[scope]}
+    return tuple(scope for scope in Scope if scope in granted)
+
+
+def parse_workspace(value: str) -> tuple[str, str]:
+    """`type:id` -> (type, id), normalised as the WordPress store does; ValueError if invalid."""
+    type_, sep, id_ = value.partition(":")
+    type_, id_ = type_.strip().lower(), id_.strip()
+    if not sep or not WORKSPACE_TYPE.match(type_) or not id_:
+        raise ValueError(
+            f"workspace must be TYPE:ID with TYPE matching {WORKSPACE_TYPE.pattern} "
+            "and ID non-empty"
+        )
+    return type_, id_
+
+
+def parse_owner(value: str) -> tuple[OwnerType, str]:
+    """`type:key` -> (OwnerType, key); the key is everything after the first colon."""
+    type_, sep, key = value.partition(":")
+    try:
+        owner_type = OwnerType(type_.strip().upper())
+    except ValueError:
+        owner_type = None
+    if not sep or owner_type is None or not key:
+        names = ", ".join(t.value.lower() for t in OwnerType)
+        raise ValueError(f"owner must be TYPE:KEY with TYPE one of {names} and KEY non-empty")
+    return owner_type, key
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    token_id: str
+    workspace_type: str
+    workspace_id: str
+    owner_type: OwnerType
+    owner_key: str
+    owner_digest: str
+    scopes: tuple[Scope, ...]
+
+    @property
+    def workspace_key(self) -> str:
+        return f"{self.workspace_type}:{self.workspace_id}"
+
+    @property
+    def can_write(self) -> bool:
+        return Scope.WRITE in self.scopes
+
+    @property
+    def is_admin(self) -> bool:
+        return Scope.ADMIN in self.scopes
+
+
+# The process itself: the retention sweep, the CLI's token commands, and authentication,
+# which must read tokens before any caller is known. No token can name it: the store's
+# scope rules recognise this one object (by identity), never a value a request could carry.
+SYSTEM = Principal(
+    token_id="system",
+    workspace_type="",
+    workspace_id="",
+    owner_type=OwnerType.SYSTEM,
+    owner_key="",
+    owner_digest="",
+    scopes=(),
+)

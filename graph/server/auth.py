@@ -1,0 +1,168 @@
+"""Authentication: a bearer token in, the Principal on the scope (HTTP and WebSocket alike).
+
+`TokenBackend` is a Starlette AuthenticationBackend: the request's `Authorization: Bearer`
+token's keyed digest names the Principal (workspace, owner, scopes), the only source of
+ownership. A request without the header is anonymous (the endpoints decide what anonymous
+may do: a WebSocket may still authenticate in its `connection_init` payload); a header
+with a token that is unknown or revoked is refused with 401 (a WebSocket is accepted and
+closed with 4401, which graphql-ws clients understand). `Liveness` answers whether an open
+subscription's token is still live.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from starlette.authentication import (
+    AuthCredentials,
+    AuthenticationBackend,
+    AuthenticationError,
+    BaseUser,
+)
+from starlette.requests import HTTPConnection
+from starlette.responses import JSONResponse, Response
+
+from graph.domain.principal import SYSTEM, Principal
+from graph.server.errors import error_response, internal_error
+from graph.store.unit_of_work import UnitOfWork
+
+logger = logging.getLogger("convograph.auth")
+
+REFUSED = "missing, unknown or revoked bearer token"
+CHALLENGE = {"WWW-Authenticate": 'Bearer realm="convograph"'}
+
+
+class Caller(BaseUser):
+    """The authenticated principal, as Starlette's `request.user`."""
+
+    def __init__(self, principal: Principal) -> None:
+        self.principal = principal
+
+    @property
+    def is_authenticated(self) -> bool:
+        return True
+
+    @property
+    def display_name(self) -> str:
+        return f"{self.principal.workspace_key} {self.principal.owner_type.value.lower()}"
+
+
+class Refused(BaseUser):
+    """A WebSocket whose handshake carried a token we do not accept (closed with 4401)."""
+
+    @property
+    def is_authenticated(self) -> bool:
+        return False
+
+
+class Unavailable(AuthenticationError):
+    """The token could not be checked: the database failed, not the credentials."""
+
+    def __init__(self, cause: Exception) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+def bearer(value: Any) -> str | None:
+    """The token of an `Authorization: Bearer …` value, or None."""
+    if not isinstance(value, str):
+        return None
+    scheme, _, token = value.strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token or len(token) > 512:
+        return None
+    return token
+
+
+def authorization_from_params(params: Mapping[str, Any] | None) -> Any:
+    """The token a graphql-transport-ws client sent in its connection_init payload."""
+    if not isinstance(params, Mapping):
+        return None
+    for key in ("Authorization", "authorization"):
+        if key in params:
+            return params[key]
+    headers = params.get("headers")
+    if isinstance(headers, Mapping):
+        return headers.get("Authorization") or headers.get("authorization")
+    return None
+
+
+class TokenBackend(AuthenticationBackend):
+    def __init__(self, uow: UnitOfWork) -> None:
+        self.uow = uow
+
+    async def principal(self, authorization: Any) -> Principal | None:
+        """The principal of an Authorization value, or None when it names no live token."""
+        token = bearer(authorization)
+        if token is None:
+            return None
+        async with self.uow.read(SYSTEM) as repo:
+            return await repo.tokens.authenticate(token)
+
+    async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, BaseUser] | None:
+        authorization = conn.headers.get("authorization")
+        if authorization is None:
+            return None
+        try:
+            principal = await self.principal(authorization)
+        except Exception as exc:
+            raise Unavailable(exc) from exc
+        if principal is None:
+            if conn.scope["type"] == "websocket":
+                return AuthCredentials(), Refused()
+            raise AuthenticationError(REFUSED)
+        return AuthCredentials([s.value.lower() for s in principal.scopes]), Caller(principal)
+
+
+def refusal(conn: HTTPConnection, exc: AuthenticationError) -> Response:
+    """What a refused request gets: 401 with a JSON body (or the masked error of a failure)."""
+    if isinstance(exc, Unavailable):
+        return internal_error(exc.cause, conn.scope.get("state", {}).get("request_id", "-"))
+    return error_response(401, REFUSED, **CHALLENGE)
+
+
+def principal_of(conn: HTTPConnection) -> Principal | None:
+    user = conn.scope.get("user")
+    return user.principal if isinstance(user, Caller) else None
+
+
+def unauthorized() -> JSONResponse:
+    return error_response(401, REFUSED, **CHALLENGE)
+
+
+class Liveness:
+    """Whether tokens are still live: asked by every open subscription before each event
+    it delivers (and now and then while idle). The questions asked in one pass of the event
+    loop are answered by one query."""
+
+    def __init__(self, uow: UnitOfWork) -> None:
+        self.uow = uow
+        self._waiting: dict[str, list[asyncio.Future[bool]]] = {}
+        self._answering: asyncio.Task[None] | None = None
+
+    async def __call__(self, principal: Principal) -> bool:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[bool] = loop.create_future()
+        self._waiting.setdefault(principal.token_id, []).append(future)
+        if self._answering is None:
+            self._answering = loop.create_task(self._answer())
+        return await future
+
+    async def _answer(self) -> None:
+        await asyncio.sleep(0)  # the other subscribers of this event ask in this pass too
+        waiting, self._waiting = self._waiting, {}
+        self._answering = None
+        try:
+            async with self.uow.read(SYSTEM) as repo:
+                live = await repo.tokens.live(list(waiting))
+        except Exception:
+            # A failed check ends no stream: the next event asks again.
+            logger.warning("checking that tokens are live failed", exc_info=True)
+            live = set(waiting)
+        for token_id, futures in waiting.items():
+            for future in futures:
+                if not future.done():
+                    future.set_result(token_id in live)

@@ -1,0 +1,224 @@
+"""The GraphQL endpoint: strawberry's ASGI app, with convograph's edges around it.
+
+Authentication (auth.py, as middleware on this route), body limits and JSON errors for
+malformed requests live here, so that the resolvers only ever see an authenticated,
+well-formed request.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from cross_web import AsyncHTTPRequestAdapter, HTTPException
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.types import Message, Receive, Scope, Send
+from starlette.websockets import WebSocket, WebSocketDisconnect
+from strawberry.asgi import ASGIWebSocketAdapter, GraphQL
+from strawberry.exceptions import ConnectionRejectionError
+from strawberry.http import GraphQLRequestData
+from strawberry.http.exceptions import WebSocketDisconnected
+from strawberry.schema.exceptions import InvalidOperationTypeError
+from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
+from strawberry.types.unset import UnsetType
+
+from graph.api.context import Context
+from graph.domain import jsoncodec
+from graph.server.access_log import observation_of
+from graph.server.auth import (
+    Liveness,
+    Refused,
+    TokenBackend,
+    authorization_from_params,
+    principal_of,
+    unauthorized,
+)
+from graph.server.body import BodyTooLarge, BodyTooSlow, read_body
+from graph.server.errors import error_response, internal_error
+from graph.server.ide import graphiql_html
+from graph.server.request_id import request_id_of
+from graph.services import Services
+
+REVOKED_STATE = "revoked"
+
+
+def _http_error(request: Request, exc: HTTPException) -> Response:
+    # Strawberry answers a mutation over GET with 400; the method, not the request, is
+    # what is wrong, so say 405 and name the method that works.
+    if request.method == "GET" and isinstance(exc.__cause__, InvalidOperationTypeError):
+        return error_response(405, exc.reason, Allow="POST")
+    return error_response(exc.status_code, exc.reason)
+
+
+class TextFrames(ASGIWebSocketAdapter):
+    """graphql-transport-ws messages go out as text frames.
+
+    Strawberry sends bytes from encode_json as binary frames, and browser clients
+    (graphql-ws, GraphiQL's subscriptions) parse text frames only. Once a subscription was
+    ended because its token was revoked, the connection is closed after that error.
+    """
+
+    async def send_json(self, message: Any) -> None:
+        encoded = self.view.encode_json(message)
+        try:
+            await self.ws.send_text(encoded if isinstance(encoded, str) else encoded.decode())
+            if self.ws.scope["state"].get(REVOKED_STATE) and message.get("type") == "error":
+                await self.ws.close(code=4403, reason="token revoked")
+        except WebSocketDisconnect as exc:
+            raise WebSocketDisconnected from exc
+
+
+class GraphQLEndpoint(GraphQL[Context, None]):
+    websocket_adapter_class = TextFrames
+
+    def __init__(self, services: Services, backend: TokenBackend, **kwargs: Any) -> None:
+        super().__init__(
+            subscription_protocols=(GRAPHQL_TRANSPORT_WS_PROTOCOL,),
+            graphql_ide="graphiql" if services.settings.graphiql else None,
+            **kwargs,
+        )
+        self.services = services
+        self.backend = backend
+        self.liveness = Liveness(services.uow)
+
+    # -- edges ---------------------------------------------------------------
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            await self._websocket(scope, receive, send)
+            return
+        await self._http(scope, receive, send)
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        if self._wants_ide(request):
+            await self._respond(request, scope, receive, send)
+            return
+        if principal_of(request) is None:
+            await unauthorized()(scope, receive, send)
+            return
+        limit = self.services.settings.max_body_bytes
+        length = request.headers.get("content-length", "")
+        try:
+            if length.isdigit() and int(length) > limit:
+                raise BodyTooLarge
+            body = await read_body(receive, limit)
+        except BodyTooLarge:
+            await error_response(413, f"request body exceeds {limit} bytes")(scope, receive, send)
+            return
+        except BodyTooSlow:
+            response = error_response(408, "request body arrived too slowly", Connection="close")
+            await response(scope, receive, send)
+            return
+        except ConnectionError:
+            return
+
+        sent = False
+
+        async def replay() -> Message:
+            nonlocal sent
+            if sent:
+                return {"type": "http.disconnect"}
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self._respond(Request(scope, replay), scope, replay, send)
+
+    async def _respond(self, request: Request, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            response = await self.run(request)
+        except HTTPException as exc:
+            response = _http_error(request, exc)
+        except Exception as exc:
+            response = internal_error(exc, request_id_of(scope))
+        await response(scope, receive, send)
+
+    async def parse_http_body(
+        self, request: AsyncHTTPRequestAdapter
+    ) -> GraphQLRequestData | list[GraphQLRequestData]:
+        data = await super().parse_http_body(request)
+        # graphql-core's error locations scan the text from its start, and comments are
+        # lexed but not counted as tokens: the text's length is bounded before parsing.
+        limit = self.services.settings.max_query_chars
+        for item in data if isinstance(data, list) else [data]:
+            if item.query is not None and len(item.query) > limit:
+                raise HTTPException(
+                    413, f"query text exceeds {limit} characters; pass large values as variables"
+                )
+        return data
+
+    def _wants_ide(self, request: Request) -> bool:
+        return (
+            self.services.settings.graphiql
+            and request.method == "GET"
+            and "text/html" in request.headers.get("accept", "")
+            and "query" not in request.query_params
+        )
+
+    async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if isinstance(scope.get("user"), Refused):
+            ws = WebSocket(scope, receive, send)
+            protocols = scope.get("subprotocols") or []
+            chosen = (
+                GRAPHQL_TRANSPORT_WS_PROTOCOL
+                if GRAPHQL_TRANSPORT_WS_PROTOCOL in protocols
+                else None
+            )
+            await ws.accept(subprotocol=chosen)
+            await ws.close(code=4401, reason="Unauthorized")
+            return
+        await super().__call__(scope, receive, send)
+
+    # -- strawberry hooks ------------------------------------------------------
+
+    async def get_context(self, request: Request | WebSocket, response: Any) -> Context:
+        websocket = isinstance(request, WebSocket)
+        liveness = self.liveness
+
+        async def still_live(principal: Any) -> bool:
+            live = await liveness(principal)
+            if not live:
+                # TextFrames closes the connection once the subscription's error is sent.
+                request.scope["state"][REVOKED_STATE] = True
+            return live
+
+        return Context(
+            services=self.services,
+            request_id=request_id_of(request.scope),
+            websocket=websocket,
+            principal_=principal_of(request),
+            log=observation_of(request.scope),
+            still_live=still_live if websocket else None,
+        )
+
+    async def on_ws_connect(self, context: Context) -> UnsetType | dict[str, object] | None:
+        if context.principal_ is None:
+            authorization = authorization_from_params(context.connection_params)
+            principal = await self.backend.principal(authorization)
+            if principal is None:
+                raise ConnectionRejectionError()
+            context.principal_ = principal
+        return await super().on_ws_connect(context)
+
+    async def render_graphql_ide(self, request: Request) -> Response:
+        return HTMLResponse(graphiql_html(endpoint=request.url.path))
+
+    def parse_json(self, data: str | bytes) -> Any:
+        value = super().parse_json(data)
+        # Strawberry assumes an object (or a batch list) and fails with a 500 on anything else.
+        if not isinstance(value, dict | list):
+            raise HTTPException(400, "expected a JSON object")
+        return value
+
+    def decode_json(self, data: str | bytes) -> object:
+        try:
+            return jsoncodec.loads(data)
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+            # Strawberry turns this into a 400 "Unable to parse request body as JSON".
+            # RecursionError: the exact-number parser gives up on JSON nested ~1000 deep,
+            # where orjson's own limit says ValueError.
+            raise json.JSONDecodeError(str(exc), "", 0) from None
+
+    def encode_json(self, data: object) -> bytes:
+        return jsoncodec.dumps(data)

@@ -1,0 +1,45 @@
+"""/healthz (the process is up; says how the database is) and /readyz (send me traffic).
+
+Ready means the database answers AND its schema is at the newest migration this code
+knows: a replica started against a database nobody has migrated yet would fail every
+request that touches a new column.
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from graph.store.db import Database
+from graph.store.migrate import AT_HEAD, MigrationState
+
+UNKNOWN = "unknown"
+
+
+class Health:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.migrations = MigrationState(db)
+
+    async def healthz(self, request: Request) -> JSONResponse:
+        body = {"status": "ok", "database": "down", "migrations": UNKNOWN}
+        if await self.db.ping():
+            body["database"] = "up"
+            try:
+                body["migrations"] = await self.migrations.current()
+            except ConnectionError:
+                body["database"] = "down"
+        return JSONResponse(body)
+
+    async def readyz(self, request: Request) -> JSONResponse:
+        if not await self.db.ping():
+            return JSONResponse({"status": "database unreachable"}, 503)
+        try:
+            state = await self.migrations.current()
+        except ConnectionError:
+            return JSONResponse({"status": "database unreachable"}, 503)
+        if state == AT_HEAD:
+            return JSONResponse({"status": "ready"})
+        return JSONResponse(
+            {"status": "database not migrated: run `convograph migrate`"}, status_code=503
+        )

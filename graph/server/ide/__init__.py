@@ -1,0 +1,124 @@
+"""GraphiQL, served from vendored assets only.
+
+The stock Strawberry page loads its scripts from a CDN and stays blank on a machine without
+internet access.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+__all__ = ["ASSETS_DIR", "graphiql_html"]
+
+# Built by tools/build_graphiql.sh; pinned versions are listed in VERSIONS.txt there.
+ASSETS_DIR = Path(__file__).parent / "assets"
+
+DEFAULT_QUERY = """\
+query {
+  viewer {
+    workspace {
+      key
+    }
+    ownerType
+    scopes
+  }
+}
+"""
+PLACEHOLDER = "<paste your token>"
+DEFAULT_HEADERS = '{\n  "Authorization": "Bearer ' + PLACEHOLDER + '"\n}'
+MISSING_TOKEN = (
+    "No token yet: replace " + PLACEHOLDER + " in the Headers editor below with a token from "
+    "`convograph token create` (the first `convograph serve` printed an ADMIN one)."
+)
+
+_PAGE = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>convograph GraphiQL</title>
+<link rel="icon" href="data:,">
+<link rel="stylesheet" href="{assets}/graphiql.min.css">
+<link rel="stylesheet" href="{assets}/plugin-explorer.css">
+<style>html, body, #graphiql {{ height: 100%; margin: 0; overflow: hidden; }}</style>
+</head>
+<body>
+<div id="graphiql">Loading GraphiQL…</div>
+<script src="{assets}/react.production.min.js"></script>
+<script src="{assets}/react-dom.production.min.js"></script>
+<script src="{assets}/graphiql.min.js"></script>
+<script src="{assets}/plugin-explorer.umd.js"></script>
+<script>
+const config = {config};
+const url = new URL(config.endpoint, window.location.href);
+const subscriptionUrl = new URL(url);
+subscriptionUrl.protocol = url.protocol === "https:" ? "wss:" : "ws:";
+// createFetcher (@graphiql/toolkit) opens a graphql-transport-ws connection per subscription;
+// its connection_init payload is the headers editor content: {{"Authorization": "Bearer …"}}.
+const serverFetcher = GraphiQL.createFetcher({{
+  url: url.href,
+  subscriptionUrl: subscriptionUrl.href,
+}});
+// Until the placeholder is replaced there is no token to send: say so instead of a 401.
+const fetcher = (params, options) => {{
+  const headers = (options && options.headers) || {{}};
+  const authorization = String(headers.Authorization || headers.authorization || "");
+  if (authorization.includes(config.placeholder)) {{
+    return Promise.resolve({{errors: [{{message: config.missingToken}}]}});
+  }}
+  return serverFetcher(params, options);
+}};
+// The schema (docs, completion, explorer) is fetched with the headers of the moment: fetch it
+// again when they change, so pasting the token is enough.
+function RefetchSchemaWhenHeadersChange() {{
+  const schema = GraphiQL.React.useSchemaContext({{nonNull: true}});
+  const [headers] = GraphiQL.React.useHeadersEditorState();
+  const first = React.useRef(true);
+  React.useEffect(() => {{
+    if (first.current) {{
+      first.current = false;
+      return undefined;
+    }}
+    const timer = setTimeout(() => schema.introspect(), 400);
+    return () => clearTimeout(timer);
+  }}, [headers]);
+  return null;
+}}
+ReactDOM.createRoot(document.getElementById("graphiql")).render(
+  React.createElement(GraphiQL, {{
+    fetcher,
+    defaultQuery: config.query,
+    defaultHeaders: config.headers,
+    defaultEditorToolsVisibility: "headers",
+    plugins: [GraphiQLPluginExplorer.explorerPlugin()],
+    toolbar: {{additionalContent: React.createElement(RefetchSchemaWhenHeadersChange)}},
+  }}),
+);
+</script>
+</body>
+</html>
+"""
+
+
+def graphiql_html(*, endpoint: str = "/graphql", assets_url: str = "/graphiql-assets") -> str:
+    """Return the GraphiQL page for `endpoint`, loading its scripts and styles from `assets_url`.
+
+    `endpoint` serves GraphQL over HTTP POST and, with the `graphql-transport-ws` protocol,
+    over a WebSocket at the same path (ws:// or wss:// follows the page's scheme). `assets_url`
+    is where `ASSETS_DIR` is served, e.g. by `starlette.staticfiles.StaticFiles`.
+    """
+    config = json.dumps(
+        {
+            "endpoint": endpoint,
+            "query": DEFAULT_QUERY,
+            "headers": DEFAULT_HEADERS,
+            "placeholder": PLACEHOLDER,
+            "missingToken": MISSING_TOKEN,
+        }
+    )
+    # "</" inside a JSON string could close the <script> element early.
+    config = config.replace("</", "<\\/")
+    assets = html.escape(assets_url.rstrip("/"), quote=True)
+    return _PAGE.format(assets=assets, config=config)

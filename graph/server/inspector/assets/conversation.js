@@ -1,0 +1,582 @@
+// One conversation: its facts (lock, expiry, …), and three tabs: the transcript, the
+// delegation tree (with a side panel for a child's transcript) and the compaction snapshots.
+// While it is open, a conversationEvents subscription (descendants included) keeps all of it
+// current; it resumes from the last event's cursor when the server has cursors, and reads
+// everything again after a reconnect when it has not.
+
+import { announce, debounce, fill, formatNumber, h, shorten, timeEl, uid } from "./dom.js";
+import { AuthError, describeError } from "./gql.js";
+import { toJSONText } from "./json.js";
+import { jsonDetails, renderMessage } from "./messages.js";
+import { CONVERSATION, SNAPSHOT, SNAPSHOTS, eventsSubscription } from "./queries.js";
+import { TranscriptView } from "./transcript.js";
+import { DelegationTree, STATUS_TEXT, statusBadge } from "./tree.js";
+
+const TABS = [
+  { key: "transcript", label: "Transcript" },
+  { key: "tree", label: "Delegations" },
+  { key: "snapshots", label: "Snapshots" },
+];
+const SNAPSHOT_RENDER_LIMIT = 200;
+// Below this width the child-transcript panel covers the screen (inspector.css): what is
+// behind it is made inert, so that Tab stays in the panel.
+const OVERLAY = window.matchMedia("(max-width: 1099.98px)");
+
+export class ConversationView {
+  /** app: {request, ws, capabilities, onAuthError(err), listTouch(id, changes), figuresChanged()} */
+  constructor({ app, id, tab }) {
+    this.app = app;
+    this.id = id;
+    this.tab = TABS.some((t) => t.key === tab) ? tab : "transcript";
+    this.conv = null;
+    this.lastCursor = null;
+    this.unsubscribe = null;
+    this.transcript = null;
+    this.tree = null;
+    this.panel = null; // {node, transcript, el}
+    this.snapshotsLoaded = false;
+    this.destroyed = false;
+    this.refreshHead = debounce(() => this.loadHead(), 250);
+    this.refreshTree = debounce(() => this.reloadTree(), 400);
+    this.onOverlayChange = () => {
+      if (this.panel) this.setBehindInert(OVERLAY.matches);
+    };
+    OVERLAY.addEventListener("change", this.onOverlayChange);
+
+    this.headEl = h("header", { class: "conv-head" });
+    this.tablist = h("div", { class: "tabs", role: "tablist", "aria-label": "Conversation views" });
+    this.tabButtons = {};
+    this.panels = {};
+    for (const t of TABS) {
+      const tabId = uid(`tab-${t.key}`);
+      const panelId = uid(`panel-${t.key}`);
+      const button = h(
+        "button",
+        {
+          type: "button",
+          role: "tab",
+          id: tabId,
+          "aria-controls": panelId,
+          class: "tab",
+          dataset: { tab: t.key },
+        },
+        t.label,
+      );
+      button.addEventListener("click", () => this.go(t.key));
+      this.tabButtons[t.key] = button;
+      this.tablist.append(button);
+      this.panels[t.key] = h("div", {
+        role: "tabpanel",
+        id: panelId,
+        "aria-labelledby": tabId,
+        class: `tabpanel tabpanel-${t.key}`,
+        tabindex: "-1",
+        hidden: true,
+      });
+    }
+    this.tablist.addEventListener("keydown", (event) => this.onTabKey(event));
+    this.notice = h("p", { class: "notice", role: "status", hidden: true });
+    this.error = h("p", { class: "error", role: "alert", hidden: true });
+    this.el = h(
+      "section",
+      { class: "detail-pane conversation", "aria-labelledby": "conv-title" },
+      this.headEl,
+      this.notice,
+      this.error,
+      this.tablist,
+      Object.values(this.panels),
+    );
+  }
+
+  // -- loading -------------------------------------------------------------------
+
+  async load() {
+    // Listen first, read second: what is written in between arrives as an event, and the
+    // handlers below ignore what they already have.
+    this.subscribe();
+    await this.loadHead();
+    if (!this.conv) return;
+    this.showTab(this.tab, { focus: false });
+  }
+
+  async loadHead() {
+    try {
+      const data = await this.app.request(CONVERSATION, { id: this.id });
+      if (this.destroyed) return;
+      if (!data.conversation) {
+        this.conv = null;
+        fill(this.headEl,
+          h("p", { class: "crumbs" }, h("a", { href: "#/" }, "← Conversations")),
+          h("h2", { id: "conv-title", tabindex: "-1" }, "Not found"),
+        );
+        this.showError(new Error("There is no conversation with this id that this token may read."));
+        this.tablist.hidden = true;
+        return;
+      }
+      this.conv = data.conversation;
+      this.renderHead();
+      this.showError(null);
+    } catch (err) {
+      if (err instanceof AuthError) this.app.onAuthError(err);
+      else this.showError(err);
+    }
+  }
+
+  showError(err) {
+    this.error.hidden = !err;
+    this.error.textContent = err ? describeError(err) : "";
+  }
+
+  renderHead() {
+    const c = this.conv;
+    const crumbs = h("p", { class: "crumbs" }, h("a", { href: "#/", class: "back" }, "← Conversations"));
+    const parent = c.parentDelegation;
+    if (parent) {
+      crumbs.append(
+        " / ",
+        h("a", { href: `#/c/${encodeURIComponent(parent.parentConversation.id)}/tree` },
+          parent.parentConversation.title || "Parent conversation"),
+        " / ",
+        h("span", {}, `${parent.delegatingTier} → ${parent.targetTier} `),
+        statusBadge(parent.status),
+      );
+    }
+    const now = Date.now();
+    const locked = c.lockedUntil && Date.parse(c.lockedUntil) > now;
+    const fact = (term, ...value) => h("div", { class: "fact" }, h("dt", {}, term), h("dd", {}, ...value));
+    const facts = h(
+      "dl",
+      { class: "facts" },
+      fact("Agent", c.agentSlug || h("span", { class: "muted" }, "none")),
+      fact("Context", c.context, c.interactive ? h("span", { class: "muted" }, " (interactive)") : null),
+      fact("Owner type", c.ownerType.toLowerCase()),
+      fact("Messages", formatNumber(c.messageCount)),
+      fact("Version", String(c.version)),
+      fact("Created", timeEl(c.createdAt)),
+      fact("Updated", timeEl(c.updatedAt)),
+      fact(
+        "Lock",
+        locked
+          ? h("span", { class: "warn" }, "Locked until ", timeEl(c.lockedUntil, { absolute: true }))
+          : c.lockedUntil
+            ? h("span", {}, "Expired ", timeEl(c.lockedUntil))
+            : h("span", { class: "muted" }, "Not locked"),
+      ),
+      fact("Expires", c.expiresAt ? timeEl(c.expiresAt, { absolute: true }) : h("span", { class: "muted" }, "Never")),
+      c.provider || c.model ? fact("Model", [c.provider, c.model].filter(Boolean).join(" / ")) : null,
+      fact("Id", h("code", { class: "id" }, c.id)),
+    );
+    fill(this.headEl,
+      crumbs,
+      h("h2", { id: "conv-title", tabindex: "-1" }, c.title || "Untitled"),
+      facts,
+      c.metadata && Object.keys(c.metadata).length ? jsonDetails("Metadata", c.metadata) : null,
+    );
+    this.tabButtons.transcript.textContent = `Transcript (${formatNumber(c.messageCount)})`;
+    this.tabButtons.tree.textContent = `Delegations (${formatNumber(c.delegations.totalCount)})`;
+    this.tabButtons.snapshots.textContent = `Snapshots (${formatNumber(c.snapshots.totalCount)})`;
+    this.tablist.hidden = false;
+  }
+
+  focusTitle() {
+    const title = this.headEl.querySelector("h2");
+    if (title) title.focus();
+  }
+
+  // -- tabs ----------------------------------------------------------------------
+
+  go(tab) {
+    const suffix = tab === "transcript" ? "" : `/${tab}`;
+    const hash = `#/c/${encodeURIComponent(this.id)}${suffix}`;
+    if (window.location.hash !== hash) window.location.hash = hash; // the router calls showTab
+    else this.showTab(tab);
+  }
+
+  showTab(tab, { focus = true } = {}) {
+    this.tab = TABS.some((t) => t.key === tab) ? tab : "transcript";
+    for (const t of TABS) {
+      const selected = t.key === this.tab;
+      this.tabButtons[t.key].setAttribute("aria-selected", String(selected));
+      this.tabButtons[t.key].tabIndex = selected ? 0 : -1;
+      this.panels[t.key].hidden = !selected;
+    }
+    if (!this.conv) return;
+    if (this.tab === "transcript" && !this.transcript) {
+      this.transcript = new TranscriptView({
+        request: this.app.request,
+        conversationId: this.id,
+        onCount: (n) => this.countChanged(this.id, n),
+      });
+      this.panels.transcript.append(this.transcript.el);
+      this.transcript.start().catch((err) => this.failed(err));
+    }
+    if (this.tab === "tree" && !this.tree) this.buildTree();
+    if (this.tab === "snapshots" && !this.snapshotsLoaded) this.loadSnapshots();
+    if (focus) this.tabButtons[this.tab].focus();
+  }
+
+  onTabKey(event) {
+    const keys = TABS.map((t) => t.key);
+    const i = keys.indexOf(this.tab);
+    let next = null;
+    if (event.key === "ArrowRight") next = keys[(i + 1) % keys.length];
+    else if (event.key === "ArrowLeft") next = keys[(i - 1 + keys.length) % keys.length];
+    else if (event.key === "Home") next = keys[0];
+    else if (event.key === "End") next = keys[keys.length - 1];
+    if (next) {
+      event.preventDefault();
+      this.go(next);
+    }
+  }
+
+  failed(err) {
+    if (err instanceof AuthError) this.app.onAuthError(err);
+    else this.showError(err);
+  }
+
+  // -- delegation tree and the child-transcript panel ----------------------------
+
+  buildTree() {
+    this.tree = new DelegationTree({
+      request: this.app.request,
+      root: { id: this.id, title: this.conv.title, messageCount: this.conv.messageCount },
+      onOpen: (node) => this.openPanel(node),
+      onAuthError: (err) => this.app.onAuthError(err),
+    });
+    this.panelSlot = h("div", { class: "panel-slot" });
+    fill(this.panels.tree, h("div", { class: "tree-layout" }, this.tree.el, this.panelSlot));
+    this.tree.load();
+  }
+
+  async reloadTree() {
+    if (!this.tree || this.destroyed) return;
+    const open = this.panel ? this.panel.node.id : null;
+    // What the reader had unfolded beyond the first two levels is loaded again.
+    const unfolded = new Set(
+      [...this.tree.nodes.values()].filter((n) => n.loaded && n.expanded && n.children.length).map((n) => n.id),
+    );
+    const active = document.activeElement;
+    const focusKey = active && this.tree.el.contains(active) ? active.dataset.focusKey : null;
+    this.tree.destroy();
+    const slot = this.panelSlot;
+    this.tree = new DelegationTree({
+      request: this.app.request,
+      root: { id: this.id, title: this.conv.title, messageCount: this.conv.messageCount },
+      onOpen: (node) => this.openPanel(node),
+      onAuthError: (err) => this.app.onAuthError(err),
+    });
+    fill(this.panels.tree, h("div", { class: "tree-layout" }, this.tree.el, slot));
+    await this.tree.load();
+    for (let round = 0; round < 50; round += 1) {
+      const again = [...this.tree.nodes.values()].filter((n) => !n.loaded && unfolded.has(n.id));
+      if (!again.length) break;
+      await Promise.all(again.map((n) => this.tree.loadChildren(n)));
+    }
+    if (unfolded.size) this.tree.render();
+    if (focusKey) {
+      const el = this.tree.el.querySelector(`[data-focus-key="${CSS.escape(focusKey)}"]`);
+      if (el) el.focus();
+    }
+    if (open && this.panel) {
+      const node = this.tree.nodes.get(open);
+      if (node) {
+        this.panel.node = node;
+        this.tree.setCurrent(node);
+      }
+    }
+  }
+
+  openPanel(node) {
+    if (node.isRoot) {
+      this.go("transcript");
+      return;
+    }
+    this.closePanel({ restoreFocus: false });
+    const d = node.d;
+    const titleId = uid("panel-title");
+    const transcript = new TranscriptView({
+      request: this.app.request,
+      conversationId: node.childId,
+      label: `Transcript of ${d.targetTier}`,
+      onCount: (n) => this.tree && this.tree.messagesAppended(node.childId, n),
+    });
+    const close = h("button", { type: "button", class: "quiet close", "aria-label": "Close the transcript panel" }, "×");
+    close.addEventListener("click", () => this.closePanel());
+    const status = h("span", { class: "panel-status" }, statusBadge(d.status));
+    const el = h(
+      "aside",
+      { class: "panel", role: "region", "aria-labelledby": titleId },
+      h(
+        "div",
+        { class: "panel-head" },
+        h("h3", { id: titleId, tabindex: "-1" }, `${d.delegatingTier} → ${d.targetTier}`),
+        close,
+      ),
+      h("p", { class: "panel-task" }, shorten(d.task, 300)),
+      h(
+        "p",
+        { class: "panel-links" },
+        status,
+        h("a", { href: `#/c/${encodeURIComponent(node.childId)}` }, "Open as its own conversation"),
+      ),
+      transcript.el,
+    );
+    this.panel = { node, transcript, el, status };
+    fill(this.panelSlot, el);
+    this.panelSlot.classList.add("open");
+    this.tree.setCurrent(node);
+    this.setBehindInert(OVERLAY.matches);
+    el.querySelector("h3").focus();
+    transcript.start().catch((err) => this.failed(err));
+    announce(`Transcript of ${d.targetTier} opened`);
+  }
+
+  /** Close the child panel; false when there was none (Escape then closes the view). */
+  closePanel({ restoreFocus = true } = {}) {
+    if (!this.panel) return false;
+    const { node, transcript } = this.panel;
+    transcript.destroy();
+    this.panel = null;
+    this.panelSlot.replaceChildren();
+    this.panelSlot.classList.remove("open");
+    this.setBehindInert(false);
+    if (this.tree) {
+      this.tree.setCurrent(null);
+      if (restoreFocus) {
+        const button = node.li && node.li.querySelector(".tnode-open");
+        if (button) button.focus();
+      }
+    }
+    return true;
+  }
+
+  setBehindInert(on) {
+    const behind = [
+      document.querySelector(".topbar"),
+      document.getElementById("figures"),
+      document.querySelector(".list-pane"),
+      this.headEl,
+      this.tablist,
+      this.tree && this.tree.el,
+    ];
+    for (const el of behind) if (el) el.inert = on;
+  }
+
+  // -- snapshots -----------------------------------------------------------------
+
+  async loadSnapshots(after = null) {
+    this.snapshotsLoaded = true;
+    const panel = this.panels.snapshots;
+    if (!after) fill(panel, h("p", { class: "muted" }, "Loading…"));
+    try {
+      const data = await this.app.request(SNAPSHOTS, { id: this.id, after });
+      const conn = data.conversation && data.conversation.snapshots;
+      if (!conn) return;
+      let list = panel.querySelector("ol.snapshots");
+      if (!after) {
+        list = h("ol", { class: "snapshots", "aria-label": "Compaction snapshots" });
+        fill(panel,
+          h("p", { class: "muted" }, conn.totalCount
+            ? `${formatNumber(conn.totalCount)} compaction snapshot${conn.totalCount === 1 ? "" : "s"}: the full history as it stood before each compaction.`
+            : "No compaction snapshots."),
+          list,
+        );
+      }
+      panel.querySelectorAll(".snapshots-more").forEach((b) => b.remove());
+      for (const s of conn.nodes) list.append(this.snapshotItem(s));
+      if (conn.pageInfo.hasNextPage) {
+        const more = h("button", { type: "button", class: "quiet snapshots-more" }, "Load more snapshots");
+        more.addEventListener("click", () => this.loadSnapshots(conn.pageInfo.endCursor));
+        panel.append(more);
+      }
+    } catch (err) {
+      this.failed(err);
+    }
+  }
+
+  snapshotItem(s) {
+    const body = h("div", { class: "snapshot-body" }, h("p", { class: "muted" }, "Loading…"));
+    const details = h(
+      "details",
+      { class: "snapshot" },
+      h("summary", {}, `${formatNumber(s.messageCount)} messages, saved `, timeEl(s.createdAt)),
+      body,
+    );
+    let loaded = false;
+    details.addEventListener("toggle", async () => {
+      if (!details.open || loaded) return;
+      loaded = true;
+      try {
+        const data = await this.app.request(SNAPSHOT, { id: s.id });
+        const messages = (data.node && data.node.messages) || [];
+        const list = h("ol", { class: "messages" });
+        const shown = Array.isArray(messages) ? messages.slice(0, SNAPSHOT_RENDER_LIMIT) : [];
+        shown.forEach((m, i) => list.append(renderMessage({ seq: i + 1, role: m && m.role, data: m })));
+        fill(body, list);
+        if (Array.isArray(messages) && messages.length > shown.length) {
+          body.append(h("p", { class: "muted" }, `The first ${shown.length} of ${formatNumber(messages.length)} messages; the rest in the raw JSON below.`));
+        }
+        const raw = h("details", { class: "json-details" }, h("summary", {}, "Raw JSON of the snapshot"));
+        raw.addEventListener("toggle", () => {
+          if (raw.open && raw.childElementCount === 1) {
+            raw.append(h("pre", { class: "json", tabindex: "0" }, toJSONText(messages)));
+          }
+        });
+        body.append(raw);
+      } catch (err) {
+        loaded = false;
+        fill(body, h("p", { class: "error" }, describeError(err)));
+        if (err instanceof AuthError) this.app.onAuthError(err);
+      }
+    });
+    return h("li", {}, details);
+  }
+
+  // -- live ----------------------------------------------------------------------
+
+  subscribe() {
+    const withCursor = this.app.capabilities.eventCursor;
+    const query = eventsSubscription({ withCursor });
+    this.unsubscribe = this.app.ws.subscribe(
+      {
+        query,
+        variables: () =>
+          withCursor && this.lastCursor ? { id: this.id, after: this.lastCursor } : { id: this.id },
+      },
+      {
+        next: (payload) => {
+          if (payload.errors && payload.errors.length) {
+            this.subscriptionFailed(payload.errors);
+            return;
+          }
+          const event = payload.data && payload.data.conversationEvents;
+          if (event) this.handle(event);
+        },
+        error: (errors) => this.subscriptionFailed(errors),
+        complete: () => {
+          if (this.destroyed) return;
+          this.notice.hidden = false;
+          this.notice.textContent = "The server ended the live updates of this conversation.";
+        },
+        onReconnect: () => {
+          // Without cursors the stream cannot say what was missed: read it all again.
+          if (!withCursor || !this.lastCursor) this.resync();
+        },
+      },
+    );
+  }
+
+  subscriptionFailed(errors) {
+    const list = Array.isArray(errors) ? errors : [errors];
+    const expired = list.some(
+      (e) => e && ((e.extensions && e.extensions.code === "CURSOR_EXPIRED") || /CURSOR_EXPIRED/.test(e.message || "")),
+    );
+    if (expired && !this.destroyed) {
+      // The log no longer reaches back to our cursor: read the current state, listen anew.
+      this.lastCursor = null;
+      if (this.unsubscribe) this.unsubscribe();
+      this.subscribe();
+      this.resync();
+      return;
+    }
+    const text = list.map((e) => (e && e.message) || String(e)).join("; ");
+    this.notice.hidden = false;
+    this.notice.textContent = `Live updates are off for this conversation: ${text}`;
+  }
+
+  async resync() {
+    if (this.destroyed) return;
+    await this.loadHead();
+    if (this.transcript) this.transcript.refresh();
+    if (this.panel) this.panel.transcript.refresh();
+    if (this.tree) this.refreshTree();
+    if (this.snapshotsLoaded && this.tab === "snapshots") this.loadSnapshots();
+    this.app.figuresChanged();
+  }
+
+  countChanged(conversationId, count, at = null) {
+    if (typeof count !== "number") return;
+    if (conversationId === this.id && this.conv && count !== this.conv.messageCount) {
+      this.conv.messageCount = count;
+      this.tabButtons.transcript.textContent = `Transcript (${formatNumber(count)})`;
+      const dt = [...this.headEl.querySelectorAll(".facts dt")].find((x) => x.textContent === "Messages");
+      if (dt) dt.nextElementSibling.textContent = formatNumber(count);
+    }
+    this.app.listTouch(conversationId, at ? { messageCount: count, updatedAt: at } : { messageCount: count });
+    if (this.tree) this.tree.messagesAppended(conversationId, count);
+  }
+
+  handle(event) {
+    if (this.destroyed) return;
+    if (event.cursor) this.lastCursor = event.cursor;
+    const cid = event.conversationId;
+    const here = cid === this.id;
+    const inPanel = this.panel && this.panel.node.childId === cid;
+    switch (event.kind) {
+      case "MESSAGES_APPENDED": {
+        const messages = event.messages || [];
+        const count = messages.length ? Math.max(...messages.map((m) => m.seq)) : null;
+        if (here && this.transcript) this.transcript.appended(messages);
+        if (inPanel) this.panel.transcript.appended(messages);
+        this.countChanged(cid, count, event.at);
+        break;
+      }
+      case "TRANSCRIPT_REPLACED":
+        if (here && this.transcript) this.transcript.refresh();
+        if (inPanel) this.panel.transcript.refresh();
+        if (here) this.refreshHead();
+        if (this.tree) this.refreshTree();
+        break;
+      case "DELEGATION_CREATED":
+      case "DELEGATION_COMPLETED": {
+        const d = event.delegation;
+        if (!d) break;
+        if (this.tree) {
+          const known = event.kind === "DELEGATION_CREATED" ? this.tree.delegationCreated(d) : this.tree.delegationUpdated(d);
+          if (!known && event.kind === "DELEGATION_COMPLETED") this.refreshTree();
+        }
+        if (this.panel && this.panel.node.id === d.id) {
+          fill(this.panel.status, statusBadge(d.status));
+        }
+        if (d.parentConversation && d.parentConversation.id === this.id) this.refreshHead();
+        if (event.kind === "DELEGATION_COMPLETED") {
+          announce(`Delegation to ${d.targetTier} ${STATUS_TEXT[d.status] ? STATUS_TEXT[d.status].toLowerCase() : d.status}`);
+        }
+        break;
+      }
+      case "SNAPSHOT_SAVED":
+        if (here) {
+          this.refreshHead();
+          if (this.tab === "snapshots") this.loadSnapshots();
+          else this.snapshotsLoaded = false;
+        }
+        break;
+      case "CONVERSATION_UPDATED":
+        if (here) this.refreshHead();
+        break;
+      case "CONVERSATION_DELETED":
+        if (here) {
+          this.notice.hidden = false;
+          this.notice.textContent = "This conversation has just been deleted.";
+        } else if (this.tree) this.refreshTree();
+        break;
+      default:
+        break;
+    }
+    this.app.figuresChanged();
+  }
+
+  destroy() {
+    this.destroyed = true;
+    OVERLAY.removeEventListener("change", this.onOverlayChange);
+    if (this.unsubscribe) this.unsubscribe();
+    if (this.transcript) this.transcript.destroy();
+    if (this.panel) {
+      this.panel.transcript.destroy();
+      this.setBehindInert(false);
+    }
+    if (this.tree) this.tree.destroy();
+    this.refreshHead.cancel();
+    this.refreshTree.cancel();
+  }
+}

@@ -1,0 +1,204 @@
+"""Prometheus metrics and the /metrics endpoint.
+
+Each app has its own CollectorRegistry: tests build many apps in one process, and the
+default global registry would refuse the second set of metrics with the same names.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    disable_created_metrics,
+)
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.registry import Collector
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from graph.server.auth import principal_of
+from graph.settings import Settings
+from graph.store.db import Database
+
+# No `*_created` series: they double the output and Prometheus does not need them.
+disable_created_metrics()  # type: ignore[no-untyped-call]
+
+# Who may read /metrics (CONVOGRAPH_METRICS).
+ACCESS_MODES = ("loopback", "token", "open", "closed")
+
+# Operation names come from clients: past this many distinct ones, new names count as "other"
+# so that a client inventing names cannot grow the registry without bound.
+MAX_OPERATION_NAMES = 200
+
+# Seconds; GraphQL operations here take from a fraction of a millisecond to a few seconds.
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+# Paths that are labelled as themselves; anything else is "other" (bounded cardinality).
+ROUTES = ("/graphql", "/healthz", "/readyz", "/metrics", "/ui")
+# Static files: labelled by their folder, never by file.
+ASSET_PREFIXES = ("/graphiql-assets", "/ui/assets")
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+def method_label(method: str) -> str:
+    return method if method in METHODS else "OTHER"
+
+
+def route_label(path: str) -> str:
+    if path in ROUTES:
+        return path
+    for prefix in ASSET_PREFIXES:
+        if path.startswith(prefix + "/"):
+            return prefix
+    return "other"
+
+
+class PoolCollector(Collector):
+    """Connection pool use, read from the SQLAlchemy pools at scrape time."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def collect(self) -> Iterator[Metric]:
+        checked_out = GaugeMetricFamily(
+            "convograph_db_pool_checked_out",
+            "Database connections in use, by pool",
+            labels=["pool"],
+        )
+        size = GaugeMetricFamily(
+            "convograph_db_pool_size",
+            "Connections a pool keeps (PostgreSQL may open as many again as overflow)",
+            labels=["pool"],
+        )
+        for name, (in_use, kept) in self.db.pool_stats().items():
+            checked_out.add_metric([name], in_use)
+            size.add_metric([name], kept)
+        yield checked_out
+        yield size
+
+
+class Metrics:
+    """The metrics of one app, and the helpers that record into them."""
+
+    def __init__(self, db: Database) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.operations = Counter(
+            "convograph_graphql_operations",
+            "GraphQL operations by name, type and outcome (ok, user_error, error)",
+            ["operation", "type", "outcome"],
+            registry=r,
+        )
+        self.operation_seconds = Histogram(
+            "convograph_graphql_operation_duration_seconds",
+            "Time to answer a query or mutation (subscriptions are not timed)",
+            ["operation", "type"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.user_errors = Counter(
+            "convograph_graphql_user_errors",
+            "Expected failures returned to clients (userErrors, GraphQL errors), by code",
+            ["code"],
+            registry=r,
+        )
+        self.internal_errors = Counter(
+            "convograph_graphql_errors",
+            "Unexpected failures (masked for clients, logged), by code",
+            ["code"],
+            registry=r,
+        )
+        self.active_subscriptions = Gauge(
+            "convograph_graphql_active_subscriptions",
+            "Subscriptions currently streaming",
+            registry=r,
+        )
+        self.http_requests = Counter(
+            "convograph_http_requests",
+            "HTTP requests by route, method and status",
+            ["route", "method", "status"],
+            registry=r,
+        )
+        self.http_seconds = Histogram(
+            "convograph_http_request_duration_seconds",
+            "Time to answer an HTTP request, by route",
+            ["route"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.database_errors = Counter(
+            "convograph_db_errors",
+            "Errors raised by the database driver, by backend and kind",
+            ["backend", "kind"],
+            registry=r,
+        )
+        r.register(PoolCollector(db))
+        ProcessCollector(registry=r)
+        self._watch_database_errors(db)
+        self._operation_names: set[str] = set()
+
+    def _watch_database_errors(self, db: Database) -> None:
+        def on_error(error: BaseException, is_disconnect: bool) -> None:
+            kind = "disconnect" if is_disconnect else type(error).__name__
+            self.database_errors.labels(db.backend, kind).inc()
+
+        db.on_error(on_error)
+
+    def operation_label(self, name: str | None) -> str:
+        if not name:
+            return "anonymous"
+        if name not in self._operation_names:
+            if len(self._operation_names) >= MAX_OPERATION_NAMES:
+                return "other"
+            self._operation_names.add(name)
+        return name
+
+    def render(self, accept: str | None) -> Response:
+        encode, content_type = choose_encoder(accept or "")
+        return Response(encode(self.registry), headers={"Content-Type": content_type})
+
+
+def is_loopback(host: str | None) -> bool:
+    try:
+        address = ipaddress.ip_address(host or "")
+    except ValueError:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return bool(address.is_loopback or (mapped is not None and mapped.is_loopback))
+
+
+def metrics_endpoint(settings: Settings, metrics: Metrics) -> Any:
+    """The /metrics handler, guarded as `settings.metrics` says (behind TokenBackend)."""
+    mode = settings.metrics
+
+    async def refusal(request: Request) -> Response | None:
+        if mode == "open":
+            return None
+        if mode == "closed":
+            return JSONResponse({"errors": [{"message": "metrics are disabled"}]}, 404)
+        client = request.client.host if request.client else None
+        if mode == "loopback" and is_loopback(client):
+            return None
+        principal = principal_of(request)
+        if principal is None:
+            return JSONResponse(
+                {"errors": [{"message": "metrics need an ADMIN bearer token from this address"}]},
+                401,
+                headers={"WWW-Authenticate": 'Bearer realm="convograph"'},
+            )
+        if not principal.is_admin:
+            return JSONResponse({"errors": [{"message": "metrics need ADMIN scope"}]}, 403)
+        return None
+
+    async def endpoint(request: Request) -> Response:
+        return await refusal(request) or metrics.render(request.headers.get("accept"))
+
+    return endpoint

@@ -1,0 +1,45 @@
+"""Every request gets an id: in `scope["state"]`, in the logs and in an `x-request-id` header.
+
+It is what a client quotes when it reports a problem, and what the logs are searched by,
+so the refusals (401, 413, …) and the health checks carry it too.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+HEADER = b"x-request-id"
+
+
+def new_request_id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+def request_id_of(scope: Scope) -> str:
+    """The request's id (RequestIdMiddleware put it there)."""
+    return str(scope.get("state", {}).get("request_id", "-"))
+
+
+class RequestIdMiddleware:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        request_id = new_request_id()
+        scope.setdefault("state", {})["request_id"] = request_id
+        if scope["type"] == "websocket":
+            await self.app(scope, receive, send)
+            return
+        header = (HEADER, request_id.encode())
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), header]
+            await send(message)
+
+        await self.app(scope, receive, send_with_id)

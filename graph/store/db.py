@@ -1,0 +1,327 @@
+"""Engines and connections: SQLite (on the event loop, see sqlite_inline) and PostgreSQL.
+
+SQLite allows one writer at a time. Writes take an asyncio.Lock, then the writer's one
+long-lived connection, in transactions opened with BEGIN IMMEDIATE on the driver, so
+concurrent writers queue on the lock instead of failing with "database is locked"; reads
+use a separate pool and see committed data through WAL. While another process (the CLI, a
+backup, a `sqlite3` shell) holds the file's write lock, BEGIN IMMEDIATE is retried with
+asyncio sleeps, never waited for inside SQLite: only the writes wait, the loop goes on.
+A query's reads share one ReadTransaction. Statement and error listeners (`on_statement`,
+`on_error`) see every statement, whichever way it runs (see sql.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import sqlite3
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from sqlalchemy import event, text
+from sqlalchemy.engine import ExceptionContext
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.pool import AsyncAdaptedQueuePool, QueuePool
+
+from graph.settings import Settings
+from graph.store import sqlite_inline
+
+StatementListener = Callable[[str, Any], None]
+ErrorListener = Callable[[BaseException, bool], None]  # (error, is_disconnect)
+
+# Waits between attempts to take SQLite's write lock while another process holds it.
+BUSY_BACKOFF_SECONDS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05)
+
+
+class DatabaseBusy(OperationalError):
+    """SQLite's write lock stayed with another process for longer than busy_timeout."""
+
+
+def _sqlite_engine(settings: Settings, *, writer: bool) -> AsyncEngine:
+    path = settings.sqlite_path
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    target = str(path) if path is not None else ":memory:"
+    in_thread = settings.sqlite_commit_in_thread
+
+    async def creator() -> Any:
+        return sqlite_inline.connect(target, commit_in_thread=in_thread)
+
+    engine = create_async_engine(
+        settings.database_url,
+        poolclass=AsyncAdaptedQueuePool,
+        pool_size=1 if writer else max(1, settings.pool_size),
+        max_overflow=0,
+        pool_timeout=settings.pool_timeout_seconds,
+        # Writes always end in COMMIT or ROLLBACK and reads never open a transaction (but
+        # a ReadTransaction, which ends its own), so the rollback-on-return is wasted.
+        pool_reset_on_return=None,
+        async_creator=creator,
+    )
+    # The writer never waits inside SQLite for the lock (it would hold the event loop):
+    # SQLiteWriter retries instead. Readers in WAL mode do not wait for writers.
+    busy = 0 if writer else settings.sqlite_busy_timeout_ms
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _pragmas(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"PRAGMA busy_timeout={int(busy)}")
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=FULL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    # No BEGIN from SQLAlchemy (the dialect's do_begin is a no-op): the writer's
+    # transactions are opened by SQLiteWriter, and a reader opens one only for a
+    # ReadTransaction: other reads see the latest commit at each statement (WAL).
+    return engine
+
+
+def _postgres_engine(settings: Settings) -> AsyncEngine:
+    return create_async_engine(
+        settings.database_url,
+        pool_size=settings.pool_size,
+        max_overflow=settings.pool_size,
+        pool_timeout=settings.pool_timeout_seconds,
+        pool_pre_ping=True,
+        connect_args={
+            "timeout": settings.pool_timeout_seconds,
+            "command_timeout": settings.statement_timeout_seconds,
+            "server_settings": {
+                "statement_timeout": str(int(settings.statement_timeout_seconds * 1000))
+            },
+        },
+    )
+
+
+def driver_connection(conn: AsyncConnection) -> Any:
+    """The connection's driver connection (sqlite_inline's or asyncpg's)."""
+    return conn.sync_connection.connection.driver_connection  # type: ignore[union-attr]
+
+
+class SQLiteWriter:
+    """The single SQLite writer: one transaction at a time, on one long-lived connection.
+
+    The connection stays checked out between transactions (a pool checkout and return per
+    write is measurable on an append). It is replaced after a failure left its state
+    unknown (see _end).
+    """
+
+    def __init__(self, engine: AsyncEngine, *, busy_timeout_ms: int) -> None:
+        self.engine = engine
+        self.busy_timeout = busy_timeout_ms / 1000
+        self._lock = asyncio.Lock()
+        self._conn: AsyncConnection | None = None
+
+    @property
+    def in_use(self) -> int:
+        return 1 if self._lock.locked() else 0
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[AsyncConnection]:
+        async with self._lock:
+            conn = await self._connection()
+            raw = driver_connection(conn)
+            # IMMEDIATE takes the write lock up front: a read-then-write transaction can
+            # then never fail half-way on lock upgrade.
+            await self._begin_immediate(raw)
+            try:
+                yield conn
+            except BaseException:
+                await _end(conn, raw, commit=False)
+                raise
+            await _end(conn, raw, commit=True)
+
+    async def _begin_immediate(self, raw: Any) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.busy_timeout
+        for attempt in itertools.count():
+            try:
+                await (await raw.execute("BEGIN IMMEDIATE")).close()
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+                if loop.time() >= deadline:
+                    raise DatabaseBusy("BEGIN IMMEDIATE", None, exc) from exc
+            pause = BUSY_BACKOFF_SECONDS[min(attempt, len(BUSY_BACKOFF_SECONDS) - 1)]
+            await asyncio.sleep(min(pause, max(0.0, deadline - loop.time())))
+
+    async def _connection(self) -> AsyncConnection:
+        conn = self._conn
+        if conn is not None and not conn.invalidated:
+            return conn
+        self._conn = None
+        if conn is not None:
+            await conn.close()  # hands the invalidated connection's pool slot back
+        self._conn = await self.engine.connect()
+        return self._conn
+
+    async def close(self) -> None:
+        async with self._lock:
+            if self._conn is not None:
+                await self._conn.close()
+                self._conn = None
+
+
+async def _end(conn: AsyncConnection, raw: Any, *, commit: bool) -> None:
+    # Statements run through SQLAlchemy made it track a transaction (on our BEGIN): ending
+    # it there ends both; statements run on the driver (sql.py) leave none.
+    try:
+        if conn.in_transaction():
+            await (conn.commit() if commit else conn.rollback())
+        else:
+            await (raw.commit() if commit else raw.rollback())
+    except BaseException:
+        # A connection whose transaction state is unknown is not reused: closing the driver
+        # connection rolls back whatever is left, and the pool opens a new one.
+        await conn.invalidate()
+        raise
+
+
+class ReadTransaction:
+    """One connection in one read transaction for all the reads of a query, opened on first use.
+
+    The query's loader batches and resolvers then read one committed state, as a single
+    SELECT would (SQLite: one WAL snapshot; PostgreSQL: REPEATABLE READ, read only), and pay
+    one pool checkout instead of one each. The connection serves one resolver at a time.
+    """
+
+    def __init__(self, engine: AsyncEngine, *, sqlite: bool) -> None:
+        self._engine = engine
+        self._sqlite = sqlite
+        self._conn: AsyncConnection | None = None
+        self._opening = asyncio.Lock()
+        self._in_use = asyncio.Lock()
+
+    @asynccontextmanager
+    async def use(self) -> AsyncIterator[AsyncConnection]:
+        conn = self._conn or await self._open()
+        async with self._in_use:
+            yield conn
+
+    async def _open(self) -> AsyncConnection:
+        async with self._opening:
+            if self._conn is None:
+                conn = await self._engine.connect()
+                try:
+                    if self._sqlite:
+                        await (await driver_connection(conn).execute("BEGIN")).close()
+                    else:
+                        await conn.execution_options(
+                            isolation_level="REPEATABLE READ", postgresql_readonly=True
+                        )
+                        await conn.begin()
+                except BaseException:
+                    await conn.close()
+                    raise
+                self._conn = conn
+        return self._conn
+
+    async def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                await _end(conn, driver_connection(conn), commit=False)
+            finally:
+                await conn.close()
+
+
+class Database:
+    """The process's engines: `write()` for a transaction, `read()` for reads."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.is_sqlite = settings.is_sqlite
+        self.backend = "sqlite" if self.is_sqlite else "postgresql"
+        self._sqlite_writer: SQLiteWriter | None = None
+        self.statement_listeners: list[StatementListener] = []
+        self.error_listeners: list[ErrorListener] = []
+        if self.is_sqlite:
+            self.writer = _sqlite_engine(settings, writer=True)
+            self.reader = _sqlite_engine(settings, writer=False)
+            self._sqlite_writer = SQLiteWriter(
+                self.writer, busy_timeout_ms=settings.sqlite_busy_timeout_ms
+            )
+        else:
+            self.writer = self.reader = _postgres_engine(settings)
+        for engine in self.engines().values():
+            event.listen(engine.sync_engine, "before_cursor_execute", self._saw_statement)
+            event.listen(engine.sync_engine, "handle_error", self._saw_error)
+
+    def engines(self) -> dict[str, AsyncEngine]:
+        """The pools by name: SQLite has a writer and a reader, PostgreSQL one pool."""
+        if self.writer is self.reader:
+            return {"shared": self.writer}
+        return {"writer": self.writer, "reader": self.reader}
+
+    def on_statement(self, listener: StatementListener) -> Callable[[], None]:
+        """Call `listener(sql, parameters)` before every statement; returns its remover."""
+        self.statement_listeners.append(listener)
+        return lambda: self.statement_listeners.remove(listener)
+
+    def on_error(self, listener: ErrorListener) -> None:
+        """Call `listener(error, is_disconnect)` for every error the driver raises."""
+        self.error_listeners.append(listener)
+
+    def _saw_statement(self, _conn: Any, _cursor: Any, sql: str, params: Any, *_: Any) -> None:
+        for listener in self.statement_listeners:
+            listener(sql, params)
+
+    def _saw_error(self, context: ExceptionContext) -> None:
+        error = context.sqlalchemy_exception or context.original_exception
+        for listener in self.error_listeners:
+            listener(error, context.is_disconnect)
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[AsyncConnection]:
+        """A transaction: committed when the block ends, rolled back if it raises."""
+        if self._sqlite_writer is not None:
+            async with self._sqlite_writer.transaction() as conn:
+                yield conn
+            return
+        async with self.writer.begin() as conn:
+            yield conn
+
+    @asynccontextmanager
+    async def read(self) -> AsyncIterator[AsyncConnection]:
+        async with self.reader.connect() as conn:
+            yield conn
+
+    @asynccontextmanager
+    async def read_transaction(self) -> AsyncIterator[ReadTransaction]:
+        """One read transaction for a query's reads, ended when the block ends."""
+        transaction = ReadTransaction(self.reader, sqlite=self.is_sqlite)
+        try:
+            yield transaction
+        finally:
+            await transaction.close()
+
+    async def ping(self) -> bool:
+        try:
+            async with self.read() as conn:
+                await conn.execute(text("SELECT 1"))
+            return True
+        except Exception:
+            return False
+
+    def pool_stats(self) -> dict[str, tuple[int, int]]:
+        """(connections in use, connections kept) by pool name."""
+        stats = {}
+        for name, engine in self.engines().items():
+            pool = engine.pool
+            if isinstance(pool, QueuePool):
+                # SQLite's writer keeps its one connection checked out between writes.
+                writer = self._sqlite_writer
+                in_use = writer.in_use if name == "writer" and writer else pool.checkedout()
+                stats[name] = (in_use, pool.size())
+        return stats
+
+    async def dispose(self) -> None:
+        if self._sqlite_writer is not None:
+            await self._sqlite_writer.close()
+        await self.writer.dispose()
+        if self.reader is not self.writer:
+            await self.reader.dispose()

@@ -1,0 +1,150 @@
+"""Committed changes, told to the subscribers of this process.
+
+The repositories collect an `Event` per change; the unit of work hands them to the broker
+once the transaction has committed. Each subscriber has a bounded queue: one that stops
+reading is cut off instead of growing memory without limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from graph.domain.errors import DomainError, ErrorCode
+from graph.domain.events import EventKind
+from graph.store.sql import Sql
+from graph.store.tables import Conversation, Delegation, Message
+
+QUEUE_SIZE = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A committed change to one conversation, published after the transaction commits."""
+
+    kind: EventKind
+    conversation_id: str
+    # Ancestors of the conversation, root first: subscribers above it see it too.
+    ancestry: tuple[str, ...]
+    workspace_type: str
+    workspace_id: str
+    version: int
+    at: datetime
+    messages: tuple[Message, ...] | None = None
+    delegation: Delegation | None = None
+
+    @classmethod
+    def of(cls, kind: EventKind, conversation: Conversation, **extra: Any) -> Event:
+        """The event of `kind` about `conversation` (as written)."""
+        return cls(
+            kind=kind,
+            conversation_id=conversation.id,
+            ancestry=conversation.ancestors,
+            workspace_type=conversation.workspace_type,
+            workspace_id=conversation.workspace_id,
+            version=conversation.version,
+            at=conversation.updated_at,
+            **extra,
+        )
+
+
+class SubscriberTooSlow(DomainError):
+    """The subscriber's queue overflowed; the stream ends and the client should resubscribe."""
+
+    def __init__(self) -> None:
+        super().__init__(ErrorCode.LIMIT_EXCEEDED, "too many events unread: resubscribe")
+
+
+@dataclass(eq=False)
+class Listener:
+    """One subscription's place in the broker: the events it wants, queued."""
+
+    conversation_id: str
+    include_descendants: bool
+    # Set once the conversation is read: deleting an ancestor deletes this one too.
+    ancestry: tuple[str, ...] = ()
+    # None in the queue means the broker stopped.
+    queue: asyncio.Queue[Event | None] = field(
+        default_factory=lambda: asyncio.Queue(maxsize=QUEUE_SIZE)
+    )
+    overflowed: bool = False
+
+    def wants(self, event: Event) -> bool:
+        if event.conversation_id == self.conversation_id or self.ends_with(event):
+            return True
+        return self.include_descendants and self.conversation_id in event.ancestry
+
+    def ends_with(self, event: Event) -> bool:
+        """Whether `event` deleted the subscribed conversation (itself or an ancestor)."""
+        return event.kind is EventKind.CONVERSATION_DELETED and (
+            event.conversation_id == self.conversation_id or event.conversation_id in self.ancestry
+        )
+
+    def offer(self, event: Event | None) -> None:
+        try:
+            self.queue.put_nowait(event)
+        except asyncio.QueueFull:
+            self.overflowed = True
+
+    async def events(self, *, idle_seconds: float | None = None) -> AsyncIterator[Event | None]:
+        """The events in commit order, until the conversation is deleted or the broker stops.
+
+        With `idle_seconds`, None comes after that long without an event (a chance for the
+        subscriber to check that it may still listen).
+        """
+        while True:
+            try:
+                async with asyncio.timeout(idle_seconds):
+                    event = await self.queue.get()
+            except TimeoutError:
+                yield None
+                continue
+            if self.overflowed:
+                raise SubscriberTooSlow
+            if event is None:
+                return
+            yield event
+            if self.ends_with(event):
+                return
+
+
+class EventBroker:
+    """Fans committed events out to this process's subscribers."""
+
+    def __init__(self) -> None:
+        self._listeners: set[Listener] = set()
+
+    @property
+    def active(self) -> int:
+        return len(self._listeners)
+
+    def publish(self, events: Iterable[Event]) -> None:
+        for event in events:
+            for listener in tuple(self._listeners):
+                if listener.wants(event):
+                    listener.offer(event)
+
+    @asynccontextmanager
+    async def subscribe(
+        self, conversation_id: str, *, include_descendants: bool
+    ) -> AsyncIterator[Listener]:
+        listener = Listener(conversation_id, include_descendants)
+        self._listeners.add(listener)
+        try:
+            yield listener
+        finally:
+            self._listeners.discard(listener)
+
+    async def stage(self, sql: Sql, events: Iterable[Event]) -> None:
+        """Called inside the write transaction, before commit (PostgreSQL NOTIFYs here)."""
+
+    async def start(self) -> None:
+        """Hook for brokers that listen to the database (PostgreSQL LISTEN/NOTIFY)."""
+
+    async def stop(self) -> None:
+        for listener in tuple(self._listeners):
+            listener.offer(None)

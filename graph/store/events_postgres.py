@@ -1,0 +1,145 @@
+"""Events across replicas: PostgreSQL LISTEN/NOTIFY.
+
+Each write transaction NOTIFYs its events; PostgreSQL delivers a notification only when
+(and if) the transaction commits, to every listening replica, this one included. Payloads
+above NOTIFY's 8000-byte limit are parked in the `event_outbox` table and the notification
+carries only their id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+import orjson
+from sqlalchemy import insert, select, text
+
+from graph.domain.events import EventKind
+from graph.store.db import Database
+from graph.store.events import Event, EventBroker
+from graph.store.rows import Builder, dump
+from graph.store.sql import Sql
+from graph.store.tables import Delegation, Message, event_outbox
+
+logger = logging.getLogger("convograph.notify")
+
+CHANNEL = "convograph_events"
+NOTIFY_LIMIT = 7900  # PostgreSQL refuses payloads of 8000 bytes or more
+RECONNECT_SECONDS = 1.0
+_MESSAGES = Builder(Message)
+_DELEGATIONS = Builder(Delegation)
+
+
+def encode_event(event: Event) -> bytes:
+    # orjson writes the event (a dataclass), its enums and datetimes natively; the models
+    # inside it go as their column values.
+    return orjson.dumps(event, default=dump)
+
+
+def decode_event(raw: bytes | str) -> Event:
+    e = orjson.loads(raw)
+    return Event(
+        kind=EventKind(e["kind"]),
+        conversation_id=e["conversation_id"],
+        ancestry=tuple(e["ancestry"]),
+        workspace_type=e["workspace_type"],
+        workspace_id=e["workspace_id"],
+        version=e["version"],
+        at=datetime.fromisoformat(e["at"]),
+        messages=None if e["messages"] is None else tuple(_MESSAGES.load(m) for m in e["messages"]),
+        delegation=None if e["delegation"] is None else _DELEGATIONS.load(e["delegation"]),
+    )
+
+
+class PostgresBroker(EventBroker):
+    """Delivers every replica's committed events to this replica's subscribers."""
+
+    def __init__(self, db: Database, dsn: str) -> None:
+        super().__init__()
+        self._db = db
+        self._dsn = dsn
+        self._task: asyncio.Task[None] | None = None
+        self._consumer: asyncio.Task[None] | None = None
+        self._connected = asyncio.Event()
+        # Notifications are handled one at a time, in arrival order, even when one of
+        # them needs a round trip to load a parked payload.
+        self._inbox: asyncio.Queue[str] = asyncio.Queue()
+
+    async def stage(self, sql: Sql, events: Iterable[Event]) -> None:
+        for event in events:
+            payload = encode_event(event)
+            if len(payload) > NOTIFY_LIMIT:
+                parked = await sql.rows(
+                    insert(event_outbox)
+                    .values(payload=payload.decode(), created_at=event.at)
+                    .returning(event_outbox.c.id)
+                )
+                payload = orjson.dumps({"ref": parked.scalars()[0]})
+            await sql.execute(
+                text("SELECT pg_notify(:c, :p)"), {"c": CHANNEL, "p": payload.decode()}
+            )
+
+    def publish(self, events: Iterable[Event]) -> None:
+        """Nothing to do here: the events come back through LISTEN once committed."""
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._listen_forever())
+        self._consumer = asyncio.create_task(self._consume())
+        # Subscribers that connect right after start-up must not miss events.
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._connected.wait(), timeout=5)
+
+    async def stop(self) -> None:
+        for task in (self._task, self._consumer):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        await super().stop()
+
+    async def _listen_forever(self) -> None:
+        while True:
+            conn: asyncpg.Connection | None = None
+            try:
+                conn = await asyncpg.connect(self._dsn, timeout=10)
+                lost = asyncio.Event()
+                conn.add_termination_listener(lambda _c, lost=lost: lost.set())
+                await conn.add_listener(CHANNEL, self._on_notify)
+                self._connected.set()
+                await lost.wait()
+                logger.warning("event listener connection lost; reconnecting")
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                logger.warning("event listener cannot connect (%s); retrying", type(exc).__name__)
+            finally:
+                self._connected.clear()
+                if conn is not None and not conn.is_closed():
+                    with contextlib.suppress(Exception):
+                        await conn.close()
+            await asyncio.sleep(RECONNECT_SECONDS)
+
+    def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+        self._inbox.put_nowait(payload)
+
+    async def _consume(self) -> None:
+        while True:
+            notification = await self._inbox.get()
+            try:
+                payload: str | None = notification
+                if notification.startswith('{"ref"'):
+                    payload = await self._load(orjson.loads(notification)["ref"])
+                if payload:
+                    super().publish([decode_event(payload)])
+            except Exception:
+                logger.exception("cannot deliver an event notification")
+
+    async def _load(self, ref: int) -> str | None:
+        async with self._db.read() as conn:
+            raw = await conn.execute(select(event_outbox.c.payload).where(event_outbox.c.id == ref))
+            return raw.scalar_one_or_none()

@@ -1,0 +1,91 @@
+"""Alembic migrations (shipped inside the package), applied with the URL from settings."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.script import ScriptDirectory
+from sqlalchemy import pool, text
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from graph.settings import Settings
+from graph.store.db import Database
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+
+# What migration_state() answers.
+AT_HEAD = "head"
+BEHIND = "behind"
+
+
+def alembic_config(settings: Settings) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    config.attributes["database_url"] = settings.database_url
+    config.attributes["settings"] = settings
+    return config
+
+
+def _upgrade_sync(connection: object, config: Config) -> None:
+    config.attributes["connection"] = connection
+    command.upgrade(config, "head")
+
+
+async def upgrade(settings: Settings) -> None:
+    """Upgrade the database to the newest revision (idempotent)."""
+    path = settings.sqlite_path
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    engine = create_async_engine(settings.database_url, poolclass=pool.NullPool)
+    try:
+        async with engine.connect() as connection:
+            await connection.run_sync(_upgrade_sync, alembic_config(settings))
+            await connection.commit()
+    finally:
+        await engine.dispose()
+
+
+def upgrade_blocking(settings: Settings) -> None:
+    asyncio.run(upgrade(settings))
+
+
+@functools.cache
+def head_revisions() -> frozenset[str]:
+    """The head revision(s) of the migration scripts this code ships."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    return frozenset(ScriptDirectory.from_config(config).get_heads())
+
+
+class MigrationState:
+    """Whether the database's schema is at the newest migration this code knows.
+
+    Once it matched it is not queried again (migrations only move forward while a process
+    runs), so a readiness check then costs one ping.
+    """
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._at_head = False
+
+    async def current(self) -> str:
+        """AT_HEAD or BEHIND; a database that cannot be reached raises ConnectionError."""
+        if self._at_head:
+            return AT_HEAD
+        try:
+            async with self.db.read() as conn:
+                rows = await conn.execute(text("SELECT version_num FROM alembic_version"))
+                current = frozenset(rows.scalars())
+        except DBAPIError as exc:
+            # No alembic_version table: the database was never migrated. A lost
+            # connection is not that: let the caller see it.
+            if exc.connection_invalidated or not await self.db.ping():
+                raise ConnectionError("the database is unreachable") from exc
+            return BEHIND
+        self._at_head = current == head_revisions()
+        return AT_HEAD if self._at_head else BEHIND

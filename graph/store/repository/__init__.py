@@ -1,0 +1,76 @@
+"""The repositories: one per aggregate, all over one unit of work's connection and principal.
+
+Only the store builds SQL. Every statement on an owned table is scoped by store/scope.py;
+messages and snapshots are reached only through a conversation read that way.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from functools import cached_property
+from typing import Any
+
+from graph.domain.events import EventKind
+from graph.domain.principal import Principal
+from graph.settings import Settings
+from graph.store.events import Event
+from graph.store.keyring import Keyring
+from graph.store.repository.checkpoints import Checkpoints
+from graph.store.repository.conversations import Conversations
+from graph.store.repository.delegations import Delegations
+from graph.store.repository.snapshots import Snapshots
+from graph.store.repository.tokens import Tokens
+from graph.store.repository.transcripts import Transcripts
+from graph.store.repository.versions import Versions
+from graph.store.sql import Sql
+from graph.store.tables import Conversation
+
+
+class Repository:
+    """What one unit of work may read and write, for one principal."""
+
+    def __init__(
+        self, sql: Sql, principal: Principal, *, keyring: Keyring, settings: Settings
+    ) -> None:
+        self.sql = sql
+        self.principal = principal
+        self.keyring = keyring
+        self.settings = settings
+        self.is_sqlite = sql.is_sqlite
+        # Filled by writes, published by the unit of work once the transaction commits.
+        self.events: list[Event] = []
+
+    @staticmethod
+    def now() -> datetime:
+        return datetime.now(UTC)
+
+    def publish(self, kind: EventKind, conversation: Conversation, **extra: Any) -> None:
+        self.events.append(Event.of(kind, conversation, **extra))
+
+    @cached_property
+    def conversations(self) -> Conversations:
+        return Conversations(self)
+
+    @cached_property
+    def versions(self) -> Versions:
+        return Versions(self)
+
+    @cached_property
+    def transcripts(self) -> Transcripts:
+        return Transcripts(self)
+
+    @cached_property
+    def snapshots(self) -> Snapshots:
+        return Snapshots(self)
+
+    @cached_property
+    def delegations(self) -> Delegations:
+        return Delegations(self)
+
+    @cached_property
+    def checkpoints(self) -> Checkpoints:
+        return Checkpoints(self)
+
+    @cached_property
+    def tokens(self) -> Tokens:
+        return Tokens(self)

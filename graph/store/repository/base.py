@@ -1,0 +1,43 @@
+"""What every repository shares: the unit of work's connection, principal and clock."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import ColumnElement, Table, bindparam, or_
+from sqlalchemy.dialects import postgresql, sqlite
+
+from graph.domain.principal import Principal
+from graph.store import scope
+from graph.store.sql import Sql
+
+if TYPE_CHECKING:
+    from graph.store.repository import Repository
+
+
+class Part:
+    """One aggregate's repository inside a Repository (see its docstring)."""
+
+    def __init__(self, repo: Repository) -> None:
+        self.repo = repo
+        self.sql: Sql = repo.sql
+        self.principal: Principal = repo.principal
+
+    def reach(self, table: Table, access: scope.Access) -> scope.Reach:
+        return scope.reach(table, self.principal, access)
+
+    def where(self, table: Table, access: scope.Access) -> ColumnElement[bool]:
+        return scope.where(table, self.principal, access)
+
+    def params(self, **values: Any) -> dict[str, Any]:
+        """`values` with the scope's parameters (and `now`, which `alive` binds)."""
+        return {**scope.params(self.principal), "now": self.repo.now(), **values}
+
+    def insert(self, table: Table) -> sqlite.Insert | postgresql.Insert:
+        """A dialect insert, so that `on_conflict_do_nothing` works on both backends."""
+        return sqlite.insert(table) if self.sql.is_sqlite else postgresql.insert(table)
+
+
+def alive(table: Table) -> ColumnElement[bool]:
+    """Not past its retention (`now` bound by Part.params): an expired row reads as missing."""
+    return or_(table.c.expires_at.is_(None), table.c.expires_at > bindparam("now"))

@@ -1,0 +1,120 @@
+"""Durable agent-session checkpoints (Manglekit's DurableStateManager), every version kept."""
+
+from __future__ import annotations
+
+from sqlalchemy import ColumnElement, and_, delete, func, select
+
+from graph.domain import cursors
+from graph.domain.checkpoints import (
+    MAX_VERSION_ATTEMPTS,
+    ReflectOutcome,
+    check_session_id,
+    checkpoint_document,
+)
+from graph.domain.errors import DomainError, ErrorCode, conflict
+from graph.domain.paging import Page
+from graph.store import scope
+from graph.store.repository.base import Part
+from graph.store.rows import Builder
+from graph.store.tables import SessionState
+from graph.store.tables import session_state as SS
+
+CHECKPOINTS = Builder(SessionState)
+
+
+class Checkpoints(Part):
+    async def save(
+        self,
+        *,
+        session_id: str,
+        state: object,
+        outcome: ReflectOutcome,
+        expected_version: int | None,
+    ) -> SessionState:
+        """Store the next version of a session's state (PROCEED only; see domain.checkpoints)."""
+        document = checkpoint_document(session_id, state, outcome)
+        for _ in range(MAX_VERSION_ATTEMPTS):
+            current = await self._current_version(session_id)
+            if expected_version is not None and expected_version != current:
+                raise conflict(expected_version, current)
+            stored = await self._insert_version(session_id, current + 1, document, outcome)
+            if stored is not None:
+                return stored
+            # Another writer stored that version first (the unique constraint decided).
+            # A conditional write has lost and says so on the next pass; an unconditional
+            # one, Manglekit's last-write-wins, takes the next version.
+        raise DomainError(ErrorCode.CONFLICT, "too many concurrent checkpoints; retry", ["state"])
+
+    async def _current_version(self, session_id: str) -> int:
+        found = await self.sql.rows(
+            select(func.max(SS.c.version)).where(
+                self.where(SS, scope.Access.WRITE), SS.c.session_id == session_id
+            ),
+            self.params(),
+        )
+        return int(found.scalars()[0] or 0)
+
+    async def _insert_version(
+        self, session_id: str, version: int, document: str, outcome: ReflectOutcome
+    ) -> SessionState | None:
+        """Store one version; None when a concurrent writer already stored that version."""
+        values = {
+            **scope.owner_values(self.principal),
+            "session_id": session_id,
+            "version": version,
+            "state": document,
+            "outcome": outcome,
+            "created_at": self.repo.now(),
+        }
+        found = await self.sql.rows(
+            self.insert(SS).values(values).on_conflict_do_nothing().returning(*SS.c)
+        )
+        stored = CHECKPOINTS.many(found.keys, found.values)
+        return stored[0] if stored else None
+
+    async def latest(self, session_id: str) -> SessionState | None:
+        check_session_id(session_id)
+        found = await self.sql.rows(
+            select(SS)
+            .where(self.where(SS, scope.Access.READ), SS.c.session_id == session_id)
+            .order_by(SS.c.version.desc())
+            .limit(1),
+            self.params(),
+        )
+        latest = CHECKPOINTS.many(found.keys, found.values)
+        return latest[0] if latest else None
+
+    async def history(
+        self, session_id: str, *, first: int, after: str | None
+    ) -> Page[SessionState]:
+        """The stored versions, newest first."""
+        check_session_id(session_id)
+        statement = select(SS).where(self._of(session_id))
+        if after is not None:
+            statement = statement.where(SS.c.version < cursors.position(after, "after"))
+        found = await self.sql.rows(
+            statement.order_by(SS.c.version.desc()).limit(first + 1), self.params()
+        )
+        items = CHECKPOINTS.many(found.keys, found.values[:first])
+        return Page(
+            items=items,
+            cursors=[cursors.encode_position(s.version) for s in items],
+            has_next_page=len(found.values) > first,
+            has_previous_page=after is not None,
+        )
+
+    async def count(self, session_id: str) -> int:
+        statement = select(func.count()).select_from(SS).where(self._of(session_id))
+        return int((await self.sql.rows(statement, self.params())).scalars()[0])
+
+    def _of(self, session_id: str) -> ColumnElement[bool]:
+        return and_(self.where(SS, scope.Access.READ), SS.c.session_id == session_id)
+
+    async def delete(self, session_id: str) -> bool:
+        """Delete every version of a session; False when it had none (deletes are idempotent)."""
+        check_session_id(session_id)
+        deleted = await self.sql.execute(
+            delete(SS).where(self.where(SS, scope.Access.WRITE), SS.c.session_id == session_id),
+            self.params(),
+        )
+        return bool(deleted)

@@ -1,0 +1,293 @@
+"""Conversations: create, read, list, update, delete, locks and the pending-session lookup."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy import (
+    JSON,
+    ColumnElement,
+    Select,
+    String,
+    and_,
+    bindparam,
+    cast,
+    delete,
+    false,
+    func,
+    not_,
+    select,
+    tuple_,
+    update,
+)
+
+from graph.domain import cursors, ids
+from graph.domain.conversations import (
+    ConversationQuery,
+    NewConversation,
+    lock_expiry,
+    pending_since,
+    search_words,
+)
+from graph.domain.errors import DomainError, ErrorCode, not_found
+from graph.domain.events import EventKind
+from graph.domain.paging import Page
+from graph.store import scope
+from graph.store.keyring import new_lock_token
+from graph.store.repository.base import Part, alive
+from graph.store.repository.search import conversations_matching
+from graph.store.repository.versions import CONVERSATIONS
+from graph.store.sql import Prepared
+from graph.store.tables import Conversation
+from graph.store.tables import conversation as C
+
+IDEMPOTENCY_KEY = [
+    "workspace_type",
+    "workspace_id",
+    "owner_type",
+    "owner_digest",
+    "idempotency_key",
+]
+
+
+class Conversations(Part):
+    # -- reads -------------------------------------------------------------
+
+    async def get(self, conversation_id: str) -> Conversation | None:
+        return (await self.get_many([conversation_id])).get(conversation_id)
+
+    async def get_many(self, given: Sequence[str]) -> dict[str, Conversation]:
+        """Readable conversations by id; keys are the ids as given."""
+        wanted = {canonical: g for g in given if (canonical := ids.canonical(g))}
+        if not wanted:
+            return {}
+        found = await self.sql.rows(
+            _by_ids(self.reach(C, scope.Access.READ)), self.params(ids=list(wanted))
+        )
+        return {wanted[c.id]: c for c in CONVERSATIONS.many(found.keys, found.values)}
+
+    async def find(
+        self, query: ConversationQuery, *, first: int, after: str | None
+    ) -> Page[Conversation]:
+        """A page of readable conversations, newest first."""
+        statement = self._matching(query)
+        if after is not None:
+            mark = cursors.keyset(after, "after")
+            statement = statement.where(tuple_(C.c.created_at, C.c.id) < tuple_(*mark))
+        found = await self.sql.rows(
+            statement.order_by(C.c.created_at.desc(), C.c.id.desc()).limit(first + 1),
+            self.params(),
+        )
+        items = CONVERSATIONS.many(found.keys, found.values[:first])
+        return Page(
+            items=items,
+            cursors=[cursors.encode_keyset(c.created_at, c.id) for c in items],
+            has_next_page=len(found.values) > first,
+            has_previous_page=after is not None,
+        )
+
+    async def count(self, query: ConversationQuery) -> int:
+        statement = select(func.count()).select_from(self._matching(query).subquery())
+        return int((await self.sql.rows(statement, self.params())).scalars()[0])
+
+    def _matching(self, query: ConversationQuery) -> Select[tuple[Conversation]]:
+        clauses: list[ColumnElement[bool]] = [self.where(C, scope.Access.READ), alive(C)]
+        if query.owner is not None and self.reach(C, scope.Access.READ) is scope.Reach.WORKSPACE:
+            owner_type, key = query.owner
+            clauses.append(scope.one_owner(C, owner_type, self.repo.keyring.owner_digest(key)))
+        if query.agent_slug is not None:
+            clauses.append(_equals(C.c.agent_slug, query.agent_slug))
+        if query.context is not None:
+            clauses.append(_equals(C.c.context, query.context))
+        if query.created_after is not None:
+            clauses.append(C.c.created_at > query.created_after)
+        if query.created_before is not None:
+            clauses.append(C.c.created_at < query.created_before)
+        if query.root_only:
+            clauses.append(C.c.parent_delegation_id.is_(None))
+        words = search_words(query.search)
+        if words:
+            clauses.append(C.c.id.in_(conversations_matching(words, sqlite=self.sql.is_sqlite)))
+        return select(C).where(*clauses)
+
+    async def recent_pending(
+        self, *, within_seconds: int, context: str, token_id: str | None
+    ) -> Conversation | None:
+        """The caller's newest conversation for `context` created in the window, if pending."""
+        now = self.repo.now()
+        statement = select(C).where(
+            self.where(C, scope.Access.OWN),
+            alive(C),
+            _equals(C.c.context, context),
+            C.c.created_at >= pending_since(within_seconds, now),
+            # A delegation's child transcript is not a session a client could be retrying.
+            C.c.parent_delegation_id.is_(None),
+        )
+        if token_id is not None:
+            statement = statement.where(_equals(self._metadata_text("token_id"), token_id))
+        found = await self.sql.rows(
+            statement.order_by(C.c.created_at.desc(), C.c.id.desc()).limit(1), self.params()
+        )
+        # Only the newest one counts: an older pending session is not a retry of this request.
+        newest = CONVERSATIONS.many(found.keys, found.values)
+        return newest[0] if newest and newest[0].pending(now) else None
+
+    def _metadata_text(self, key: str) -> ColumnElement[str]:
+        """A top-level metadata value as text (numbers too), in the dialect's JSON functions."""
+        if self.sql.is_sqlite:
+            return cast(func.json_extract(C.c.metadata, f"$.{key}"), String)
+        # json, not jsonb: the stored text may hold \u0000, which jsonb refuses.
+        text: ColumnElement[str] = cast(C.c.metadata, JSON)[key].as_string()
+        return text
+
+    # -- writes ------------------------------------------------------------
+
+    async def create(
+        self,
+        new: NewConversation,
+        *,
+        conversation_id: str | None = None,
+        ancestry: tuple[str, ...] = (),
+        announce: bool = True,
+    ) -> Conversation:
+        """A conversation owned by the caller; a retry with its key returns the first one."""
+        now = self.repo.now()
+        values = {
+            "id": conversation_id or ids.new_id(),
+            **scope.owner_values(self.principal),
+            "title": new.title,
+            "agent_slug": new.agent_slug,
+            "context": new.context,
+            "metadata": new.meta,
+            "version": 1,
+            "message_count": 0,
+            "parent_delegation_id": None,
+            "ancestry": " ".join(ancestry),
+            "created_at": now,
+            "updated_at": now,
+            "expires_at": new.expires_at,
+            "idempotency_key": new.idempotency_key,
+        }
+        if new.idempotency_key is None:
+            found = await self.sql.rows(C.insert().values(values).returning(*C.c))
+        else:
+            holder = and_(
+                self.where(C, scope.Access.OWN), C.c.idempotency_key == new.idempotency_key
+            )
+            # An expired holder of the key is gone for every read: the key starts a new one.
+            await self.sql.execute(delete(C).where(holder, not_(alive(C))), self.params())
+            # A retry with the same key returns the first conversation, even when two
+            # replicas race: the unique constraint decides, the loser reads the winner.
+            statement = (
+                self.insert(C)
+                .values(values)
+                .on_conflict_do_nothing(index_elements=IDEMPOTENCY_KEY)
+                .returning(*C.c)
+            )
+            found = await self.sql.rows(statement)
+            if not found.values:
+                first = await self.sql.rows(select(C).where(holder), self.params())
+                return CONVERSATIONS.many(first.keys, first.values)[0]
+        record = CONVERSATIONS.many(found.keys, found.values)[0]
+        if announce:
+            self.repo.publish(EventKind.CONVERSATION_UPDATED, record)
+        return record
+
+    async def update(
+        self, conversation_id: str, changes: dict[str, object], *, expected_version: int | None
+    ) -> Conversation:
+        record = await self.repo.versions.bump(
+            conversation_id, expected_version=expected_version, values=changes
+        )
+        if "expires_at" in changes:
+            # Child transcripts live and die with the conversation above them.
+            await self.sql.execute(
+                update(C)
+                .where(
+                    C.c.workspace_type == record.workspace_type,
+                    C.c.workspace_id == record.workspace_id,
+                    (" " + C.c.ancestry + " ").like(f"% {record.id} %"),
+                )
+                .values(expires_at=changes["expires_at"])
+            )
+        self.repo.publish(EventKind.CONVERSATION_UPDATED, record)
+        return record
+
+    async def delete(self, conversation_id: str) -> bool:
+        """Delete one of the caller's conversations (and all below it); False if none."""
+        cid = ids.canonical(conversation_id)
+        if cid is None:
+            return False
+        found = await self.sql.rows(
+            delete(C)
+            .where(C.c.id == cid, self.where(C, scope.Access.WRITE), alive(C))
+            .returning(*C.c),
+            self.params(),
+        )
+        if not found.values:
+            return False
+        deleted = CONVERSATIONS.many(found.keys, found.values)[0]
+        self.repo.publish(EventKind.CONVERSATION_DELETED, deleted)
+        return True
+
+    async def delete_expired(self, now: datetime) -> list[Conversation]:
+        """Retention (the process only): delete every conversation past its expiry."""
+        found = await self.sql.rows(
+            delete(C)
+            .where(self.where(C, scope.Access.WRITE), C.c.expires_at.is_not(None))
+            .where(C.c.expires_at <= now)
+            .returning(*C.c),
+            self.params(),
+        )
+        expired = CONVERSATIONS.many(found.keys, found.values)
+        for conversation in expired:
+            self.repo.publish(EventKind.CONVERSATION_DELETED, conversation)
+        return expired
+
+    async def acquire_lock(self, conversation_id: str, *, ttl_seconds: int) -> tuple[str, datetime]:
+        until = lock_expiry(ttl_seconds, self.repo.now())
+        token = new_lock_token()
+        try:
+            await self.repo.versions.set_lock(
+                conversation_id, digest=self.repo.keyring.digest("lock", token), until=until
+            )
+        except DomainError as exc:
+            if exc.code is ErrorCode.CONFLICT:
+                raise DomainError(
+                    ErrorCode.LOCKED, "another holder has an unexpired lock", ["conversationId"]
+                ) from None
+            raise
+        return token, until
+
+    async def release_lock(self, conversation_id: str, *, token: str) -> bool:
+        """Release the lock `token` holds; False for a stale token (someone re-took it)."""
+        cid = ids.parse(conversation_id, what="conversation", field="conversationId")
+        where = [C.c.id == cid, self.where(C, scope.Access.WRITE), alive(C)]
+        released = await self.sql.execute(
+            update(C)
+            .where(*where, C.c.lock_digest == self.repo.keyring.digest("lock", token))
+            .values(lock_digest=None, locked_until=None),
+            self.params(),
+        )
+        if released:
+            return True
+        if not (await self.sql.rows(select(C.c.id).where(*where), self.params())).values:
+            raise not_found("conversation", "conversationId")
+        return False
+
+
+@functools.cache
+def _by_ids(reach: scope.Reach) -> Prepared:
+    """Conversations by id within `reach`: every loader batch and every write's payload read."""
+    return Prepared(
+        select(C).where(
+            C.c.id.in_(bindparam("ids", expanding=True)), scope.clause(C, reach), alive(C)
+        )
+    )
+
+
+def _equals(column: ColumnElement[str], value: str) -> ColumnElement[bool]:
+    # Stored strings never hold NUL (check_text refuses it) and PostgreSQL cannot bind one.
+    return column == value if "\x00" not in value else false()

@@ -1,0 +1,267 @@
+"""Delegations to sub-agents, each with its own child conversation."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+from sqlalchemy import ColumnElement, and_, exists, not_, select, update
+
+from graph.domain import ids
+from graph.domain.conversations import new_conversation
+from graph.domain.delegations import (
+    FINAL,
+    OPEN,
+    DelegationStatus,
+    NewDelegation,
+    already_final,
+    check_completion,
+    check_resume,
+    check_tier,
+    new_delegation,
+    resumed_transcript,
+    search_pattern,
+)
+from graph.domain.errors import not_found
+from graph.domain.events import EventKind
+from graph.domain.messages import PreparedMessage
+from graph.store import scope
+from graph.store.repository.base import Part, alive
+from graph.store.rows import Builder
+from graph.store.tables import Delegation
+from graph.store.tables import conversation as C
+from graph.store.tables import delegation as D
+
+DELEGATIONS = Builder(Delegation)
+
+
+class Delegations(Part):
+    def _visible(self, access: scope.Access) -> ColumnElement[bool]:
+        return and_(self.where(D, access), _parent_alive())
+
+    async def _select(self, *where: ColumnElement[bool]) -> list[Delegation]:
+        found = await self.sql.rows(select(D).where(*where), self.params())
+        return DELEGATIONS.many(found.keys, found.values)
+
+    # -- reads -------------------------------------------------------------
+
+    async def get_many(self, given: Sequence[str]) -> dict[str, Delegation]:
+        wanted = {canonical: g for g in given if (canonical := ids.canonical(g))}
+        if not wanted:
+            return {}
+        found = await self._select(D.c.id.in_(list(wanted)), self._visible(scope.Access.READ))
+        return {wanted[d.id]: d for d in found}
+
+    async def get(self, delegation_id: str) -> Delegation | None:
+        return (await self.get_many([delegation_id])).get(delegation_id)
+
+    async def by_parent(
+        self, keys: Sequence[tuple[str, DelegationStatus | None]]
+    ) -> dict[tuple[str, DelegationStatus | None], list[Delegation]]:
+        """Delegations of many parent conversations, oldest first, in one statement."""
+        parents = sorted({cid for cid, _ in keys})
+        found = await self.sql.rows(
+            select(D)
+            .where(D.c.parent_conversation_id.in_(parents), self._visible(scope.Access.READ))
+            .order_by(D.c.created_at, D.c.id),
+            self.params(),
+        )
+        records = DELEGATIONS.many(found.keys, found.values)
+        return {
+            (cid, status): [
+                d
+                for d in records
+                if d.parent_conversation_id == cid and (status is None or d.status is status)
+            ]
+            for cid, status in keys
+        }
+
+    async def by_child(self, child_ids: Sequence[str]) -> dict[str, Delegation]:
+        found = await self._select(
+            D.c.child_conversation_id.in_(list(child_ids)), self._visible(scope.Access.READ)
+        )
+        return {d.child_conversation_id: d for d in found}
+
+    async def latest(
+        self, target_tier: str, *, access: scope.Access = scope.Access.READ
+    ) -> Delegation | None:
+        """The most recent COMPLETED delegation to `target_tier`."""
+        check_tier(target_tier)
+        found = await self.sql.rows(
+            select(D)
+            .where(
+                self._visible(access),
+                D.c.target_tier == target_tier,
+                D.c.status == DelegationStatus.COMPLETED,
+            )
+            .order_by(D.c.completed_at.desc(), D.c.id.desc())
+            .limit(1),
+            self.params(),
+        )
+        latest = DELEGATIONS.many(found.keys, found.values)
+        return latest[0] if latest else None
+
+    async def search(self, query: str, first: int) -> list[Delegation]:
+        """COMPLETED delegations whose summary holds `query`, newest completion first."""
+        # ILIKE, because SQLite's LIKE ignores case and PostgreSQL's does not: both backends
+        # must answer the same follow-up the same way (SQLite folds ASCII letters only).
+        found = await self.sql.rows(
+            select(D)
+            .where(
+                self._visible(scope.Access.READ),
+                D.c.status == DelegationStatus.COMPLETED,
+                D.c.summary.ilike(search_pattern(query), escape="\\"),
+            )
+            .order_by(D.c.completed_at.desc(), D.c.id.desc())
+            .limit(first),
+            self.params(),
+        )
+        return DELEGATIONS.many(found.keys, found.values)
+
+    # -- writes ------------------------------------------------------------
+
+    async def create(
+        self,
+        parent_conversation_id: str,
+        new: NewDelegation,
+        *,
+        resumed_from_id: str | None = None,
+        seed: Sequence[PreparedMessage] = (),
+    ) -> Delegation:
+        """Create the child conversation and the delegation together (one transaction)."""
+        if new.idempotency_key is not None:
+            first = await self._by_key(new.idempotency_key)
+            if first is not None:
+                return first
+        # Bumping the parent proves it exists and is writable, and serialises with its writers.
+        parent = await self.repo.versions.bump(parent_conversation_id, field="parentConversationId")
+        if new.idempotency_key is not None:
+            # A racing create with the key committed while this one waited for the parent.
+            first = await self._by_key(new.idempotency_key)
+            if first is not None:
+                return first
+        now = self.repo.now()
+        delegation_id = ids.new_id()
+        child = await self.repo.conversations.create(
+            new_conversation(
+                now=now,
+                title=new.child_title,
+                agent_slug=parent.agent_slug,
+                context=parent.context,
+            ),
+            conversation_id=ids.new_id(),
+            ancestry=(*parent.ancestors, parent.id),
+            announce=False,  # DELEGATION_CREATED below announces the child
+        )
+        values = {
+            "id": delegation_id,
+            "parent_conversation_id": parent.id,
+            "child_conversation_id": child.id,
+            **scope.owner_values(self.principal),
+            "delegating_tier": new.delegating_tier,
+            "target_tier": new.target_tier,
+            "task": new.task,
+            "max_turns": new.max_turns,
+            "status": DelegationStatus.RUNNING,
+            "resumed_from_id": resumed_from_id,
+            "created_at": now,
+            "idempotency_key": new.idempotency_key,
+        }
+        # The child row references the delegation and the delegation the child: the child
+        # is inserted first without its back-reference, then the delegation, then the link.
+        found = await self.sql.rows(D.insert().values(values).returning(*D.c))
+        await self.sql.execute(
+            update(C)
+            .where(C.c.id == child.id)
+            .values(parent_delegation_id=delegation_id, expires_at=parent.expires_at)
+        )
+        if seed:
+            await self.repo.transcripts.append(child.id, seed, expected_version=None)
+        record = DELEGATIONS.many(found.keys, found.values)[0]
+        self.repo.publish(EventKind.DELEGATION_CREATED, parent, delegation=record)
+        return record
+
+    async def _by_key(self, key: str) -> Delegation | None:
+        """The caller's delegation made with idempotency key `key`, if still readable.
+
+        The key of a delegation whose parent expired is released: it starts a new one.
+        """
+        mine = and_(self.where(D, scope.Access.OWN), D.c.idempotency_key == key)
+        await self.sql.execute(
+            update(D).where(mine, not_(_parent_alive())).values(idempotency_key=None),
+            self.params(),
+        )
+        found = await self._select(mine)
+        return found[0] if found else None
+
+    async def complete(
+        self, delegation_id: str, *, status: DelegationStatus, summary: str | None
+    ) -> Delegation:
+        check_completion(status, summary)
+        did = ids.parse(delegation_id, what="delegation", field="delegationId")
+        mine = self._visible(scope.Access.WRITE)
+        found = await self.sql.rows(
+            update(D)
+            .where(D.c.id == did, mine, D.c.status.in_(OPEN))
+            .values(status=status, summary=summary, completed_at=self.repo.now())
+            .returning(*D.c),
+            self.params(),
+        )
+        if not found.values:
+            current = await self._select(D.c.id == did, mine)
+            if not current:
+                raise not_found("delegation", "delegationId")
+            raise already_final(current[0].status)
+        record = DELEGATIONS.many(found.keys, found.values)[0]
+        assert record.status in FINAL
+        parent = await self.repo.versions.bump(record.parent_conversation_id)
+        self.repo.publish(EventKind.DELEGATION_COMPLETED, parent, delegation=record)
+        return record
+
+    async def resume(
+        self,
+        *,
+        delegation_id: str | None,
+        target_tier: str | None,
+        task: str,
+        max_turns: int | None,
+    ) -> Delegation:
+        """A new delegation whose child starts with the prior child's messages, then `task`.
+
+        Only a delegation the caller may write can be resumed: the new one is created under
+        the same parent (an ADMIN reads other owners' delegations but resumes only its own).
+        """
+        check_resume(delegation_id, target_tier, task)
+        prior = await self._prior(delegation_id, target_tier)
+        seed = resumed_transcript(
+            await self.repo.transcripts.child_texts(prior),
+            task,
+            max_bytes=self.repo.settings.max_message_bytes,
+        )
+        new = new_delegation(
+            delegating_tier=prior.delegating_tier,
+            target_tier=prior.target_tier,
+            task=task,
+            max_turns=max_turns,
+        )
+        return await self.create(
+            prior.parent_conversation_id, new, resumed_from_id=prior.id, seed=seed
+        )
+
+    async def _prior(self, delegation_id: str | None, target_tier: str | None) -> Delegation:
+        if target_tier is not None:
+            latest = await self.latest(target_tier, access=scope.Access.WRITE)
+            if latest is None:
+                raise not_found("completed delegation to that tier", "targetTier")
+            return latest
+        did = ids.parse(delegation_id, what="delegation", field="delegationId")
+        found = await self._select(D.c.id == did, self._visible(scope.Access.WRITE))
+        if not found:
+            raise not_found("delegation", "delegationId")
+        return found[0]
+
+
+@functools.cache
+def _parent_alive() -> ColumnElement[bool]:
+    # A delegation lives as long as its parent conversation is readable.
+    return exists().where(C.c.id == D.c.parent_conversation_id, alive(C))

@@ -1,0 +1,61 @@
+"""Compaction snapshots: the history as it stood before compaction, kept beside the transcript."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import select
+
+from graph.domain import ids
+from graph.domain.events import EventKind
+from graph.domain.messages import PreparedMessage
+from graph.store import scope
+from graph.store.repository.base import Part, alive
+from graph.store.rows import Builder
+from graph.store.tables import Conversation, Snapshot
+from graph.store.tables import conversation as C
+from graph.store.tables import snapshot as S
+
+SNAPSHOTS = Builder(Snapshot)
+
+
+class Snapshots(Part):
+    async def save(self, conversation_id: str, messages: Sequence[PreparedMessage]) -> Snapshot:
+        conversation = await self.repo.versions.bump(conversation_id, field="conversationId")
+        values = {
+            "id": ids.new_id(),
+            "conversation_id": conversation.id,
+            "message_count": len(messages),
+            "messages": "[" + ",".join(m.text for m in messages) + "]",
+            "created_at": self.repo.now(),
+        }
+        await self.sql.execute(S.insert().values(values))
+        self.repo.publish(EventKind.SNAPSHOT_SAVED, conversation)
+        return SNAPSHOTS.one(SNAPSHOTS.attributes(list(values)), values.values())
+
+    async def of_conversations(
+        self, conversations: Sequence[Conversation]
+    ) -> dict[str, list[Snapshot]]:
+        """The snapshots of each conversation (read under the scope rules), oldest first."""
+        ids_ = [c.id for c in conversations]
+        found = await self.sql.rows(
+            select(S)
+            .where(S.c.conversation_id.in_(ids_))
+            .order_by(S.c.conversation_id, S.c.created_at, S.c.id)
+        )
+        out: dict[str, list[Snapshot]] = {cid: [] for cid in ids_}
+        for snapshot in SNAPSHOTS.many(found.keys, found.values):
+            out[snapshot.conversation_id].append(snapshot)
+        return out
+
+    async def get(self, snapshot_id: str) -> Snapshot | None:
+        """A snapshot of a conversation the caller may read, by id."""
+        sid = ids.canonical(snapshot_id)
+        if sid is None:
+            return None
+        readable = select(C.c.id).where(self.where(C, scope.Access.READ), alive(C))
+        found = await self.sql.rows(
+            select(S).where(S.c.id == sid, S.c.conversation_id.in_(readable)), self.params()
+        )
+        snapshots = SNAPSHOTS.many(found.keys, found.values)
+        return snapshots[0] if snapshots else None

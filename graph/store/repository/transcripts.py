@@ -1,0 +1,182 @@
+"""Transcripts: append-only message rows numbered by `seq`, reached through their conversation."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from operator import itemgetter
+
+from sqlalchemy import bindparam, delete, select
+
+from graph.domain import cursors
+from graph.domain.errors import invalid
+from graph.domain.events import EventKind
+from graph.domain.messages import PreparedMessage
+from graph.domain.paging import Page
+from graph.store.repository.base import Part
+from graph.store.rows import Builder
+from graph.store.search_index import index_waiting
+from graph.store.sql import Prepared
+from graph.store.tables import Conversation, Delegation, Message
+from graph.store.tables import message as M
+
+MESSAGES = Builder(Message)
+_INSERTED = ("conversation_id", "seq", "role", "data", "created_at")
+_INSERTED_ATTRIBUTES = MESSAGES.attributes(_INSERTED)
+
+# The statements of every append and every transcript read, compiled once.
+_INSERT = Prepared(M.insert(), column_keys=[*_INSERTED, "digest", "search_text"])
+_TEXTS_OF_MANY = Prepared(
+    select(M.c.conversation_id, M.c.seq, M.c.data)
+    .where(M.c.conversation_id.in_(bindparam("ids", expanding=True)), M.c.seq >= bindparam("low"))
+    .order_by(M.c.conversation_id, M.c.seq)
+)
+# One conversation's transcript (a dashboard opening it, or a tree of one): the stored texts
+# alone, a third of the values to fetch.
+_TEXTS_OF_ONE = Prepared(
+    select(M.c.data)
+    .where(M.c.conversation_id == bindparam("id"), M.c.seq >= bindparam("low"))
+    .order_by(M.c.seq)
+)
+# The stored transcript's digests, in order: what a save compares before it writes.
+_DIGESTS = Prepared(
+    select(M.c.digest).where(M.c.conversation_id == bindparam("id")).order_by(M.c.seq)
+)
+_ALL_TEXTS = Prepared(
+    select(M.c.data).where(M.c.conversation_id == bindparam("id")).order_by(M.c.seq)
+)
+
+
+class Transcripts(Part):
+    async def append(
+        self,
+        conversation_id: str,
+        messages: Sequence[PreparedMessage],
+        *,
+        expected_version: int | None,
+    ) -> tuple[Conversation, tuple[Message, ...]]:
+        """Store only the new messages: the cost does not grow with the transcript."""
+        if not messages:
+            raise invalid("`messages` must hold at least one message", "messages")
+        conversation = await self.repo.versions.bump(
+            conversation_id,
+            field="conversationId",
+            expected_version=expected_version,
+            add_messages=len(messages),
+        )
+        stored = await self._insert(
+            conversation, messages, conversation.message_count - len(messages) + 1
+        )
+        self.repo.publish(EventKind.MESSAGES_APPENDED, conversation, messages=stored)
+        return conversation, stored
+
+    async def replace(
+        self,
+        conversation_id: str,
+        messages: Sequence[PreparedMessage],
+        *,
+        changes: dict[str, object],
+        expected_version: int | None,
+    ) -> Conversation:
+        """Replace the live transcript, writing only what differs from the stored one."""
+        conversation = await self.repo.versions.bump(
+            conversation_id,
+            field="conversationId",
+            expected_version=expected_version,
+            values={**changes, "message_count": len(messages)},
+        )
+        stored = (await self.sql.rows(_DIGESTS, {"id": conversation.id})).scalars()
+        keep = 0
+        for old, new in zip(stored, messages, strict=False):
+            if old != new.digest:
+                break
+            keep += 1
+        if keep < len(stored):
+            await self.sql.execute(
+                delete(M).where(M.c.conversation_id == conversation.id, M.c.seq > keep)
+            )
+        written = await self._insert(conversation, messages[keep:], keep + 1)
+        if written and self.sql.is_sqlite:
+            # A save writes many rows at once, or one that a search soon asks for: indexing
+            # them here costs less than the commit a separate batch would add.
+            await index_waiting(self.sql)
+        self.repo.publish(EventKind.TRANSCRIPT_REPLACED, conversation, messages=written)
+        return conversation
+
+    async def _insert(
+        self, conversation: Conversation, messages: Sequence[PreparedMessage], first_seq: int
+    ) -> tuple[Message, ...]:
+        if not messages:
+            return ()
+        now = self.repo.now()
+        rows = [
+            {
+                "conversation_id": conversation.id,
+                "seq": first_seq + i,
+                "role": m.role,
+                "data": m.text,
+                "digest": m.digest,
+                "search_text": m.search_text,
+                "created_at": now,
+            }
+            for i, m in enumerate(messages)
+        ]
+        await self.sql.execute_many(_INSERT, rows)
+        return tuple(
+            MESSAGES.one(_INSERTED_ATTRIBUTES, [row[k] for k in _INSERTED]) for row in rows
+        )
+
+    async def page(
+        self,
+        conversation: Conversation,
+        *,
+        first: int | None,
+        after: str | None,
+        last: int | None,
+        before: str | None,
+    ) -> Page[Message]:
+        """A page of the messages of `conversation` (read under the scope rules)."""
+        where = [M.c.conversation_id == conversation.id]
+        if after is not None:
+            where.append(M.c.seq > cursors.position(after, "after"))
+        if before is not None:
+            where.append(M.c.seq < cursors.position(before, "before"))
+        backward = last is not None and first is None
+        limit = last if backward else first
+        assert limit is not None
+        order = M.c.seq.desc() if backward else M.c.seq
+        found = await self.sql.rows(select(M).where(*where).order_by(order).limit(limit + 1))
+        more = len(found.values) > limit
+        items = MESSAGES.many(found.keys, found.values[:limit])
+        if backward:
+            items.reverse()
+        return Page(
+            items=items,
+            cursors=[cursors.encode_position(m.seq) for m in items],
+            has_next_page=more if not backward else before is not None,
+            has_previous_page=more if backward else after is not None,
+        )
+
+    async def texts(
+        self, wanted: Sequence[tuple[Conversation, int]]
+    ) -> dict[tuple[str, int], list[str]]:
+        """The stored JSON texts of each (conversation, from seq), in one statement."""
+        if len(wanted) == 1:
+            ((conversation, low),) = wanted
+            found = await self.sql.rows(_TEXTS_OF_ONE, {"id": conversation.id, "low": low})
+            return {(conversation.id, low): list(map(itemgetter(0), found.values))}
+        ids = sorted({c.id for c, _ in wanted})
+        low = min(seq for _, seq in wanted)
+        found = await self.sql.rows(_TEXTS_OF_MANY, {"ids": ids, "low": low})
+        by_conversation: dict[str, list[tuple[int, str]]] = {cid: [] for cid in ids}
+        for cid, seq, data in found.values:
+            by_conversation[cid].append((seq, data))
+        return {
+            (c.id, start): [data for seq, data in by_conversation[c.id] if seq >= start]
+            for c, start in wanted
+        }
+
+    async def child_texts(self, delegation: Delegation) -> list[str]:
+        """Every stored text of the child transcript of `delegation` (read under the scope
+        rules: a resume's prior delegation)."""
+        found = await self.sql.rows(_ALL_TEXTS, {"id": delegation.child_conversation_id})
+        return found.scalars()

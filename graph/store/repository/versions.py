@@ -1,0 +1,134 @@
+"""The guarded update every write to a conversation goes through.
+
+Every write to a conversation (its fields, its transcript, a snapshot, a delegation below
+it) bumps `version` in one conditional UPDATE … RETURNING. The UPDATE takes the row lock:
+writers to one conversation serialise on it, and of several writers with the same expected
+version exactly one wins. A lock change goes through the same statement without the bump
+(locks are advisory: expectedVersion users are not disturbed by lock traffic).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from sqlalchemy import bindparam, or_, select, update
+
+from graph.domain import ids
+from graph.domain.errors import DomainError, ErrorCode, conflict, not_found
+from graph.store import scope
+from graph.store.repository.base import Part, alive
+from graph.store.rows import Builder
+from graph.store.sql import Prepared
+from graph.store.tables import Conversation, UTCDateTime
+from graph.store.tables import conversation as C
+
+CONVERSATIONS = Builder(Conversation)
+
+
+class Versions(Part):
+    async def bump(
+        self,
+        conversation_id: str,
+        *,
+        field: str = "id",
+        expected_version: int | None = None,
+        values: dict[str, Any] | None = None,
+        add_messages: int = 0,
+    ) -> Conversation:
+        """Bump the version of a writable conversation (and set `values`), atomically."""
+        return await self._write(
+            conversation_id,
+            field=field,
+            expected_version=expected_version,
+            values=values or {},
+            add_messages=add_messages,
+            require_unlocked=False,
+            bump_version=True,
+        )
+
+    async def set_lock(self, conversation_id: str, *, digest: str, until: Any) -> Conversation:
+        """Take the advisory lock of a conversation nobody holds; CONFLICT if held."""
+        return await self._write(
+            conversation_id,
+            field="conversationId",
+            expected_version=None,
+            values={"lock_digest": digest, "locked_until": until},
+            add_messages=0,
+            require_unlocked=True,
+            bump_version=False,
+        )
+
+    async def _write(
+        self,
+        conversation_id: str,
+        *,
+        field: str,
+        expected_version: int | None,
+        values: dict[str, Any],
+        add_messages: int,
+        require_unlocked: bool,
+        bump_version: bool,
+    ) -> Conversation:
+        cid = ids.parse(conversation_id, what="conversation", field=field)
+        reach = self.reach(C, scope.Access.WRITE)
+        statement = _statement(
+            tuple(sorted(values)),
+            reach=reach,
+            add_messages=bool(add_messages),
+            conditional=expected_version is not None,
+            require_unlocked=require_unlocked,
+            bump_version=bump_version,
+        )
+        params = self.params(
+            cid=cid,
+            expected=expected_version,
+            add_messages=add_messages,
+            **{f"set_{name}": value for name, value in values.items()},
+        )
+        found = await self.sql.rows(statement, params)
+        if found.values:
+            return CONVERSATIONS.many(found.keys, found.values)[0]
+        current = await self.sql.rows(
+            select(C.c.version).where(C.c.id == cid, scope.clause(C, reach), alive(C)),
+            self.params(),
+        )
+        if not current.values:
+            raise not_found("conversation", field)
+        (version,) = current.values[0]
+        if expected_version is not None and version != expected_version:
+            raise conflict(expected_version, version)
+        raise DomainError(ErrorCode.CONFLICT, "the conversation changed; retry", [field])
+
+
+@functools.cache
+def _statement(
+    columns: tuple[str, ...],
+    *,
+    reach: scope.Reach,
+    add_messages: bool,
+    conditional: bool,
+    require_unlocked: bool,
+    bump_version: bool,
+) -> Prepared:
+    """The UPDATE … RETURNING of one shape of write, built and compiled once."""
+    now = bindparam("now", type_=UTCDateTime())
+    where = [C.c.id == bindparam("cid"), scope.clause(C, reach), alive(C)]
+    if conditional:
+        where.append(C.c.version == bindparam("expected"))
+    if require_unlocked:
+        where.append(or_(C.c.locked_until.is_(None), C.c.locked_until <= now))
+    changes: dict[str, Any] = {
+        name: bindparam(f"set_{name}", type_=C.c[CONVERSATIONS.column(name)].type)
+        for name in columns
+    }
+    if add_messages:
+        changes["message_count"] = C.c.message_count + bindparam("add_messages")
+    if bump_version:
+        changes.update(version=C.c.version + 1, updated_at=now)
+    return Prepared(
+        update(C)
+        .where(*where)
+        .values({CONVERSATIONS.column(k): v for k, v in changes.items()})
+        .returning(*C.c)
+    )

@@ -1,0 +1,44 @@
+"""Retention: delete conversations past their `expiresAt`, with everything below them."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import delete
+
+from graph.domain.principal import SYSTEM
+from graph.store.tables import event_outbox
+from graph.store.unit_of_work import UnitOfWork
+
+# Parked event payloads are read within moments of their NOTIFY; an hour is plenty.
+OUTBOX_KEEP = timedelta(hours=1)
+
+logger = logging.getLogger("convograph.retention")
+
+
+async def sweep(uow: UnitOfWork, *, now: datetime | None = None) -> int:
+    """Delete expired conversations (cascading to transcripts, snapshots and delegations),
+    announcing each deletion to subscribers as an explicit delete does; the count."""
+    now = now or datetime.now(UTC)
+    async with uow.write(SYSTEM) as repo:
+        expired = await repo.conversations.delete_expired(now)
+        await repo.sql.execute(
+            delete(event_outbox).where(event_outbox.c.created_at < now - OUTBOX_KEEP)
+        )
+    return len(expired)
+
+
+async def sweep_forever(uow: UnitOfWork, interval: float) -> None:
+    """Sweep every `interval` seconds until cancelled; a failed sweep is logged and retried."""
+    if interval <= 0:
+        return
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            removed = await sweep(uow)
+            if removed:
+                logger.info("retention sweep removed %d expired conversations", removed)
+        except Exception:
+            logger.exception("retention sweep failed; retrying in %.0fs", interval)

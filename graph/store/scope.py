@@ -1,0 +1,147 @@
+"""Who may read and who may write each table: decided here, and only here.
+
+Every repository statement that touches an owned table (conversation, delegation,
+session_state) filters by `clause(table, reach)` with the values of `params(principal)`, and
+every insert into one takes its owner columns from `owner_values(principal)`. The reach of
+a principal is given by `RULES`, one row per table:
+
+- the owner reads and writes its own rows;
+- an ADMIN token also reads every row of its workspace (never another workspace's);
+- sessions (checkpoints) are the owner's alone: a session id means nothing across owners;
+- OWN access is the caller's own rows whatever its scopes (the pending-session lookup of a
+  retried request, and what a resume may build on);
+- api_token and event_outbox belong to the process (SYSTEM: the sweep, the CLI,
+  authentication).
+
+Child rows (messages, snapshots) have no owner columns: they are read and written only
+through a conversation read under these rules (the repositories take that record, never a
+bare id). The clauses are bound parameters, so a statement built from them is compiled once
+and serves every principal.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from sqlalchemy import ColumnElement, Table, and_, bindparam, false, true
+
+from graph.domain.errors import forbidden
+from graph.domain.principal import SYSTEM, OwnerType, Principal
+
+
+class Access(enum.Enum):
+    READ = "read"
+    WRITE = "write"
+    OWN = "own"  # the caller's own rows, whatever else it may read
+
+
+class Reach(enum.Enum):
+    OWNER = "owner"  # the principal's own rows
+    WORKSPACE = "workspace"  # every row of the principal's workspace
+    EVERYTHING = "everything"  # the process itself
+    NOTHING = "nothing"
+
+
+ReachRule = Callable[[Principal], Reach]
+
+
+def _owner(principal: Principal) -> Reach:
+    return Reach.OWNER
+
+
+def _owner_or_workspace_for_admin(principal: Principal) -> Reach:
+    return Reach.WORKSPACE if principal.is_admin else Reach.OWNER
+
+
+def _nobody(principal: Principal) -> Reach:
+    return Reach.NOTHING
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    read: ReachRule
+    write: ReachRule
+    own: ReachRule = _owner
+
+
+RULES: dict[str, Rule] = {
+    "conversation": Rule(read=_owner_or_workspace_for_admin, write=_owner),
+    "delegation": Rule(read=_owner_or_workspace_for_admin, write=_owner),
+    "session_state": Rule(read=_owner, write=_owner),
+    "api_token": Rule(read=_nobody, write=_nobody, own=_nobody),
+    "event_outbox": Rule(read=_nobody, write=_nobody, own=_nobody),
+}
+
+
+def reach(table: Table, principal: Principal, access: Access) -> Reach:
+    """How far `principal` reaches into `table` for `access`."""
+    if principal is SYSTEM:
+        return Reach.EVERYTHING
+    rule = RULES[table.name]
+    if access is Access.WRITE and not principal.can_write:
+        return Reach.NOTHING
+    return {Access.READ: rule.read, Access.WRITE: rule.write, Access.OWN: rule.own}[access](
+        principal
+    )
+
+
+def check_write(principal: Principal) -> None:
+    """A unit of work that may write needs a principal that may write something."""
+    if principal is not SYSTEM and not principal.can_write:
+        raise forbidden()
+
+
+@cache
+def clause(table: Table, reach: Reach) -> ColumnElement[bool]:
+    """The rows of `table` within `reach`, filled in by `params(principal)`."""
+    c = table.c
+    if reach is Reach.EVERYTHING:
+        return true()
+    if reach is Reach.NOTHING:
+        return false()
+    workspace = and_(
+        c.workspace_type == bindparam("scope_workspace_type"),
+        c.workspace_id == bindparam("scope_workspace_id"),
+    )
+    if reach is Reach.WORKSPACE:
+        return workspace
+    return and_(
+        workspace,
+        c.owner_type == bindparam("scope_owner_type"),
+        c.owner_digest == bindparam("scope_owner_digest"),
+    )
+
+
+def where(table: Table, principal: Principal, access: Access) -> ColumnElement[bool]:
+    return clause(table, reach(table, principal, access))
+
+
+def params(principal: Principal) -> dict[str, Any]:
+    """The values of every clause's parameters for `principal`."""
+    return {
+        "scope_workspace_type": principal.workspace_type,
+        "scope_workspace_id": principal.workspace_id,
+        "scope_owner_type": principal.owner_type.value,
+        "scope_owner_digest": principal.owner_digest,
+    }
+
+
+def owner_values(principal: Principal) -> dict[str, Any]:
+    """The owner columns of a row `principal` inserts: always its own."""
+    if principal is SYSTEM:
+        raise ValueError("the process owns no rows: insert with an owner's principal")
+    return {
+        "workspace_type": principal.workspace_type,
+        "workspace_id": principal.workspace_id,
+        "owner_type": principal.owner_type,
+        "owner_digest": principal.owner_digest,
+    }
+
+
+def one_owner(table: Table, owner_type: OwnerType, owner_digest: str) -> ColumnElement[bool]:
+    """Narrow a workspace-wide read to one owner (an ADMIN's `owner` filter)."""
+    return and_(table.c.owner_type == owner_type, table.c.owner_digest == owner_digest)

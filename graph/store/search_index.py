@@ -1,0 +1,116 @@
+"""SQLite's full-text index of messages, brought up to date in batches.
+
+FTS5 writes an index segment at every commit that touched it: indexing each appended
+message in the append's own transaction cost about a sixth of an append. So an append only
+notes its message in `message_fts_pending` (a trigger, migration 0003), and the waiting
+messages are indexed together, in one write transaction:
+- `DELAY` seconds after a write, or at once when `BATCH` writes have come since the last
+  update, so the list stays short;
+- before every operation that may search (`ready()`, called by the api's search gate before
+  the operation reads anything), so a search sees every message its answer can see;
+- within a transcript save's own transaction (Transcripts.replace), where an extra commit
+  would cost more than indexing its rows.
+PostgreSQL's GIN index is maintained by PostgreSQL itself: there this does nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from sqlalchemy import text
+
+from graph.store.db import Database
+from graph.store.sql import Sql
+
+logger = logging.getLogger("convograph.search_index")
+
+DELAY = 0.2
+BATCH = 256
+
+_INDEX_WAITING = (
+    text(
+        "INSERT INTO message_fts(rowid, search_text) "
+        "SELECT m.id, m.search_text FROM message_fts_pending p JOIN message m ON m.id = p.id"
+    ),
+    text("DELETE FROM message_fts_pending"),
+)
+
+
+async def index_waiting(sql: Sql) -> None:
+    """SQLite: index the messages waiting in message_fts_pending, in the caller's transaction."""
+    for statement in _INDEX_WAITING:
+        await sql.execute(statement)
+
+
+class SearchIndex:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self.enabled = db.is_sqlite
+        # Unknown at start (messages may have been left waiting by the last run).
+        self._dirty = self.enabled
+        self._writes = 0
+        self._lock = asyncio.Lock()
+        self._timer: asyncio.Handle | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def written(self) -> None:
+        """A write transaction begins: it may add messages to index (marked before it
+        commits, so that no search can read between its commit and this mark)."""
+        if not self.enabled:
+            return
+        self._dirty = True
+        self._writes += 1
+        loop = asyncio.get_running_loop()
+        if self._writes >= BATCH:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = loop.call_soon(self._in_background)
+        elif self._timer is None:
+            self._timer = loop.call_later(DELAY, self._in_background)
+
+    async def ready(self) -> None:
+        """Every committed message is indexed when this returns."""
+        if self._dirty or self._lock.locked():  # an update under way has not committed yet
+            await self._update()
+
+    async def stop(self) -> None:
+        """Index what waits (best effort: the next run would index it anyway)."""
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._task is not None:
+            with contextlib.suppress(Exception):
+                await self._task
+        if self._dirty:
+            with contextlib.suppress(Exception):
+                await self._update()
+
+    def _in_background(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._task is not None and not self._task.done():
+            self._timer = loop.call_later(DELAY, self._in_background)  # after this one
+            return
+        self._timer = None
+        self._task = loop.create_task(self._background())
+
+    async def _background(self) -> None:
+        try:
+            await self._update()
+        except Exception:
+            # A search will try again before it reads; until then nothing is lost.
+            logger.warning("indexing the waiting messages failed", exc_info=True)
+
+    async def _update(self) -> None:
+        async with self._lock:
+            if not self._dirty:
+                return
+            # Cleared first: a write committed while this runs marks the index dirty again.
+            self._dirty = False
+            self._writes = 0
+            try:
+                async with self._db.write() as conn:
+                    await index_waiting(Sql(conn, self._db))
+            except BaseException:
+                self._dirty = True
+                raise

@@ -1,0 +1,202 @@
+"""The one way the repositories run SQL: `Sql` over a connection.
+
+A statement is either a `Prepared` one (built and compiled once, for the hot paths) or any
+SQLAlchemy statement. On SQLite a Prepared statement runs on the driver connection: there a
+statement takes microseconds on the event loop (see sqlite_inline), and SQLAlchemy's
+execution around it (execution context, result objects, the greenlet hop) costs several
+times more. Its SQL and its values are still SQLAlchemy's: compiled by the dialect, bound
+and read through the columns' own processors (tests/unit/test_prepared.py checks that both
+ways give the same SQL and the same values). Everything else, and everything on PostgreSQL,
+runs through SQLAlchemy. Either way the statement listeners of `Database.on_statement` see
+it, and an error comes out as SQLAlchemy's exception type for it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import ClauseElement, Executable
+from sqlalchemy.engine import Dialect
+from sqlalchemy.exc import DBAPIError, StatementError
+from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql.compiler import SQLCompiler
+
+from graph.store.db import Database, driver_connection
+
+Processor = Callable[[Any], Any] | None
+# A bind, in the order of the positional parameters: (key, own value, processor, expanding).
+# The own value is used when the caller's values do not name the bind (the literal 1 of
+# `version + 1`); an expanding bind is an IN list, rendered as one `?` per value.
+_Bind = tuple[str, Any, Processor, bool]
+
+
+@dataclass(frozen=True, slots=True)
+class Rows:
+    """Result rows as plain tuples, with the result's column keys."""
+
+    keys: tuple[str, ...]
+    values: list[tuple[Any, ...]]
+
+    def first(self) -> tuple[Any, ...] | None:
+        return self.values[0] if self.values else None
+
+    def scalars(self) -> list[Any]:
+        return [row[0] for row in self.values]
+
+
+@dataclass(frozen=True, slots=True)
+class _Compiled:
+    sql: str
+    binds: tuple[_Bind, ...]
+    keys: tuple[str, ...]
+    # The result columns that have a processor at all (most come back as SQLite gives them).
+    processed: tuple[tuple[int, Callable[[Any], Any]], ...]
+
+    def parameters(self, values: Mapping[str, Any]) -> tuple[str, list[Any]]:
+        sql, out = self.sql, list[Any]()
+        for key, own, process, expanding in self.binds:
+            value: Any = values.get(key, own)
+            if expanding:
+                sql = sql.replace(_expanding_marker(key), ",".join("?" * len(value)))
+                out.extend(process(v) if process else v for v in value)
+            else:
+                out.append(process(value) if process else value)
+        return sql, out
+
+    def row(self, raw: Sequence[Any]) -> tuple[Any, ...]:
+        if not self.processed:
+            return tuple(raw)
+        values = list(raw)
+        for i, process in self.processed:
+            values[i] = process(values[i])
+        return tuple(values)
+
+
+def _expanding_marker(key: str) -> str:
+    # How SQLAlchemy leaves an expanding bind in compiled SQL until execution (its
+    # "post-compile" step); tests/unit/test_prepared.py fails if that changes.
+    return f"__[POSTCOMPILE_{key}]"
+
+
+def _compile(
+    statement: ClauseElement, dialect: Dialect, column_keys: Sequence[str] | None
+) -> _Compiled:
+    compiled = statement.compile(dialect=dialect, column_keys=column_keys)
+    assert isinstance(compiled, SQLCompiler) and compiled.positiontup is not None
+    binds = []
+    for name in compiled.positiontup:
+        bind = compiled.binds[name]
+        process = bind.type.dialect_impl(dialect).bind_processor(dialect)
+        binds.append((bind.key, bind.effective_value, process, bind.expanding))
+    columns = list(getattr(statement, "exported_columns", ()))
+    results = [c.type.dialect_impl(dialect).result_processor(dialect, None) for c in columns]
+    return _Compiled(
+        sql=compiled.string,
+        binds=tuple(binds),
+        keys=tuple(c.key for c in columns),
+        processed=tuple((i, p) for i, p in enumerate(results) if p is not None),
+    )
+
+
+class Prepared:
+    """A SQLAlchemy statement built and compiled once; run on the driver on SQLite.
+
+    `column_keys` names the columns an INSERT's parameters fill.
+    """
+
+    def __init__(self, statement: Executable, column_keys: Sequence[str] | None = None) -> None:
+        self.statement = statement
+        self._column_keys = column_keys
+        self._compiled: _Compiled | None = None
+
+    def compiled(self, dialect: Dialect) -> _Compiled:
+        if self._compiled is None:
+            self._compiled = _compile(self.statement, dialect, self._column_keys)  # type: ignore[arg-type]
+        return self._compiled
+
+
+Statement = Prepared | Executable
+
+
+class Sql:
+    """Runs statements on one connection (a repository's, for one unit of work)."""
+
+    def __init__(self, conn: AsyncConnection, db: Database) -> None:
+        self.conn = conn
+        self.db = db
+        self.dialect = conn.dialect
+        self.is_sqlite = db.is_sqlite
+
+    async def rows(self, statement: Statement, params: Mapping[str, Any] | None = None) -> Rows:
+        if isinstance(statement, Prepared):
+            if self.is_sqlite:
+                compiled = statement.compiled(self.dialect)
+                sql, values = compiled.parameters(params or {})
+                raw = await self._driver(sql, values)
+                rows = raw if not compiled.processed else [compiled.row(r) for r in raw]
+                return Rows(compiled.keys, rows)
+            statement = statement.statement
+        result = await self.conn.execute(statement, dict(params or {}))
+        if not result.returns_rows:
+            return Rows((), [])
+        return Rows(tuple(result.keys()), [tuple(r) for r in result.all()])
+
+    async def execute(self, statement: Statement, params: Mapping[str, Any] | None = None) -> int:
+        """Run a statement for its effect; the number of rows it matched."""
+        if isinstance(statement, Prepared):
+            if self.is_sqlite:
+                sql, values = statement.compiled(self.dialect).parameters(params or {})
+                return await self._driver_effect(sql, values)
+            statement = statement.statement
+        result = await self.conn.execute(statement, dict(params or {}))
+        return int(getattr(result, "rowcount", 0))
+
+    async def execute_many(self, statement: Prepared, rows: Sequence[Mapping[str, Any]]) -> None:
+        if not self.is_sqlite:
+            await self.conn.execute(statement.statement, [dict(r) for r in rows])
+            return
+        compiled = statement.compiled(self.dialect)
+        params = [compiled.parameters(r)[1] for r in rows]
+        self._announce(compiled.sql, params)
+        try:
+            cursor = await driver_connection(self.conn).executemany(compiled.sql, params)
+        except sqlite3.Error as exc:
+            # Rows before the failing one may be stored: the unit of work rolls back.
+            raise self._translated(exc, compiled.sql, params) from exc
+        await cursor.close()
+
+    async def _driver(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+        self._announce(sql, params)
+        try:
+            cursor = await driver_connection(self.conn).execute(sql, params)
+            try:
+                rows = await cursor.fetchall()
+            finally:
+                await cursor.close()
+        except sqlite3.Error as exc:
+            raise self._translated(exc, sql, params) from exc
+        return rows if isinstance(rows, list) else list(rows)
+
+    async def _driver_effect(self, sql: str, params: list[Any]) -> int:
+        self._announce(sql, params)
+        try:
+            cursor = await driver_connection(self.conn).execute(sql, params)
+            count = int(cursor.rowcount)
+            await cursor.close()
+        except sqlite3.Error as exc:
+            raise self._translated(exc, sql, params) from exc
+        return count
+
+    def _announce(self, sql: str, params: Any) -> None:
+        for listener in self.db.statement_listeners:
+            listener(sql, params)
+
+    def _translated(self, exc: sqlite3.Error, sql: str, params: Any) -> StatementError:
+        """The exception SQLAlchemy raises for `exc`, told to the error listeners."""
+        error = DBAPIError.instance(sql, params, exc, sqlite3.Error, dialect=self.dialect)
+        for listener in self.db.error_listeners:
+            listener(error, False)
+        return error

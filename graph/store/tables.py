@@ -1,0 +1,302 @@
+"""The tables, as SQLModel classes: each entity's fields are declared here, once.
+
+The repositories return instances of these classes (built by `store.rows`), and the
+GraphQL types wrap them. JSON documents that must come back exactly as sent (messages,
+checkpoint states, snapshots) are stored as JSON text: PostgreSQL's jsonb would reorder keys
+and reject strings holding NUL. The migrations (store/migrations) create the same shapes.
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import UTC, datetime
+from typing import Any, Generic, TypeVar
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Table,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
+from sqlalchemy.engine import Dialect
+from sqlmodel import Field, SQLModel
+
+from graph.domain.checkpoints import ReflectOutcome
+from graph.domain.conversations import is_interactive, is_pending
+from graph.domain.delegations import DelegationStatus
+from graph.domain.principal import OwnerType
+
+_BigId = BigInteger().with_variant(Integer(), "sqlite")
+E = TypeVar("E", bound=enum.Enum)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Aware UTC datetimes in Python; timestamptz on PostgreSQL, sortable text on SQLite."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        value = value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value  # type: ignore[no-any-return]
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)  # type: ignore[no-any-return]
+
+
+class EnumText(TypeDecorator[E], Generic[E]):
+    """A domain enum, stored as its value's text (a plain string column)."""
+
+    impl = String()
+    cache_ok = True
+
+    def __init__(self, enum_type: type[E]) -> None:
+        super().__init__()
+        self.enum_type = enum_type
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> str | None:
+        return str(value.value) if isinstance(value, enum.Enum) else value
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> E | None:
+        return None if value is None else self.enum_type(value)
+
+
+def _ts(*, nullable: bool = False, index: bool = False) -> Any:
+    return Field(default=None, sa_column=Column(UTCDateTime(), nullable=nullable, index=index))
+
+
+def _text(*, nullable: bool = False) -> Any:
+    return Field(default=None, sa_column=Column(Text, nullable=nullable))
+
+
+def _reference(target: str, *, ondelete: str = "CASCADE", nullable: bool = False) -> Any:
+    return Field(
+        default=None,
+        sa_column=Column(String(36), ForeignKey(target, ondelete=ondelete), nullable=nullable),
+    )
+
+
+class Owned(SQLModel):
+    """Who a row belongs to: its workspace and its owner (the owner key only as a keyed
+    digest). store/scope.py reads and stamps these columns; nothing else does."""
+
+    workspace_type: str
+    workspace_id: str
+    owner_type: OwnerType = Field(sa_type=EnumText(OwnerType))
+    owner_digest: str
+
+
+class Conversation(Owned, table=True):
+    __tablename__ = "conversation"
+    __table_args__ = (
+        Index(
+            "ix_conversation_owner_created",
+            "workspace_type",
+            "workspace_id",
+            "owner_type",
+            "owner_digest",
+            "created_at",
+            "id",
+        ),
+        Index(
+            "ix_conversation_workspace_created",
+            "workspace_type",
+            "workspace_id",
+            "created_at",
+            "id",
+        ),
+        Index("ix_conversation_expires", "expires_at"),
+        UniqueConstraint(
+            "workspace_type",
+            "workspace_id",
+            "owner_type",
+            "owner_digest",
+            "idempotency_key",
+            name="uq_conversation_idempotency",
+        ),
+    )
+
+    id: str = Field(primary_key=True, max_length=36)
+    title: str | None = None
+    agent_slug: str = ""
+    context: str = "chat"
+    # `metadata` is SQLAlchemy's name for the table registry: the attribute is `meta`.
+    meta: str = Field(default="{}", sa_column=Column("metadata", Text, nullable=False))
+    provider: str | None = None
+    model: str | None = None
+    provider_response_id: str | None = None
+    version: int = 1
+    message_count: int = 0
+    parent_delegation_id: str | None = Field(
+        default=None,
+        sa_column=Column(
+            String(36),
+            ForeignKey(
+                "delegation.id",
+                ondelete="CASCADE",
+                use_alter=True,
+                name="fk_conversation_parent_delegation",
+            ),
+            index=True,
+        ),
+    )
+    # Space-separated ids of the ancestors, root first: lets an event reach the
+    # subscribers of every conversation above it without a query.
+    ancestry: str = ""
+    created_at: datetime = _ts()
+    updated_at: datetime = _ts()
+    last_read_at: datetime | None = _ts(nullable=True)
+    expires_at: datetime | None = _ts(nullable=True)
+    lock_digest: str | None = None
+    locked_until: datetime | None = _ts(nullable=True)
+    idempotency_key: str | None = None
+
+    @property
+    def ancestors(self) -> tuple[str, ...]:
+        return tuple(self.ancestry.split())
+
+    @property
+    def interactive(self) -> bool:
+        return is_interactive(self.context)
+
+    def pending(self, now: datetime) -> bool:
+        return is_pending(message_count=self.message_count, locked_until=self.locked_until, now=now)
+
+
+class Message(SQLModel, table=True):
+    __tablename__ = "message"
+    __table_args__ = (UniqueConstraint("conversation_id", "seq", name="uq_message_seq"),)
+
+    id: int | None = Field(default=None, sa_column=Column(_BigId, primary_key=True))
+    conversation_id: str = _reference("conversation.id")
+    seq: int
+    role: str
+    data: str = _text()
+    digest: str
+    search_text: str | None = _text(nullable=True)
+    created_at: datetime = _ts()
+
+
+class Snapshot(SQLModel, table=True):
+    __tablename__ = "snapshot"
+    __table_args__ = (Index("ix_snapshot_conversation", "conversation_id", "created_at", "id"),)
+
+    id: str = Field(primary_key=True, max_length=36)
+    conversation_id: str = _reference("conversation.id")
+    message_count: int
+    messages: str = _text()
+    created_at: datetime = _ts()
+
+
+class Delegation(Owned, table=True):
+    __tablename__ = "delegation"
+    __table_args__ = (
+        Index("ix_delegation_parent", "parent_conversation_id", "created_at", "id"),
+        Index("ix_delegation_child", "child_conversation_id"),
+        Index(
+            "ix_delegation_owner_tier",
+            "workspace_type",
+            "workspace_id",
+            "owner_type",
+            "owner_digest",
+            "target_tier",
+            "status",
+            "completed_at",
+        ),
+        # A retried createDelegation with the same key returns the first delegation.
+        Index(
+            "uq_delegation_idempotency",
+            "workspace_type",
+            "workspace_id",
+            "owner_type",
+            "owner_digest",
+            "idempotency_key",
+            unique=True,
+        ),
+    )
+
+    id: str = Field(primary_key=True, max_length=36)
+    parent_conversation_id: str = _reference("conversation.id")
+    child_conversation_id: str = _reference("conversation.id")
+    delegating_tier: str
+    target_tier: str
+    task: str = _text()
+    max_turns: int | None = None
+    status: DelegationStatus = Field(sa_type=EnumText(DelegationStatus))
+    summary: str | None = _text(nullable=True)
+    resumed_from_id: str | None = _reference("delegation.id", ondelete="SET NULL", nullable=True)
+    created_at: datetime = _ts()
+    completed_at: datetime | None = _ts(nullable=True)
+    idempotency_key: str | None = None
+
+
+class SessionState(Owned, table=True):
+    """One version of a session's checkpoint; every version is kept."""
+
+    __tablename__ = "session_state"
+    __table_args__ = (
+        UniqueConstraint(
+            "workspace_type",
+            "workspace_id",
+            "owner_type",
+            "owner_digest",
+            "session_id",
+            "version",
+            name="uq_session_state_version",
+        ),
+    )
+
+    id: int | None = Field(default=None, sa_column=Column(_BigId, primary_key=True))
+    session_id: str
+    version: int
+    state: str = _text()
+    outcome: ReflectOutcome = Field(sa_type=EnumText(ReflectOutcome))
+    created_at: datetime = _ts()
+
+
+class ApiToken(Owned, table=True):
+    __tablename__ = "api_token"
+
+    id: str = Field(primary_key=True, max_length=36)
+    token_digest: str = Field(unique=True)
+    # The owner key sealed under the server secret (see keyring.Keyring.seal).
+    owner_key_sealed: str
+    scopes: str
+    label: str | None = None
+    created_at: datetime = _ts()
+    revoked_at: datetime | None = _ts(nullable=True)
+
+
+class EventOutbox(SQLModel, table=True):
+    """Event payloads too large for a PostgreSQL NOTIFY; the notification carries the id."""
+
+    __tablename__ = "event_outbox"
+
+    id: int | None = Field(default=None, sa_column=Column(_BigId, primary_key=True))
+    payload: str = _text()
+    created_at: datetime = _ts(index=True)
+
+
+def table(model: type[SQLModel]) -> Table:
+    return model.__table__  # type: ignore[attr-defined,no-any-return]
+
+
+conversation = table(Conversation)
+message = table(Message)
+snapshot = table(Snapshot)
+delegation = table(Delegation)
+session_state = table(SessionState)
+api_token = table(ApiToken)
+event_outbox = table(EventOutbox)
+metadata = SQLModel.metadata

@@ -1,0 +1,82 @@
+"""The unit of work: the only way into the store.
+
+`write(principal)` is one transaction: it commits when the block ends, rolls back if it
+raises, and publishes the events of what it wrote once (and only if) it committed.
+`read(principal)` reads on a connection of its own; `read_transaction(principal)` gives
+one read transaction that several reads share (a GraphQL query's resolvers and loaders),
+so that they all see one committed state. The GraphQL context, the retention sweep, the
+CLI and the bench all come in here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from graph.domain.principal import Principal
+from graph.settings import Settings
+from graph.store import scope
+from graph.store.db import Database, ReadTransaction
+from graph.store.events import EventBroker
+from graph.store.keyring import Keyring
+from graph.store.repository import Repository
+from graph.store.search_index import SearchIndex
+from graph.store.sql import Sql
+
+
+class Reads:
+    """The reads of one read transaction, for one principal."""
+
+    def __init__(self, uow: UnitOfWork, transaction: ReadTransaction, principal: Principal) -> None:
+        self._uow = uow
+        self._transaction = transaction
+        self.principal = principal
+
+    @asynccontextmanager
+    async def repository(self) -> AsyncIterator[Repository]:
+        async with self._transaction.use() as conn:
+            yield self._uow.repository(Sql(conn, self._uow.db), self.principal)
+
+
+class UnitOfWork:
+    def __init__(
+        self,
+        db: Database,
+        *,
+        keyring: Keyring,
+        settings: Settings,
+        broker: EventBroker,
+        search_index: SearchIndex,
+    ) -> None:
+        self.db = db
+        self.keyring = keyring
+        self.settings = settings
+        self.broker = broker
+        self.search_index = search_index
+
+    def repository(self, sql: Sql, principal: Principal) -> Repository:
+        return Repository(sql, principal, keyring=self.keyring, settings=self.settings)
+
+    @asynccontextmanager
+    async def read(self, principal: Principal) -> AsyncIterator[Repository]:
+        async with self.db.read() as conn:
+            yield self.repository(Sql(conn, self.db), principal)
+
+    @asynccontextmanager
+    async def read_transaction(self, principal: Principal) -> AsyncIterator[Reads]:
+        async with self.db.read_transaction() as transaction:
+            yield Reads(self, transaction, principal)
+
+    @asynccontextmanager
+    async def write(self, principal: Principal) -> AsyncIterator[Repository]:
+        """One transaction as `principal`; FORBIDDEN for a principal that may not write."""
+        scope.check_write(principal)
+        # Marked before the transaction commits, so that no search can read between its
+        # commit and this mark (see SearchIndex.written).
+        self.search_index.written()
+        async with self.db.write() as conn:
+            sql = Sql(conn, self.db)
+            repo = self.repository(sql, principal)
+            yield repo
+            await self.broker.stage(sql, repo.events)
+        self.broker.publish(repo.events)
