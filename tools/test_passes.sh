@@ -15,6 +15,15 @@ slow_pass() {  # $1: backend name; runs in the environment the caller gives it
   timeout --kill-after=30 "$SLOW_TIMEOUT" "$PY" -m pytest -q -m slow ${PYTEST_ARGS:-}
 }
 
+# Toolchains the adapters' and the browser tests need: a pass without one skips those
+# tests, and says so here, loudly, before it starts.
+missing=()
+command -v g++ >/dev/null 2>&1 || missing+=("g++ (the entropic adapter)")
+command -v go >/dev/null 2>&1 || missing+=("go (the Manglekit adapter)")
+command -v php >/dev/null 2>&1 || missing+=("php (the WordPress adapter)")
+command -v chromium >/dev/null 2>&1 || missing+=("chromium (the GraphiQL and inspector pages)")
+for what in "${missing[@]}"; do echo "!! SKIPPED: no $what: its tests will not run (.ci/run installs it)"; done
+
 echo "== test pass 1/2: SQLite"
 env -u CONVOGRAPH_TEST_DATABASE_URL "$PY" -m pytest -q ${PYTEST_ARGS:-}
 sqlite_rc=$?

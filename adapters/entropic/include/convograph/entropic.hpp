@@ -1,0 +1,68 @@
+// convograph storage for the entropic engine: an entropic::StorageInterface whose callbacks
+// call a convograph server over GraphQL (HTTP POST, bearer token).
+//
+//     convograph::Config config;
+//     config.url = "http://127.0.0.1:8000/graphql";
+//     config.token = std::getenv("CONVOGRAPH_TOKEN");
+//     entropic::StorageInterface storage = convograph::make_storage_interface(config);
+//     ...  // hand `storage` to the engine; its callbacks may run on several threads
+//     convograph::destroy_storage_interface(storage);  // once no callback is running
+//
+// Every callback catches everything: it returns false and logs one line on a failure and
+// never throws.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+
+#include "convograph/entropic_types.hpp"
+
+namespace convograph {
+
+struct Config {
+    // The GraphQL endpoint, e.g. "http://127.0.0.1:8000/graphql". A URL without a path
+    // ("http://host:8000" or "http://host:8000/") gets "/graphql" appended.
+    std::string url;
+    // A bearer token with WRITE scope (`convograph token create ... --scope write`).
+    std::string token;
+    // Per attempt: establishing the connection, and the whole request.
+    std::chrono::milliseconds connect_timeout{2000};
+    std::chrono::milliseconds timeout{10000};
+    // Attempts per callback (1 = no retry). A call is retried after a connection failure; after
+    // a timeout, a dropped connection, 408, 429 or 5xx only when repeating it is safe (reads,
+    // create_* with their idempotency key, complete_delegation). Worst case for one callback:
+    // max_attempts * timeout plus the backoffs.
+    int max_attempts = 3;
+    // Wait before the first retry, doubled for each further one (with jitter).
+    std::chrono::milliseconds retry_backoff{100};
+    // Receives one line (no newline) per failed callback; stderr when empty. Called under a
+    // mutex, so it need not be thread-safe; it must not call back into the storage.
+    std::function<void(const std::string& line)> log{};
+};
+
+// The storage callbacks over convograph. Throws std::invalid_argument when url or token is
+// empty, max_attempts < 1 or a timeout not positive; std::runtime_error when libcurl cannot be
+// initialised.
+// Copies of the returned struct share one client; destroy it once.
+entropic::StorageInterface make_storage_interface(const Config& config);
+
+// Frees what make_storage_interface put in user_data and resets every member to nullptr.
+// Call it when no callback is running. Harmless on a struct it did not make (nothing is freed)
+// and on one already destroyed.
+void destroy_storage_interface(entropic::StorageInterface& storage) noexcept;
+
+// The engine's `followup` tool: COMPLETED delegations whose summary contains `query`, newest
+// completion first, at most `max_results` (clamped to 1..10). Fills `result_json` with a JSON
+// array of {id, parent_conversation_id, child_conversation_id, delegating_tier, target_tier,
+// task, status, result_summary, completed_at}. False (one log line) on a failure, or when
+// `storage` was not made by make_storage_interface.
+constexpr int kFollowupDefaultMaxResults = 3;
+bool search_delegations(const entropic::StorageInterface& storage, const char* query,
+                        int max_results, std::string& result_json) noexcept;
+inline bool search_delegations(const entropic::StorageInterface& storage, const char* query,
+                               std::string& result_json) noexcept {
+    return search_delegations(storage, query, kFollowupDefaultMaxResults, result_json);
+}
+
+}  // namespace convograph

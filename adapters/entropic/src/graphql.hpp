@@ -1,0 +1,66 @@
+// GraphQL over HTTP POST with the retry policy of the adapter.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "http.hpp"
+
+namespace convograph::detail {
+
+// Answers keep the order of their object keys (a stored message reads back as it was sent).
+using json = nlohmann::ordered_json;
+
+enum class Repeat {
+    // Retry only when the request certainly did not reach the server (no connection).
+    IfNotSent,
+    // Also after a timeout, a dropped connection, 408, 429 or 5xx: repeating it is safe.
+    Safe,
+};
+
+struct Outcome {
+    bool ok = false;        // HTTP 200, a JSON object, no GraphQL `errors`
+    json data;    // the response's `data` when ok
+    json errors;  // the GraphQL `errors` array when the server sent one
+    std::string error;      // one-line reason when not ok
+    int attempts = 0;
+    // An earlier attempt may have been executed by the server (its answer was lost).
+    bool earlier_attempt_maybe_applied = false;
+};
+
+struct RetryPolicy {
+    int max_attempts = 3;
+    std::chrono::milliseconds backoff{100};
+};
+
+class GraphQL {
+public:
+    GraphQL(const std::string& url, const std::string& token,
+            std::chrono::milliseconds connect_timeout, std::chrono::milliseconds timeout,
+            RetryPolicy retry);
+
+    // POSTs `body` (a complete {"query", "variables"} document). Throws only std::bad_alloc.
+    Outcome run(const std::string& body, Repeat repeat) const;
+
+private:
+    HttpClient http_;
+    RetryPolicy retry_;
+};
+
+// {"query": query, "variables": variables}. Throws json::type_error on invalid UTF-8.
+std::string request_body(const char* query, const json& variables);
+
+// A mutation's payload `data[field]` when it has no userErrors; else the reason, and the
+// userError codes.
+struct Payload {
+    bool ok = false;
+    json value;
+    std::string why;
+    std::vector<std::string> codes;
+};
+Payload payload_of(const Outcome& outcome, const char* field);
+
+}  // namespace convograph::detail

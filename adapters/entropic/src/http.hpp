@@ -1,0 +1,53 @@
+// HTTP POST over libcurl's easy interface, safe to use from several threads.
+//
+// Each request has an easy handle to itself: handles wait in a small pool between requests
+// so that connections are reused, and a handle is never used by two threads at once.
+#pragma once
+
+#include <chrono>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <curl/curl.h>
+
+namespace convograph::detail {
+
+struct HttpResult {
+    CURLcode code = CURLE_OK;  // CURLE_OK when an HTTP answer arrived
+    long status = 0;           // its status code
+    std::string body;          // its body
+    std::string error;         // libcurl's message when code != CURLE_OK
+    // False when the request certainly never reached the server (no connection, nothing
+    // sent): then repeating it is safe whatever it does.
+    bool maybe_sent = true;
+};
+
+class HttpClient {
+public:
+    // Throws std::runtime_error when libcurl cannot be initialised.
+    HttpClient(std::string url, const std::string& token, std::chrono::milliseconds connect_timeout,
+               std::chrono::milliseconds timeout);
+    ~HttpClient();
+    HttpClient(const HttpClient&) = delete;
+    HttpClient& operator=(const HttpClient&) = delete;
+
+    // One POST of a JSON body. Throws only std::bad_alloc.
+    HttpResult post(const std::string& body) const;
+
+private:
+    CURL* acquire() const;
+    void release(CURL* handle) const noexcept;
+
+    std::string url_;
+    curl_slist* headers_ = nullptr;
+    long connect_timeout_ms_;
+    long timeout_ms_;
+    mutable std::mutex mutex_;
+    mutable std::vector<CURL*> idle_;
+};
+
+// The endpoint for a configured URL: "/graphql" is appended when the URL has no path.
+std::string graphql_endpoint(const std::string& url);
+
+}  // namespace convograph::detail

@@ -1,0 +1,389 @@
+// The entropic::StorageInterface callbacks. Each one runs its body inside guarded(): every
+// exception ends as `false` plus one log line, and nothing crosses back into the engine.
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "client.hpp"
+#include "convograph/entropic.hpp"
+#include "ids.hpp"
+#include "queries.hpp"
+#include "shapes.hpp"
+#include "utf8.hpp"
+
+#if !defined(CONVOGRAPH_ENTROPIC_HEADERS)
+// The stand-in declaration must keep entropic's member order (engine_types.h).
+static_assert(offsetof(entropic::StorageInterface, create_conversation) == 0 * sizeof(void*));
+static_assert(offsetof(entropic::StorageInterface, save_snapshot) == 1 * sizeof(void*));
+static_assert(offsetof(entropic::StorageInterface, create_delegation) == 2 * sizeof(void*));
+static_assert(offsetof(entropic::StorageInterface, complete_delegation) == 3 * sizeof(void*));
+static_assert(offsetof(entropic::StorageInterface, save_conversation) == 4 * sizeof(void*));
+static_assert(offsetof(entropic::StorageInterface, load_delegation_with_messages) ==
+              5 * sizeof(void*));
+static_assert(offsetof(entropic::StorageInterface, latest_delegation_for_target) ==
+              6 * sizeof(void*));
+static_assert(offsetof(entropic::StorageInterface, user_data) == 7 * sizeof(void*));
+static_assert(sizeof(entropic::StorageInterface) == 8 * sizeof(void*));
+#endif
+
+namespace convograph {
+namespace detail {
+
+Client::Client(const Config& config)
+    : log(config.log),
+      gql(config.url, config.token, config.connect_timeout, config.timeout,
+          RetryPolicy{config.max_attempts, config.retry_backoff}) {}
+
+Client* client_from(void* user_data) noexcept {
+    auto* client = static_cast<Client*>(user_data);
+    return client != nullptr && client->magic == Client::kMagic ? client : nullptr;
+}
+
+namespace {
+
+// A callback's answer. `!ok` with an empty `why` is a negative answer (an unknown id, no
+// completed delegation yet), not a failure: it is not logged.
+struct Verdict {
+    bool ok = false;
+    std::string why;
+};
+Verdict success() { return {true, {}}; }
+Verdict negative() { return {false, {}}; }
+Verdict failure(std::string why) { return {false, std::move(why)}; }
+
+// An input failure raised inside a body (a missing argument, invalid UTF-8).
+struct BadInput : std::invalid_argument {
+    using std::invalid_argument::invalid_argument;
+};
+
+template <class Body>
+bool guarded(const char* callback, void* user_data, Body&& body) noexcept {
+    Client* client = client_from(user_data);
+    if (client == nullptr) {
+        Logger(nullptr).line(callback, "user_data is not a convograph storage client");
+        return false;
+    }
+    try {
+        const Verdict v = body(*client);
+        if (!v.ok && !v.why.empty()) {
+            client->log.line(callback, v.why);
+        }
+        return v.ok;
+    } catch (const std::exception& e) {
+        client->log.line(callback, e.what());
+    } catch (...) {
+        client->log.line(callback, "unknown exception");
+    }
+    return false;
+}
+
+// A required C-string argument, checked to be valid UTF-8.
+std::string_view text_view_arg(const char* value, const char* name) {
+    if (value == nullptr) {
+        throw BadInput(std::string(name) + " is null");
+    }
+    const std::string_view view(value);
+    const std::size_t bad = invalid_utf8_at(view);
+    if (bad != std::string_view::npos) {
+        throw BadInput(std::string(name) + " is not valid UTF-8 (byte " + std::to_string(bad) +
+                       "); nothing was sent");
+    }
+    return view;
+}
+
+std::string text_arg(const char* value, const char* name) {
+    return std::string(text_view_arg(value, name));
+}
+
+json optional_text_arg(const char* value, const char* name) {
+    return value == nullptr ? json() : json(text_arg(value, name));
+}
+
+// The engine's messages_json, checked without building a document: valid JSON (UTF-8, no lone
+// surrogate escapes), an array. Returns the text to splice into the request byte for byte, so
+// that numbers keep their exact form; `empty` tells whether the array has no element.
+std::string_view messages_arg(const char* messages_json, bool& empty) {
+    std::string_view raw = text_view_arg(messages_json, "messages_json");
+    if (!json::accept(raw)) {
+        try {
+            [[maybe_unused]] const json message_only = json::parse(raw);  // for its message
+        } catch (const json::parse_error& e) {
+            throw BadInput(std::string("messages_json is not valid JSON; nothing was sent: ") +
+                           e.what());
+        }
+        throw BadInput("messages_json is not valid JSON; nothing was sent");
+    }
+    if (raw.substr(0, 3) == "\xEF\xBB\xBF") {
+        raw.remove_prefix(3);  // a byte order mark: JSON text may not carry one inside
+    }
+    // accept() held it to be JSON: the array's brackets, if it is one, are there.
+    const auto next = [&raw](std::size_t from) {
+        return raw.find_first_not_of(" \t\r\n", from);
+    };
+    const std::size_t open = next(0);
+    if (raw[open] != '[') {
+        throw BadInput("messages_json is not a JSON array; nothing was sent");
+    }
+    empty = raw[next(open + 1)] == ']';
+    return raw;
+}
+
+std::string splice_messages_body(const char* query, const std::string& conversation_id,
+                                 std::string_view messages) {
+    std::string body = R"({"query":)";
+    body += json(query).dump();
+    body += R"(,"variables":{"id":)";
+    body += json(conversation_id).dump();
+    body += R"(,"messages":)";
+    body += messages;
+    body += "}}";
+    return body;
+}
+
+std::string string_at(const json& value, const char* what) {
+    if (!value.is_string() || value.get_ref<const std::string&>().empty()) {
+        throw std::runtime_error(std::string("the answer has no ") + what);
+    }
+    return value.get<std::string>();
+}
+
+// -- the callbacks --------------------------------------------------------------------------
+
+bool create_conversation(const char* title, std::string& conversation_id,
+                         void* user_data) {
+    return guarded("create_conversation", user_data, [&](Client& c) {
+        json input = {{"title", optional_text_arg(title, "title")},
+                      {"idempotencyKey", uuid4()}};  // one key for every attempt of this call
+        const Outcome out =
+            c.gql.run(request_body(queries::kCreateConversation, {{"input", input}}), Repeat::Safe);
+        const Payload p = payload_of(out, "createConversation");
+        if (!p.ok) {
+            return failure(p.why);
+        }
+        const json& conversation = member(p.value, "conversation");
+        conversation_id = string_at(member(conversation, "id"), "conversation id");
+        return success();
+    });
+}
+
+Verdict save_messages(Client& c, const char* query, const char* field, const char* conversation_id,
+                      const char* messages_json, bool empty_is_noop) {
+    const std::string id = text_arg(conversation_id, "conversation_id");
+    bool empty = false;
+    const std::string_view messages = messages_arg(messages_json, empty);
+    if (empty && empty_is_noop) {
+        return success();  // the server refuses an empty batch; the engine means "nothing new"
+    }
+    // Not repeated once the request may have arrived: a second append would store the batch
+    // twice, a second snapshot would be a duplicate.
+    const Outcome out = c.gql.run(splice_messages_body(query, id, messages), Repeat::IfNotSent);
+    const Payload p = payload_of(out, field);
+    if (!p.ok) {
+        return failure(p.why);
+    }
+    return success();
+}
+
+bool save_conversation(const char* conversation_id, const char* messages_json, void* user_data) {
+    return guarded("save_conversation", user_data, [&](Client& c) {
+        return save_messages(c, queries::kAppendMessages, "appendMessages", conversation_id,
+                             messages_json, /*empty_is_noop=*/true);
+    });
+}
+
+bool save_snapshot(const char* conversation_id, const char* messages_json, void* user_data) {
+    return guarded("save_snapshot", user_data, [&](Client& c) {
+        return save_messages(c, queries::kSaveSnapshot, "saveSnapshot", conversation_id,
+                             messages_json, /*empty_is_noop=*/false);
+    });
+}
+
+bool refused_idempotency_key(const Outcome& out) {
+    if (!out.errors.is_array()) {
+        return false;
+    }
+    for (const json& e : out.errors) {
+        const std::string message = e.is_object() ? e.value("message", std::string()) : "";
+        if (message.find("idempotencyKey") != std::string::npos) {
+            return true;
+        }
+    }
+    return false;
+}
+
+bool create_delegation(const char* parent_id, const char* delegating_tier,
+                       const char* target_tier, const char* task, int max_turns,
+                       std::string& delegation_id, std::string& child_conversation_id,
+                       void* user_data) {
+    return guarded("create_delegation", user_data, [&](Client& c) {
+        json input = {
+            {"parentConversationId", text_arg(parent_id, "parent_id")},
+            {"delegatingTier", text_arg(delegating_tier, "delegating_tier")},
+            {"targetTier", text_arg(target_tier, "target_tier")},
+            {"task", text_arg(task, "task")},
+            {"maxTurns", max_turns},  // the server stores <= 0 as null (unlimited)
+        };
+        Outcome out;
+        if (c.delegation_keys.load() != Client::kKeysRefused) {
+            input["idempotencyKey"] = uuid4();
+            out = c.gql.run(request_body(queries::kCreateDelegation, {{"input", input}}),
+                            Repeat::Safe);
+            if (!out.ok && refused_idempotency_key(out)) {
+                // An older server: the document was refused before anything ran.
+                if (c.delegation_keys.exchange(Client::kKeysRefused) != Client::kKeysRefused) {
+                    c.log.line("create_delegation",
+                               "the server does not accept CreateDelegationInput.idempotencyKey: "
+                               "create_delegation is not retried once a request may have "
+                               "arrived");
+                }
+                input.erase("idempotencyKey");
+            } else if (out.ok) {
+                c.delegation_keys.store(Client::kKeysAccepted);
+            }
+        }
+        if (!input.contains("idempotencyKey")) {
+            out = c.gql.run(request_body(queries::kCreateDelegation, {{"input", input}}),
+                            Repeat::IfNotSent);
+        }
+        const Payload p = payload_of(out, "createDelegation");
+        if (!p.ok) {
+            return failure(p.why);
+        }
+        const json& d = member(p.value, "delegation");
+        std::string id = string_at(member(d, "id"), "delegation id");
+        std::string child =
+            string_at(member(member(d, "childConversation"), "id"), "child conversation id");
+        delegation_id = std::move(id);
+        child_conversation_id = std::move(child);
+        return success();
+    });
+}
+
+// After a lost answer, INVALID_TRANSITION may be our own first attempt: it is, when the
+// delegation now holds exactly the status and summary this call sent.
+bool already_completed_so(Client& c, const std::string& id, const std::string& status,
+                          const json& summary) {
+    const Outcome out = c.gql.run(request_body(queries::kDelegationState, {{"id", id}}),
+                                  Repeat::Safe);
+    const json& d = member(out.data, "delegation");
+    return out.ok && member(d, "status") == status && member(d, "summary") == summary;
+}
+
+bool complete_delegation(const char* delegation_id, const char* status, const char* summary,
+                         void* user_data) {
+    return guarded("complete_delegation", user_data, [&](Client& c) {
+        const std::string id = text_arg(delegation_id, "delegation_id");
+        const std::string given = lower_status(text_arg(status, "status"));
+        if (given != "completed" && given != "failed") {
+            return failure("status must be \"completed\" or \"failed\", not \"" + given + "\"");
+        }
+        const std::string wanted = given == "completed" ? "COMPLETED" : "FAILED";
+        const json summary_value = optional_text_arg(summary, "summary");
+        const json input = {{"delegationId", id}, {"status", wanted}, {"summary", summary_value}};
+        const Outcome out =
+            c.gql.run(request_body(queries::kCompleteDelegation, {{"input", input}}), Repeat::Safe);
+        const Payload p = payload_of(out, "completeDelegation");
+        if (p.ok) {
+            return success();
+        }
+        const bool transition = p.codes.size() == 1 && p.codes[0] == "INVALID_TRANSITION";
+        if (transition && out.earlier_attempt_maybe_applied &&
+            already_completed_so(c, id, wanted, summary_value)) {
+            return success();
+        }
+        return failure(p.why);
+    });
+}
+
+bool load_delegation_with_messages(const char* delegation_id, std::string& result_json,
+                                   void* user_data) {
+    return guarded("load_delegation_with_messages", user_data, [&](Client& c) {
+        const std::string id = text_arg(delegation_id, "delegation_id");
+        const Outcome out =
+            c.gql.run(request_body(queries::kLoadDelegation, {{"id", id}}), Repeat::Safe);
+        if (!out.ok) {
+            return failure(out.error);
+        }
+        const json& d = member(out.data, "delegation");
+        if (d.is_null()) {
+            return negative();  // unknown delegation_id (or another owner's)
+        }
+        result_json = load_result(d).dump();
+        return success();
+    });
+}
+
+bool latest_delegation_for_target(const char* target_tier, std::string& delegation_id,
+                                  void* user_data) {
+    return guarded("latest_delegation_for_target", user_data, [&](Client& c) {
+        const std::string tier = text_arg(target_tier, "target_tier");
+        const Outcome out =
+            c.gql.run(request_body(queries::kLatestDelegation, {{"tier", tier}}), Repeat::Safe);
+        if (!out.ok) {
+            return failure(out.error);
+        }
+        const json& d = member(out.data, "latestDelegation");
+        if (d.is_null()) {
+            return negative();  // no COMPLETED delegation to that tier
+        }
+        delegation_id = string_at(member(d, "id"), "delegation id");
+        return success();
+    });
+}
+
+}  // namespace
+}  // namespace detail
+
+entropic::StorageInterface make_storage_interface(const Config& config) {
+    if (config.url.empty()) {
+        throw std::invalid_argument("convograph::Config::url is empty");
+    }
+    if (config.token.empty() || config.token.find_first_of("\r\n") != std::string::npos) {
+        throw std::invalid_argument("convograph::Config::token is empty or holds a line break");
+    }
+    if (config.max_attempts < 1) {
+        throw std::invalid_argument("convograph::Config::max_attempts must be at least 1");
+    }
+    if (config.connect_timeout.count() <= 0 || config.timeout.count() <= 0 ||
+        config.retry_backoff.count() < 0) {
+        throw std::invalid_argument(
+            "convograph::Config: the timeouts must be positive and retry_backoff not negative");
+    }
+    entropic::StorageInterface storage;
+    storage.create_conversation = detail::create_conversation;
+    storage.save_snapshot = detail::save_snapshot;
+    storage.create_delegation = detail::create_delegation;
+    storage.complete_delegation = detail::complete_delegation;
+    storage.save_conversation = detail::save_conversation;
+    storage.load_delegation_with_messages = detail::load_delegation_with_messages;
+    storage.latest_delegation_for_target = detail::latest_delegation_for_target;
+    storage.user_data = new detail::Client(config);
+    return storage;
+}
+
+void destroy_storage_interface(entropic::StorageInterface& storage) noexcept {
+    delete detail::client_from(storage.user_data);
+    storage = entropic::StorageInterface{};
+}
+
+bool search_delegations(const entropic::StorageInterface& storage, const char* query,
+                        int max_results, std::string& result_json) noexcept {
+    using detail::Client;
+    return detail::guarded("search_delegations", storage.user_data, [&](Client& c) {
+        const std::string text = detail::text_arg(query, "query");
+        const int first = max_results < 1 ? 1 : (max_results > 10 ? 10 : max_results);
+        const detail::Outcome out = c.gql.run(
+            detail::request_body(detail::queries::kSearchDelegations,
+                                 {{"query", text}, {"first", first}}),
+            detail::Repeat::Safe);
+        if (!out.ok) {
+            return detail::failure(out.error);
+        }
+        result_json =
+            detail::followup_entries(detail::member(out.data, "searchDelegations")).dump();
+        return detail::success();
+    });
+}
+
+}  // namespace convograph

@@ -1,0 +1,309 @@
+// Faults: what each callback does when the server is down, hangs, refuses the caller or the
+// body, or answers through a gateway that loses answers or says 503.
+#include <chrono>
+#include <stdexcept>
+#include <string>
+
+#include "fault_proxy.hpp"
+#include "scenario.hpp"
+
+namespace flow {
+namespace {
+
+using std::chrono::milliseconds;
+
+struct Endpoint {
+    std::string host;
+    int port = 0;
+};
+
+// host and port of an http:// URL; port 0 when it is not one.
+Endpoint http_endpoint(const std::string& url) {
+    Endpoint e;
+    const std::string scheme = "http://";
+    if (url.compare(0, scheme.size(), scheme) != 0) {
+        return e;
+    }
+    const std::size_t start = scheme.size();
+    const std::size_t end = url.find_first_of("/?#", start);
+    const std::string authority = url.substr(start, end == std::string::npos ? end : end - start);
+    const std::size_t colon = authority.rfind(':');
+    if (colon == std::string::npos) {
+        e.host = authority;
+        e.port = 80;
+    } else {
+        e.host = authority.substr(0, colon);
+        e.port = std::stoi(authority.substr(colon + 1));
+    }
+    if (e.host.size() > 2 && e.host.front() == '[') {
+        e.host = e.host.substr(1, e.host.size() - 2);
+    }
+    return e;
+}
+
+convograph::Config with(const convograph::Config& base, const std::string& url,
+                        milliseconds timeout, int attempts) {
+    convograph::Config c = base;
+    c.url = url;
+    c.connect_timeout = milliseconds(500);
+    c.timeout = timeout;
+    c.max_attempts = attempts;
+    c.retry_backoff = milliseconds(50);
+    return c;
+}
+
+// The longest a callback may take under `c`: every attempt timing out, every backoff at its
+// maximum, plus a second of slack for a loaded machine.
+double bound_ms(const convograph::Config& c) {
+    double total = static_cast<double>(c.max_attempts) * static_cast<double>(c.timeout.count());
+    for (int k = 1; k < c.max_attempts; ++k) {
+        total += static_cast<double>(c.retry_backoff.count() << (k - 1));
+    }
+    return total + 1000.0;
+}
+
+int root_count(Context& ctx) {
+    return ctx.probe("{ conversations(filter: {rootOnly: true}) { totalCount } }")
+        ["conversations"]["totalCount"].get<int>();
+}
+
+int delegation_count(Context& ctx, const std::string& conversation_id) {
+    return ctx.probe("query($id: ID!) { conversation(id: $id) { delegations { totalCount } } }",
+                     {{"id", conversation_id}})["conversation"]["delegations"]["totalCount"]
+        .get<int>();
+}
+
+void one_line(Context& ctx, const Storage& st, const std::string& what, const std::string& says) {
+    ctx.check(st.log().size() == 1, what + ": exactly one log line");
+    ctx.check(st.log().last().find(says) != std::string::npos,
+              what + ": the line says " + says + " (" + st.log().last() + ")");
+}
+
+void server_down(Context& ctx) {
+    // Nothing listens: the connection is refused; retried (nothing was sent), then false.
+    const auto cfg = with(ctx.config, "http://127.0.0.1:" + std::to_string(closed_port()) +
+                                          "/graphql",
+                          milliseconds(1000), 3);
+    Storage st(cfg);
+    std::string id;
+    auto began = std::chrono::steady_clock::now();
+    ctx.check(!st.api().create_conversation("session", id, st.user_data()),
+              "server down: create_conversation is false");
+    const double refused = ms_since(began);
+    ctx.check(refused <= bound_ms(cfg), "server down: false within its timeout");
+    one_line(ctx, st, "server down", "no connection");
+    ctx.summary["measured_ms"]["server_down_refused_3_attempts"] = refused;
+
+    began = std::chrono::steady_clock::now();
+    std::string found;
+    ctx.check(!convograph::search_delegations(st.api(), "x", found),
+              "server down: search_delegations is false");
+    ctx.summary["measured_ms"]["server_down_search"] = ms_since(began);
+}
+
+void server_hangs(Context& ctx, const Endpoint& upstream, const std::string& root) {
+    // It accepts and reads but never answers: each attempt runs into its timeout.
+    FaultProxy proxy(upstream.host, upstream.port, Fault::Blackhole, 1000);
+    const auto cfg = with(ctx.config, proxy.url(), milliseconds(400), 2);
+    {
+        Storage st(cfg);
+        std::string id;
+        const auto began = std::chrono::steady_clock::now();
+        ctx.check(!st.api().create_conversation("session", id, st.user_data()),
+                  "server hangs: create_conversation is false");
+        const double took = ms_since(began);
+        ctx.check(took <= bound_ms(cfg), "server hangs: false within attempts x timeout");
+        ctx.check(proxy.connections() == 2, "server hangs: create_conversation is retried once");
+        one_line(ctx, st, "server hangs", "timed out");
+        ctx.summary["measured_ms"]["server_hangs_2_attempts_of_400ms"] = took;
+    }
+    {
+        Storage st(cfg);
+        const auto began = std::chrono::steady_clock::now();
+        const int before = proxy.connections();
+        ctx.check(!st.api().save_conversation(root.c_str(), R"([{"role":"user","content":"x"}])",
+                                              st.user_data()),
+                  "server hangs: save_conversation is false");
+        ctx.check(proxy.connections() == before + 1,
+                  "server hangs: save_conversation is not repeated once sent");
+        ctx.summary["measured_ms"]["server_hangs_save_1_attempt_of_400ms"] = ms_since(began);
+    }
+}
+
+void refused_tokens(Context& ctx) {
+    const auto cfg = with(ctx.config, ctx.config.url, milliseconds(5000), 3);
+    struct Case {
+        const char* what;
+        std::string token;
+    };
+    const std::string revoked = env_or("CONVOGRAPH_REVOKED_TOKEN", "");
+    if (revoked.empty()) {
+        ctx.summary["skipped"].push_back("revoked token: CONVOGRAPH_REVOKED_TOKEN is not set");
+    }
+    for (const Case& c : {Case{"revoked token", revoked}, Case{"unknown token", "cvg_nobody"}}) {
+        if (c.token.empty()) {
+            continue;
+        }
+        auto with_token = cfg;
+        with_token.token = c.token;
+        Storage st(with_token);
+        std::string id;
+        ctx.check(!st.api().create_conversation("session", id, st.user_data()),
+                  std::string(c.what) + ": create_conversation is false");
+        one_line(ctx, st, c.what, "HTTP 401");
+        std::string latest;
+        ctx.check(!st.api().latest_delegation_for_target("x", latest, st.user_data()),
+                  std::string(c.what) + ": latest_delegation_for_target is false");
+        ctx.check(st.log().size() == 2, std::string(c.what) + ": a failed read is logged too");
+    }
+    if (!revoked.empty()) {
+        ctx.summary["revoked_token_checked"] = true;
+    }
+}
+
+// The server did the work, the answer was lost, the client timed out: the retry must find
+// the first result instead of making a second one.
+void lost_answers(Context& ctx, const Endpoint& upstream) {
+    const auto config_for = [&](const FaultProxy& proxy) {
+        return with(ctx.config, proxy.url(), milliseconds(1500), 3);
+    };
+    std::string conversation;
+    {
+        FaultProxy proxy(upstream.host, upstream.port, Fault::SwallowAnswer, 1);
+        Storage st(config_for(proxy));
+        const int before = root_count(ctx);
+        const auto began = std::chrono::steady_clock::now();
+        ctx.check(st.api().create_conversation("session", conversation, st.user_data()),
+                  "lost answer: create_conversation succeeds on its retry");
+        ctx.summary["measured_ms"]["lost_answer_create_conversation"] = ms_since(began);
+        ctx.check(proxy.answers_dropped() == 1 && proxy.connections() == 2,
+                  "lost answer: the server answered the first attempt, which was retried");
+        ctx.check(root_count(ctx) == before + 1,
+                  "lost answer: the retry made no second conversation (idempotency key)");
+        ctx.created_root(conversation);
+    }
+    std::string delegation;
+    std::string child;
+    {
+        FaultProxy proxy(upstream.host, upstream.port, Fault::SwallowAnswer, 1);
+        Storage st(config_for(proxy));
+        const auto began = std::chrono::steady_clock::now();
+        ctx.check(st.api().create_delegation(conversation.c_str(), "lead", "lost-answers",
+                                             "Retried task", 0, delegation, child,
+                                             st.user_data()),
+                  "lost answer: create_delegation succeeds on its retry");
+        ctx.summary["measured_ms"]["lost_answer_create_delegation"] = ms_since(began);
+        ctx.check(proxy.answers_dropped() == 1, "lost answer: the server answered the first one");
+        ctx.check(delegation_count(ctx, conversation) == 1,
+                  "lost answer: the retry made no second delegation");
+    }
+    {
+        FaultProxy proxy(upstream.host, upstream.port, Fault::SwallowAnswer, 1);
+        Storage st(config_for(proxy));
+        ctx.check(st.api().complete_delegation(delegation.c_str(), "completed", "retried summary",
+                                               st.user_data()),
+                  "lost answer: complete_delegation recognises its own first attempt");
+        ctx.check(proxy.answers_dropped() == 1 && proxy.connections() >= 2,
+                  "lost answer: completed by the first attempt, then retried");
+        ctx.check(st.log().size() == 0, "lost answer: complete_delegation logs nothing");
+    }
+    {
+        FaultProxy proxy(upstream.host, upstream.port, Fault::SwallowAnswer, 1);
+        Storage st(config_for(proxy));
+        const json batch = json::array({{{"role", "user"}, {"content", "stored once"}},
+                                        {{"role", "assistant"}, {"content", "not twice"}}});
+        ctx.check(!st.api().save_conversation(conversation.c_str(), batch.dump().c_str(),
+                                              st.user_data()),
+                  "lost answer: save_conversation reports the failure");
+        ctx.check(proxy.connections() == 1, "lost answer: save_conversation is not repeated");
+        one_line(ctx, st, "lost answer: save_conversation", "timed out");
+        ctx.stored(conversation, batch);  // the server did store it, once
+    }
+    ctx.summary["lost_answers"] = {
+        {"conversation", conversation}, {"delegation", delegation}, {"child", child}};
+}
+
+// A gateway answering 503: reads and create_* are retried, a snapshot is not.
+void gateway_503(Context& ctx, const Endpoint& upstream) {
+    const std::string tier = ctx.summary["delegations"]["first"]["target_tier"].get<std::string>();
+    {
+        FaultProxy proxy(upstream.host, upstream.port, Fault::Reply503, 1);
+        Storage st(with(ctx.config, proxy.url(), milliseconds(5000), 3));
+        std::string latest;
+        ctx.check(st.api().latest_delegation_for_target(tier.c_str(), latest, st.user_data()) &&
+                      latest == ctx.summary["delegations"]["resumed"]["id"],
+                  "503: latest_delegation_for_target succeeds on its retry");
+        ctx.check(proxy.connections() == 2, "503: the read was retried once");
+    }
+    {
+        FaultProxy proxy(upstream.host, upstream.port, Fault::Reply503, 1);
+        Storage st(with(ctx.config, proxy.url(), milliseconds(5000), 3));
+        const int before = root_count(ctx);
+        std::string id;
+        ctx.check(st.api().create_conversation("session", id, st.user_data()),
+                  "503: create_conversation succeeds on its retry");
+        ctx.check(proxy.connections() == 2 && root_count(ctx) == before + 1,
+                  "503: one retry, one conversation");
+        ctx.created_root(id);
+        ctx.summary["gateway_503_conversation"] = id;
+
+        FaultProxy again(upstream.host, upstream.port, Fault::Reply503, 1);
+        Storage st2(with(ctx.config, again.url(), milliseconds(5000), 3));
+        const json history = json::array({{{"role", "user"}, {"content", "snapshot"}}});
+        ctx.check(!st2.api().save_snapshot(id.c_str(), history.dump().c_str(), st2.user_data()),
+                  "503: save_snapshot is false");
+        ctx.check(again.connections() == 1, "503: save_snapshot is not repeated");
+        one_line(ctx, st2, "503: save_snapshot", "HTTP 503");
+    }
+}
+
+// A config make_storage_interface must refuse, and storage used after destroy.
+void misuse(Context& ctx) {
+    const auto refused = [&](const char* what, auto change) {
+        convograph::Config c = ctx.config;
+        change(c);
+        try {
+            entropic::StorageInterface s = convograph::make_storage_interface(c);
+            convograph::destroy_storage_interface(s);
+            ctx.check(false, std::string("make_storage_interface accepts ") + what);
+        } catch (const std::invalid_argument&) {
+            ctx.check(true, std::string("make_storage_interface refuses ") + what);
+        }
+    };
+    refused("an empty url", [](convograph::Config& c) { c.url.clear(); });
+    refused("an empty token", [](convograph::Config& c) { c.token.clear(); });
+    refused("a token with a line break", [](convograph::Config& c) { c.token += "\r\nX: y"; });
+    refused("max_attempts 0", [](convograph::Config& c) { c.max_attempts = 0; });
+    refused("a zero timeout", [](convograph::Config& c) { c.timeout = milliseconds(0); });
+
+    entropic::StorageInterface s = convograph::make_storage_interface(ctx.config);
+    entropic::StorageInterface copy = s;
+    convograph::destroy_storage_interface(s);
+    ctx.check(s.create_conversation == nullptr && s.user_data == nullptr,
+              "destroy_storage_interface resets every member");
+    convograph::destroy_storage_interface(s);  // twice: harmless
+    std::string out;
+    ctx.check(!convograph::search_delegations(s, "x", out),
+              "search_delegations on a destroyed storage is false");
+    ctx.check(!copy.latest_delegation_for_target("x", out, nullptr),
+              "a callback given a null user_data is false");
+}
+
+}  // namespace
+
+void run_faults(Context& ctx) {
+    misuse(ctx);
+    const std::string root = ctx.summary["root_conversation_id"].get<std::string>();
+    server_down(ctx);
+    refused_tokens(ctx);
+    const Endpoint upstream = http_endpoint(ctx.config.url);
+    if (upstream.port == 0) {
+        ctx.summary["skipped"].push_back("fault proxy: CONVOGRAPH_URL is not http://");
+        return;
+    }
+    server_hangs(ctx, upstream, root);
+    lost_answers(ctx, upstream);
+    gateway_503(ctx, upstream);
+}
+
+}  // namespace flow

@@ -1,0 +1,3 @@
+module convograph/adapters/manglekit
+
+go 1.19

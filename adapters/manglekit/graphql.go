@@ -1,0 +1,200 @@
+package convograph
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+)
+
+// The three operations, as the contract (contract.graphql) names them.
+const (
+	getQuery = `query SessionState($sessionId: String!) {
+  sessionState(sessionId: $sessionId) { version state }
+}`
+	setMutation = `mutation CheckpointSession($input: CheckpointSessionInput!) {
+  checkpointSession(input: $input) {
+    sessionState { version }
+    userErrors { code message field }
+  }
+}`
+	deleteMutation = `mutation DeleteSessionState($input: DeleteSessionStateInput!) {
+  deleteSessionState(input: $input) {
+    deleted
+    userErrors { code message field }
+  }
+}`
+)
+
+const (
+	// maxResponseBytes bounds what one answer may hold (the server's own request limit is
+	// 32 MiB by default; a stored state is returned with at most that much escaping).
+	maxResponseBytes = 256 << 20
+	// errorSnippetBytes is how much of a non-JSON error body goes into an HTTPError.
+	errorSnippetBytes = 512
+	userAgent         = "convograph-manglekit-go/0.1"
+)
+
+// checkpointInput is CheckpointSessionInput.
+type checkpointInput struct {
+	SessionID       string          `json:"sessionId"`
+	State           json.RawMessage `json:"state"`
+	Outcome         string          `json:"outcome"`
+	ExpectedVersion *int            `json:"expectedVersion,omitempty"`
+}
+
+// deleteInput is DeleteSessionStateInput.
+type deleteInput struct {
+	SessionID string `json:"sessionId"`
+}
+
+type userError struct {
+	Code    string   `json:"code"`
+	Message string   `json:"message"`
+	Field   []string `json:"field"`
+}
+
+// firstUserError turns a payload's userErrors into an error (nil when there are none).
+func firstUserError(errs []userError) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	e := errs[0]
+	return &GraphQLError{Code: e.Code, Message: e.Message, Field: e.Field, UserError: true}
+}
+
+type graphQLRequest struct {
+	Query     string `json:"query"`
+	Variables any    `json:"variables"`
+}
+
+type graphQLResponse struct {
+	Data   json.RawMessage `json:"data"`
+	Errors []struct {
+		Message    string `json:"message"`
+		Extensions struct {
+			Code string `json:"code"`
+		} `json:"extensions"`
+	} `json:"errors"`
+}
+
+// encodeRequest is the POST body: {"query": ..., "variables": ...}. HTML characters are
+// left as they are (encoding/json would escape <, > and & by default).
+func encodeRequest(query string, variables any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(graphQLRequest{Query: query, Variables: variables}); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+// encodeState is the JSON document Set stores. []byte, string and json.RawMessage are
+// taken as JSON text, as Manglekit's Checkpoint passes it; anything else is marshalled
+// with encoding/json (which replaces invalid UTF-8 in strings with U+FFFD).
+func encodeState(state any) (json.RawMessage, error) {
+	var text []byte
+	switch v := state.(type) {
+	case nil:
+		return nil, fmt.Errorf("%w: the state is nil", ErrInvalidState)
+	case []byte:
+		text = v
+	case json.RawMessage:
+		text = v
+	case string:
+		text = []byte(v)
+	default:
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(v); err != nil {
+			return nil, fmt.Errorf("%w: %T cannot be encoded as JSON: %v", ErrInvalidState, state, err)
+		}
+		return bytes.TrimRight(buf.Bytes(), "\n"), nil
+	}
+	// encoding/json passes raw text through without checking its UTF-8, and the server
+	// refuses a body that is not UTF-8: say so here, before any request.
+	if !utf8.Valid(text) {
+		return nil, fmt.Errorf("%w: the state is not valid UTF-8", ErrInvalidState)
+	}
+	if !json.Valid(text) {
+		return nil, fmt.Errorf("%w: the state is not valid JSON", ErrInvalidState)
+	}
+	return text, nil
+}
+
+// post runs one GraphQL operation and decodes its data into out.
+func (p *StateProvider) post(ctx context.Context, query string, variables, out any) error {
+	body, err := encodeRequest(query, variables)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidState, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.endpoint, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", userAgent)
+	if p.token != "" {
+		req.Header.Set("Authorization", "Bearer "+p.token)
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return &transportError{err: err}
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
+	if err != nil {
+		return &transportError{err: err}
+	}
+	if len(raw) > maxResponseBytes {
+		return fmt.Errorf("%w: the answer exceeds %d bytes", ErrBadResponse, maxResponseBytes)
+	}
+	return decodeResponse(resp, raw, out)
+}
+
+// decodeResponse turns one HTTP answer into out (the operation's data) or an error.
+func decodeResponse(resp *http.Response, raw []byte, out any) error {
+	var body graphQLResponse
+	jsonErr := json.Unmarshal(raw, &body)
+	if resp.StatusCode != http.StatusOK {
+		herr := &HTTPError{StatusCode: resp.StatusCode, RequestID: resp.Header.Get("X-Request-Id")}
+		if jsonErr == nil && len(body.Errors) > 0 {
+			herr.Message = body.Errors[0].Message
+			herr.Code = body.Errors[0].Extensions.Code
+		} else {
+			herr.Message = snippet(raw)
+		}
+		return herr
+	}
+	if jsonErr != nil {
+		return fmt.Errorf("%w: %v (Content-Type %q, body %q)",
+			ErrBadResponse, jsonErr, resp.Header.Get("Content-Type"), snippet(raw))
+	}
+	if len(body.Errors) > 0 {
+		first := body.Errors[0]
+		return &GraphQLError{Code: first.Extensions.Code, Message: first.Message}
+	}
+	if len(body.Data) == 0 || string(body.Data) == "null" {
+		return fmt.Errorf("%w: no data and no errors", ErrBadResponse)
+	}
+	if err := json.Unmarshal(body.Data, out); err != nil {
+		return fmt.Errorf("%w: unexpected data: %v", ErrBadResponse, err)
+	}
+	return nil
+}
+
+// snippet is the start of a body for an error message, as valid UTF-8 on one line.
+func snippet(raw []byte) string {
+	if len(raw) > errorSnippetBytes {
+		raw = raw[:errorSnippetBytes]
+	}
+	text := strings.ToValidUTF8(string(raw), "\uFFFD")
+	return strings.Join(strings.Fields(text), " ")
+}

@@ -1,0 +1,299 @@
+package convograph
+
+// Live tests: round trips through a real convograph server, named by CONVOGRAPH_URL and
+// CONVOGRAPH_TOKEN (a WRITE token); without them they skip. With
+// CONVOGRAPH_SESSION_PREFIX set, the sessions they write are left in place for the
+// caller to read back (tests/test_adapter_manglekit.py does); otherwise each test
+// deletes its own.
+//
+// The TestFault* tests are in live_faults_test.go.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLiveFirstRunGetIsAnUntypedNil(t *testing.T) {
+	s := live(t)
+	got, err := s.provider().Get(testContext(t), s.session(t, "first-run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != nil {
+		t.Fatalf("want an untyped nil, got %T %v", got, got)
+	}
+}
+
+// The SEEDS.md document, every key filled, goes in as []byte and comes back the same:
+// the same keys in the same order with the same values (12345678901234567890 included).
+// A second version goes in through the Go types and comes back the same in meaning.
+func TestLiveTheSeedDocumentRoundTrips(t *testing.T) {
+	s := live(t)
+	ctx := testContext(t)
+	id := s.session(t, "roundtrip")
+	p := s.provider()
+	doc := seedDocument(t, id)
+
+	if err := p.Set(ctx, id, doc); err != nil {
+		t.Fatal(err)
+	}
+	got, err := p.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertSameTokens(t, mustBytes(t, got), doc)
+
+	if err := p.Set(ctx, id, seedState(t, id)); err != nil {
+		t.Fatal(err)
+	}
+	got, err = p.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertSameMeaning(t, mustBytes(t, got), doc)
+}
+
+// Hydrate, Checkpoint, Hydrate, ... Delete, as Manglekit's DurableStateManager calls its
+// provider across a session's turns and a restart.
+func TestLiveTheManagerLoop(t *testing.T) {
+	s := live(t)
+	ctx := testContext(t)
+	id := s.session(t, "loop")
+	manager := &durableStateManager{provider: s.provider()}
+
+	hydrated, err := manager.Hydrate(ctx, id)
+	if err != nil || hydrated != nil {
+		t.Fatalf("first run: want (nil, nil), got %v, %v", hydrated, err)
+	}
+	state := seedState(t, id)
+	state.ExecutionCtx.CurrentHistory = nil
+	state.AuditRecords = nil
+	for step := 1; step <= 3; step++ {
+		state.ActiveEnvelope.Metadata["step"] = strconv.Itoa(step)
+		state.ExecutionCtx.CurrentHistory = append(state.ExecutionCtx.CurrentHistory,
+			Message{Role: "user", Content: "message " + strconv.Itoa(step)})
+		state.LogicalFacts = append(state.LogicalFacts, "step("+strconv.Itoa(step)+").")
+		state.AuditRecords = []AuditRecord{{Step: step, Outcome: OutcomeProceed,
+			Rules:     []RuleSnapshot{{RuleName: "allow_refund", Tier: "policy"}},
+			Timestamp: "2025-03-01T10:00:0" + strconv.Itoa(step) + "Z", LatencyMs: int64(step),
+			FactCount: len(state.LogicalFacts), MatchedCount: 1}}
+		if err := manager.Checkpoint(ctx, state); err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+		// A restarted process: a new provider, hydrating what the last one wrote.
+		restarted := &durableStateManager{provider: s.provider()}
+		hydrated, err := restarted.Hydrate(ctx, id)
+		if err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+		if hydrated == nil {
+			t.Fatalf("step %d: nothing to hydrate", step)
+		}
+		want, _ := json.Marshal(state)
+		got, _ := json.Marshal(hydrated)
+		assertSameTokens(t, got, want)
+		state = hydrated
+	}
+	if n := len(state.ExecutionCtx.CurrentHistory); n != 3 {
+		t.Fatalf("history of %d messages after 3 steps", n)
+	}
+	if err := manager.Delete(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := manager.Delete(ctx, id); err != nil {
+		t.Fatalf("deleting twice: %v", err)
+	}
+	hydrated, err = manager.Hydrate(ctx, id)
+	if err != nil || hydrated != nil {
+		t.Fatalf("after Delete: want a first run again, got %v, %v", hydrated, err)
+	}
+}
+
+func TestLiveDeleteIsIdempotent(t *testing.T) {
+	s := live(t)
+	ctx := testContext(t)
+	id := s.session(t, "never-written")
+	p := s.provider()
+	for i := 0; i < 2; i++ {
+		if err := p.Delete(ctx, id); err != nil {
+			t.Fatalf("Delete #%d of a session that has no state: %v", i+1, err)
+		}
+	}
+	if got, err := p.Get(ctx, id); err != nil || got != nil {
+		t.Fatalf("want (nil, nil), got %v, %v", got, err)
+	}
+}
+
+// Without conflict detection Set is last-write-wins, as in Manglekit's own backend; with
+// it, a process that did not see the latest checkpoint is refused with ErrConflict.
+func TestLiveConflicts(t *testing.T) {
+	s := live(t)
+	ctx := testContext(t)
+	id := s.session(t, "conflict")
+	doc := seedDocument(t, id)
+	a := s.provider(WithConflictDetection())
+	b := s.provider(WithConflictDetection())
+
+	if got, err := a.Get(ctx, id); err != nil || got != nil { // a: first run, expects 0
+		t.Fatalf("want a first run, got %v, %v", got, err)
+	}
+	if err := a.Set(ctx, id, doc); err != nil { // v1
+		t.Fatal(err)
+	}
+	if _, err := b.Get(ctx, id); err != nil { // b sees v1
+		t.Fatal(err)
+	}
+	if err := b.Set(ctx, id, doc); err != nil { // v2
+		t.Fatal(err)
+	}
+	err := a.Set(ctx, id, doc) // a still expects 1
+	if !errors.Is(err, ErrConflict) {
+		t.Fatalf("a stale Set: want ErrConflict, got %v", err)
+	}
+	gerr := asGraphQLError(t, err)
+	if gerr.Code != "CONFLICT" || !reflect.DeepEqual(gerr.Field, []string{"expectedVersion"}) ||
+		!strings.Contains(gerr.Message, "version is 2, not the expected 1") {
+		t.Errorf("got %#v", gerr)
+	}
+	if err := a.Set(ctx, id, doc); !errors.Is(err, ErrConflict) {
+		t.Fatalf("a stale Set again: want ErrConflict until a re-reads, got %v", err)
+	}
+	if _, err := a.Get(ctx, id); err != nil { // a re-hydrates
+		t.Fatal(err)
+	}
+	if err := a.Set(ctx, id, doc); err != nil { // v3
+		t.Fatal(err)
+	}
+	if v, _ := a.Version(id); v != 3 {
+		t.Errorf("a's version %d, want 3", v)
+	}
+	if err := s.provider().Set(ExpectVersion(ctx, 1), id, doc); !errors.Is(err, ErrConflict) {
+		t.Errorf("ExpectVersion(1) at version 3: want ErrConflict, got %v", err)
+	}
+	if err := s.provider().Set(ctx, id, doc); err != nil { // last write wins: v4
+		t.Fatalf("an unconditional Set: %v", err)
+	}
+}
+
+// What the server refuses, nothing of it stored.
+func TestLiveRefusedDocuments(t *testing.T) {
+	s := live(t)
+	ctx := testContext(t)
+	id := s.session(t, "refused")
+	p := s.provider()
+
+	err := p.Set(ctx, id, seedDocument(t, id+"-other"))
+	if !errors.Is(err, ErrInvalidInput) {
+		t.Fatalf("a session_id that is not the session's: want ErrInvalidInput, got %v", err)
+	}
+	if f := asGraphQLError(t, err).Field; !reflect.DeepEqual(f, []string{"state", "session_id"}) {
+		t.Errorf("field %v", f)
+	}
+	noEnvelopeID := seedState(t, id)
+	noEnvelopeID.ActiveEnvelope.ID = ""
+	err = p.Set(ctx, id, noEnvelopeID)
+	if !errors.Is(err, ErrInvalidInput) {
+		t.Fatalf("an empty active_envelope.id: want ErrInvalidInput, got %v", err)
+	}
+	if f := asGraphQLError(t, err).Field; !reflect.DeepEqual(f, []string{"state", "active_envelope", "id"}) {
+		t.Errorf("field %v", f)
+	}
+	long := strings.Repeat("x", 501)
+	if err := p.Set(ctx, long, seedDocument(t, long)); !errors.Is(err, ErrLimitExceeded) {
+		t.Errorf("a 501-character session id: want ErrLimitExceeded, got %v", err)
+	}
+	if got, err := p.Get(ctx, id); err != nil || got != nil {
+		t.Fatalf("something was stored: %v, %v", got, err)
+	}
+}
+
+// A body over the server's limit (CONVOGRAPH_MAX_BODY_BYTES, 32 MiB by default) is
+// refused with 413 before the server reads it.
+func TestLiveABodyOverTheLimitIs413(t *testing.T) {
+	s := live(t)
+	ctx := testContext(t)
+	id := s.session(t, "too-large")
+	limit := 32 << 20
+	if v := os.Getenv("CONVOGRAPH_MAX_BODY_BYTES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			t.Fatalf("CONVOGRAPH_MAX_BODY_BYTES=%q: %v", v, err)
+		}
+		limit = n
+	}
+	state := seedState(t, id)
+	state.ActiveEnvelope.Data, _ = json.Marshal(strings.Repeat("a", limit))
+	err := s.provider().Set(ctx, id, state)
+	if !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("a body over %d bytes: want ErrTooLarge, got %v "+
+			"(if the server's limit is higher, set CONVOGRAPH_MAX_BODY_BYTES to it)", limit, err)
+	}
+	if herr := asHTTPError(t, err); herr.StatusCode != 413 || !strings.Contains(herr.Message, "exceeds") {
+		t.Errorf("got %#v", herr)
+	}
+	if got, err := s.provider().Get(ctx, id); err != nil || got != nil {
+		t.Fatalf("something was stored: %v, %v", got, err)
+	}
+}
+
+// Invalid UTF-8 in a Go string: Manglekit's Checkpoint marshals the state with
+// encoding/json, which replaces each invalid byte with U+FFFD, so what is stored is the
+// string with replacement characters. The same bytes handed to Set as JSON text are
+// refused before any request (ErrInvalidState): the server would refuse the body.
+func TestLiveInvalidUTF8(t *testing.T) {
+	s := live(t)
+	ctx := testContext(t)
+	id := s.session(t, "utf8")
+	p := s.provider()
+	state := seedState(t, id)
+	state.ExecutionCtx.FeedbackHistory = []string{"bad \xff byte"}
+	state.ExecutionCtx.CurrentHistory[0].Content = "caf\xc3"
+	if err := (&durableStateManager{provider: p}).Checkpoint(ctx, state); err != nil {
+		t.Fatal(err)
+	}
+	got, err := p.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored SessionState
+	if err := json.Unmarshal(mustBytes(t, got), &stored); err != nil {
+		t.Fatal(err)
+	}
+	if f := stored.ExecutionCtx.FeedbackHistory[0]; f != "bad \uFFFD byte" {
+		t.Errorf("feedback stored as %q", f)
+	}
+	if c := stored.ExecutionCtx.CurrentHistory[0].Content; c != "caf\uFFFD" {
+		t.Errorf("content stored as %q", c)
+	}
+
+	rawID := s.session(t, "utf8-raw")
+	raw := bytes.Replace(seedDocument(t, rawID), []byte("Please refund"), []byte("Please \xff refund"), 1)
+	if err := p.Set(ctx, rawID, raw); !errors.Is(err, ErrInvalidState) {
+		t.Fatalf("raw invalid UTF-8: want ErrInvalidState, got %v", err)
+	}
+	if got, err := p.Get(ctx, rawID); err != nil || got != nil {
+		t.Fatalf("something was stored: %v, %v", got, err)
+	}
+}
+
+func TestLiveADoneContextFailsWithItsError(t *testing.T) {
+	s := live(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.provider().Get(ctx, s.session(t, "cancelled")); !errors.Is(err, context.Canceled) {
+		t.Fatalf("want context.Canceled, got %v", err)
+	}
+	expired, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel2()
+	if err := s.provider().Delete(expired, s.session(t, "expired")); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("want context.DeadlineExceeded, got %v", err)
+	}
+}

@@ -1,0 +1,457 @@
+<?php
+/**
+ * Agents API conversation store backed by convograph.
+ *
+ * One SERVICE token per site. A method that names an owner (the int-user and `_for_owner`
+ * methods) sends it as `Convograph-Owner: TYPE:KEY`, and convograph runs the request exactly
+ * as that owner: creates are owned by it, reads see only its sessions. A method that gets only
+ * a session id sends no owner: the SERVICE token reaches every session of its workspace by id,
+ * as the bundled store does; Agents API checks ownership first through get_session_for_owner().
+ *
+ * Every method returns its interface's failure value ('' / null / false / array()) and writes
+ * one `error_log` line when convograph cannot be asked or refuses; none throws.
+ *
+ * @package Convograph
+ */
+
+declare( strict_types=1 );
+
+use AgentsAPI\Core\Database\Chat\WP_Agent_Conversation_Lock;
+use AgentsAPI\Core\Database\Chat\WP_Agent_Principal_Conversation_Session_Reader;
+use AgentsAPI\Core\Workspace\WP_Agent_Workspace_Scope;
+
+require_once __DIR__ . '/contracts/conversation-store-interfaces.php';
+require_once __DIR__ . '/class-convograph-failure.php';
+require_once __DIR__ . '/class-convograph-http.php';
+require_once __DIR__ . '/class-convograph-graphql-client.php';
+require_once __DIR__ . '/class-convograph-owner.php';
+require_once __DIR__ . '/class-convograph-session-rows.php';
+require_once __DIR__ . '/class-convograph-operations.php';
+
+final class Convograph_Conversation_Store implements WP_Agent_Principal_Conversation_Session_Reader, WP_Agent_Conversation_Lock {
+
+	public const DEFAULT_TIMEOUT_SECONDS = 10.0;
+
+	private const DEFAULT_LIMIT = 50;
+	private const PAGE_SIZE     = 100; // convograph's largest page.
+	private const MAX_LOCK_TTL  = 86400; // convograph's longest lock.
+
+	private Convograph_Graphql_Client $client;
+
+	/** The token's workspace key (`type:id`), asked for once. */
+	private ?string $token_workspace = null;
+
+	/**
+	 * @param string        $endpoint      convograph's GraphQL URL, e.g. https://cg.example/graphql.
+	 * @param string        $service_token The site's SERVICE token.
+	 * @param callable|null $http          A transport (see Convograph_Http); default: WordPress's
+	 *                                     HTTP API when loaded, else curl, else PHP streams.
+	 */
+	public function __construct( string $endpoint, string $service_token, ?callable $http = null ) {
+		$this->client = new Convograph_Graphql_Client( $endpoint, $service_token, $http, self::DEFAULT_TIMEOUT_SECONDS );
+	}
+
+	/** Seconds each method may take, all its requests and a retry included (default 10). */
+	public function set_timeout( float $seconds ): void {
+		$this->client->set_timeout( $seconds );
+	}
+
+	/* ------------------------- WP_Agent_Conversation_Store ------------------------- */
+
+	public function create_session( WP_Agent_Workspace_Scope $workspace, int $user_id, string $agent_slug = '', array $metadata = array(), string $context = 'chat' ): string {
+		return $this->create_session_for_owner( $workspace, Convograph_Owner::user( $user_id ), $agent_slug, $metadata, $context );
+	}
+
+	/** @return array<int,array<string,mixed>> */
+	public function list_sessions( WP_Agent_Workspace_Scope $workspace, int $user_id, array $args = array() ): array {
+		return $this->list_sessions_for_owner( $workspace, Convograph_Owner::user( $user_id ), $args );
+	}
+
+	/**
+	 * Any session of the token's workspace. The owner key is not stored in clear, so the row's
+	 * `owner_key` is '' and `user_id` 0; get_session_for_owner() returns them.
+	 *
+	 * @return array<string,mixed>|null
+	 */
+	public function get_session( string $session_id ): ?array {
+		return $this->guarded(
+			__FUNCTION__,
+			null,
+			fn (): ?array => $this->read_session( $session_id, null )
+		);
+	}
+
+	public function update_session( string $session_id, array $messages, array $metadata = array(), string $provider = '', string $model = '', ?string $provider_response_id = null ): bool {
+		return $this->guarded(
+			__FUNCTION__,
+			false,
+			function () use ( $session_id, $messages, $metadata, $provider, $model, $provider_response_id ): bool {
+				$input = array(
+					'conversationId' => $session_id,
+					'messages'       => Convograph_Session_Rows::json_messages( $messages ),
+					'metadata'       => Convograph_Session_Rows::json_object( $this->keeping_token_id( $session_id, $metadata ) ),
+				);
+				if ( '' !== $provider ) {
+					$input['provider'] = $provider;
+				}
+				if ( '' !== $model ) {
+					$input['model'] = $model;
+				}
+				if ( null !== $provider_response_id ) {
+					$input['providerResponseId'] = $provider_response_id;
+				}
+				$this->mutate( Convograph_Operations::REPLACE_TRANSCRIPT, 'replaceTranscript', $input, null, true );
+				return true;
+			}
+		);
+	}
+
+	public function delete_session( string $session_id ): bool {
+		if ( '' === trim( $session_id ) ) {
+			return true; // Nothing can have that id: already gone.
+		}
+		return $this->guarded(
+			__FUNCTION__,
+			false,
+			function () use ( $session_id ): bool {
+				$this->mutate( Convograph_Operations::DELETE, 'deleteConversation', array( 'id' => $session_id ), null, true );
+				return true; // Deleted now or before: either way it is gone.
+			}
+		);
+	}
+
+	/** @return array<string,mixed>|null */
+	public function get_recent_pending_session( WP_Agent_Workspace_Scope $workspace, int $user_id, int $seconds = 600, string $context = 'chat', ?int $token_id = null ): ?array {
+		return $this->get_recent_pending_session_for_owner( $workspace, Convograph_Owner::user( $user_id ), $seconds, $context, $token_id );
+	}
+
+	public function update_title( string $session_id, string $title ): bool {
+		return $this->guarded(
+			__FUNCTION__,
+			false,
+			function () use ( $session_id, $title ): bool {
+				$input = array(
+					'id'    => $session_id,
+					'title' => $title,
+				);
+				$this->mutate( Convograph_Operations::UPDATE_TITLE, 'updateConversation', $input, null, true );
+				return true;
+			}
+		);
+	}
+
+	/* -------------------- WP_Agent_Principal_Conversation_Store -------------------- */
+
+	public function create_session_for_owner( WP_Agent_Workspace_Scope $workspace, array $owner, string $agent_slug = '', array $metadata = array(), string $context = 'chat' ): string {
+		return $this->guarded(
+			__FUNCTION__,
+			'',
+			function () use ( $workspace, $owner, $agent_slug, $metadata, $context ): string {
+				$owner = Convograph_Owner::canonical( $owner );
+				$this->check_workspace( $workspace );
+				$input = array(
+					'agentSlug'      => $agent_slug,
+					'metadata'       => Convograph_Session_Rows::json_object( $metadata ),
+					'context'        => $context,
+					// A retry after a lost answer returns this conversation instead of a second one.
+					'idempotencyKey' => self::uuid4(),
+				);
+				$payload = $this->mutate( Convograph_Operations::CREATE, 'createConversation', $input, Convograph_Owner::header( $owner ), true );
+				return (string) ( $payload['conversation']['id'] ?? '' );
+			}
+		);
+	}
+
+	/**
+	 * Newest first. `limit` (default 50, at least 1, no upper bound), `offset` (rows to skip:
+	 * convograph pages by cursor, so the skipped rows are paged through), `agent_slug` and
+	 * `context` ('' = no filter), `include_messages` (false: rows have no `messages` key).
+	 *
+	 * @return array<int,array<string,mixed>>
+	 */
+	public function list_sessions_for_owner( WP_Agent_Workspace_Scope $workspace, array $owner, array $args = array() ): array {
+		return $this->guarded(
+			__FUNCTION__,
+			array(),
+			function () use ( $workspace, $owner, $args ): array {
+				$owner = Convograph_Owner::canonical( $owner );
+				$this->check_workspace( $workspace );
+				$limit  = isset( $args['limit'] ) ? max( 1, self::int_value( $args['limit'] ) ) : self::DEFAULT_LIMIT;
+				$offset = isset( $args['offset'] ) ? max( 0, self::int_value( $args['offset'] ) ) : 0;
+				$filter = array( 'rootOnly' => true );
+				foreach ( array( 'agent_slug' => 'agentSlug', 'context' => 'context' ) as $arg => $field ) {
+					if ( isset( $args[ $arg ] ) && is_scalar( $args[ $arg ] ) && '' !== (string) $args[ $arg ] ) {
+						$filter[ $field ] = (string) $args[ $arg ];
+					}
+				}
+				return $this->list_page( $filter, $owner, $offset, $limit, ! empty( $args['include_messages'] ) );
+			}
+		);
+	}
+
+	/**
+	 * The owner's newest session of `$context` (and `metadata.token_id`, when given) created in
+	 * the last `$seconds` (at least 1), if it is still pending (empty transcript or locked).
+	 *
+	 * @return array<string,mixed>|null
+	 */
+	public function get_recent_pending_session_for_owner( WP_Agent_Workspace_Scope $workspace, array $owner, int $seconds = 600, string $context = 'chat', ?int $token_id = null ): ?array {
+		return $this->guarded(
+			__FUNCTION__,
+			null,
+			function () use ( $workspace, $owner, $seconds, $context, $token_id ): ?array {
+				$owner = Convograph_Owner::canonical( $owner );
+				$this->check_workspace( $workspace );
+				$variables = array(
+					'seconds' => max( 1, $seconds ),
+					'context' => $context,
+					'tokenId' => null === $token_id ? null : (string) $token_id,
+				);
+				$data = $this->client->execute( Convograph_Operations::RECENT_PENDING, $variables, Convograph_Owner::header( $owner ), true );
+				$node = $data['recentPendingConversation'] ?? null;
+				return is_array( $node ) ? Convograph_Session_Rows::from_node( $node, $owner, true ) : null;
+			}
+		);
+	}
+
+	/* --------------- WP_Agent_Principal_Conversation_Session_Reader --------------- */
+
+	/**
+	 * The session only if `$owner` owns it in `$workspace`; the row carries the owner as given.
+	 *
+	 * @return array<string,mixed>|null
+	 */
+	public function get_session_for_owner( WP_Agent_Workspace_Scope $workspace, array $owner, string $session_id ): ?array {
+		return $this->guarded(
+			__FUNCTION__,
+			null,
+			function () use ( $workspace, $owner, $session_id ): ?array {
+				$owner = Convograph_Owner::canonical( $owner );
+				$this->check_workspace( $workspace );
+				return $this->read_session( $session_id, $owner );
+			}
+		);
+	}
+
+	/* -------------------------- WP_Agent_Conversation_Lock -------------------------- */
+
+	/** A lock token, or null while someone else holds an unexpired lock. TTL 1..86400 s. */
+	public function acquire_session_lock( string $session_id, int $ttl_seconds = 300 ): ?string {
+		return $this->guarded(
+			__FUNCTION__,
+			null,
+			function () use ( $session_id, $ttl_seconds ): ?string {
+				$input = array(
+					'conversationId' => $session_id,
+					'ttlSeconds'     => min( self::MAX_LOCK_TTL, max( 1, $ttl_seconds ) ),
+				);
+				// Never retried: a lost answer to a granted lock would make the retry see LOCKED.
+				$data    = $this->client->execute( Convograph_Operations::ACQUIRE_LOCK, array( 'input' => $input ), null, false );
+				$payload = is_array( $data['acquireLock'] ?? null ) ? $data['acquireLock'] : array();
+				$codes   = array_column( is_array( $payload['userErrors'] ?? null ) ? $payload['userErrors'] : array(), 'code' );
+				if ( array( 'LOCKED' ) === $codes ) {
+					return null; // Contention is an answer, not a failure.
+				}
+				self::refuse_user_errors( $payload );
+				$token = $payload['token'] ?? null;
+				if ( ! is_string( $token ) || '' === $token ) {
+					throw new Convograph_Failure( 'acquireLock returned no token' );
+				}
+				return $token;
+			}
+		);
+	}
+
+	/** False when `$lock_token` is not the current holder's (released, expired, re-taken). */
+	public function release_session_lock( string $session_id, string $lock_token ): bool {
+		return $this->guarded(
+			__FUNCTION__,
+			false,
+			function () use ( $session_id, $lock_token ): bool {
+				$input   = array(
+					'conversationId' => $session_id,
+					'token'          => $lock_token,
+				);
+				$payload = $this->mutate( Convograph_Operations::RELEASE_LOCK, 'releaseLock', $input, null, false );
+				return true === ( $payload['released'] ?? null );
+			}
+		);
+	}
+
+	/* ----------------------------------- Internals ---------------------------------- */
+
+	/**
+	 * Run `$body`; on any failure log one line and return `$failure` instead.
+	 *
+	 * @template T
+	 * @param T               $failure
+	 * @param callable(): T   $body
+	 * @return T
+	 */
+	private function guarded( string $method, mixed $failure, callable $body ): mixed {
+		$this->client->begin_call();
+		try {
+			return $body();
+		} catch ( Throwable $e ) {
+			$reason = $e instanceof Convograph_Failure ? $e->getMessage() : get_class( $e ) . ': ' . $e->getMessage();
+			// One line, bounded, whatever the server or PHP put in the message.
+			$reason = preg_replace( '/[\x00-\x1F\x7F]+/', ' ', $reason ) ?? 'unprintable error';
+			error_log( 'convograph: ' . __CLASS__ . '::' . $method . ' failed: ' . substr( $reason, 0, 500 ) ); // phpcs:ignore WordPress.PHP.DevelopmentFunctions.error_log_error_log
+			return $failure;
+		} finally {
+			$this->client->end_call();
+		}
+	}
+
+	/**
+	 * Run a mutation whose payload has `userErrors`; its payload when there are none.
+	 *
+	 * @param array<string,mixed> $input
+	 * @return array<string,mixed>
+	 * @throws Convograph_Failure
+	 */
+	private function mutate( string $document, string $field, array $input, ?string $owner, bool $retry_safe ): array {
+		$data    = $this->client->execute( $document, array( 'input' => $input ), $owner, $retry_safe );
+		$payload = $data[ $field ] ?? null;
+		if ( ! is_array( $payload ) ) {
+			throw new Convograph_Failure( $field . ' returned no payload' );
+		}
+		self::refuse_user_errors( $payload );
+		return $payload;
+	}
+
+	/**
+	 * @param array<string,mixed> $payload
+	 * @throws Convograph_Failure
+	 */
+	private static function refuse_user_errors( array $payload ): void {
+		$errors = is_array( $payload['userErrors'] ?? null ) ? $payload['userErrors'] : array();
+		if ( array() === $errors ) {
+			return;
+		}
+		$error = is_array( $errors[0] ) ? $errors[0] : array();
+		$field = is_array( $error['field'] ?? null ) ? ' (' . implode( '.', $error['field'] ) . ')' : '';
+		throw new Convograph_Failure( (string) ( $error['code'] ?? 'ERROR' ) . $field . ': ' . (string) ( $error['message'] ?? '' ) );
+	}
+
+	/**
+	 * The new metadata, with the stored `token_id` when it has none of its own.
+	 *
+	 * The bundled store keeps the token id of get_recent_pending_session() apart from the
+	 * metadata (set once, at creation), so replacing the metadata never ends token-scoped dedup.
+	 * convograph matches `metadata.token_id`: it is carried over (one read, only when needed).
+	 *
+	 * @param array<mixed> $metadata
+	 * @return array<mixed>
+	 * @throws Convograph_Failure
+	 */
+	private function keeping_token_id( string $session_id, array $metadata ): array {
+		if ( array_key_exists( 'token_id', $metadata ) ) {
+			return $metadata;
+		}
+		$data   = $this->client->execute( Convograph_Operations::GET_METADATA, array( 'id' => $session_id ), null, true );
+		$stored = $data['conversation']['metadata'] ?? null;
+		if ( is_array( $stored ) && array_key_exists( 'token_id', $stored ) ) {
+			$metadata['token_id'] = $stored['token_id'];
+		}
+		return $metadata;
+	}
+
+	/**
+	 * One session row, read as `$owner` (header) or as the token itself (null).
+	 *
+	 * @param array{type:string,key:string}|null $owner
+	 * @return array<string,mixed>|null
+	 */
+	private function read_session( string $session_id, ?array $owner ): ?array {
+		if ( '' === trim( $session_id ) ) {
+			return null;
+		}
+		$header = null !== $owner ? Convograph_Owner::header( $owner ) : null;
+		$data   = $this->client->execute( Convograph_Operations::GET, array( 'id' => $session_id ), $header, true );
+		$node   = $data['conversation'] ?? null;
+		return is_array( $node ) ? Convograph_Session_Rows::from_node( $node, $owner, true ) : null;
+	}
+
+	/**
+	 * `$limit` rows after skipping `$offset`, paging through convograph's keyset cursors.
+	 *
+	 * @param array<string,mixed>           $filter
+	 * @param array{type:string,key:string} $owner
+	 * @return array<int,array<string,mixed>>
+	 */
+	private function list_page( array $filter, array $owner, int $offset, int $limit, bool $with_messages ): array {
+		$header = Convograph_Owner::header( $owner );
+		$after  = null;
+		while ( $offset > 0 ) {
+			$first     = min( self::PAGE_SIZE, $offset );
+			$variables = array(
+				'filter' => $filter,
+				'first'  => $first,
+				'after'  => $after,
+			);
+			$page      = $this->client->execute( Convograph_Operations::SKIP_PAGE, $variables, $header, true );
+			$info      = $page['conversations']['pageInfo'] ?? array();
+			if ( true !== ( $info['hasNextPage'] ?? null ) ) {
+				return array(); // The offset is past the last session.
+			}
+			$after   = $info['endCursor'];
+			$offset -= $first;
+		}
+
+		$document = $with_messages ? Convograph_Operations::LIST_WITH_MESSAGES : Convograph_Operations::LIST;
+		$rows     = array();
+		while ( count( $rows ) < $limit ) {
+			$variables = array(
+				'filter' => $filter,
+				'first'  => min( self::PAGE_SIZE, $limit - count( $rows ) ),
+				'after'  => $after,
+			);
+			$page      = $this->client->execute( $document, $variables, $header, true );
+			$nodes     = $page['conversations']['nodes'] ?? array();
+			foreach ( is_array( $nodes ) ? $nodes : array() as $node ) {
+				$rows[] = Convograph_Session_Rows::from_node( $node, $owner, $with_messages );
+			}
+			$info = $page['conversations']['pageInfo'] ?? array();
+			if ( true !== ( $info['hasNextPage'] ?? null ) ) {
+				break;
+			}
+			$after = $info['endCursor'];
+		}
+		return $rows;
+	}
+
+	/**
+	 * convograph takes the workspace from the token, never from the call: a call for another
+	 * workspace than the token's is refused rather than silently mixed into the token's one.
+	 *
+	 * @throws Convograph_Failure
+	 */
+	private function check_workspace( WP_Agent_Workspace_Scope $workspace ): void {
+		if ( null === $this->token_workspace ) {
+			$data = $this->client->execute( Convograph_Operations::VIEWER, array(), null, true );
+			$key  = $data['viewer']['workspace']['key'] ?? null;
+			if ( ! is_string( $key ) ) {
+				throw new Convograph_Failure( 'viewer returned no workspace' );
+			}
+			$this->token_workspace = $key;
+		}
+		if ( $workspace->key() !== $this->token_workspace ) {
+			throw new Convograph_Failure( 'workspace ' . $workspace->key() . ' is not this token\'s workspace ' . $this->token_workspace );
+		}
+	}
+
+	private static function int_value( mixed $value ): int {
+		return is_int( $value ) || is_float( $value ) || is_string( $value ) || is_bool( $value ) ? (int) $value : 0;
+	}
+
+	private static function uuid4(): string {
+		if ( function_exists( 'wp_generate_uuid4' ) ) {
+			return wp_generate_uuid4();
+		}
+		$bytes    = random_bytes( 16 );
+		$bytes[6] = chr( ( ord( $bytes[6] ) & 0x0f ) | 0x40 );
+		$bytes[8] = chr( ( ord( $bytes[8] ) & 0x3f ) | 0x80 );
+		return vsprintf( '%s%s-%s-%s-%s-%s%s%s', str_split( bin2hex( $bytes ), 4 ) );
+	}
+}

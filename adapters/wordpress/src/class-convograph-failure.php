@@ -1,0 +1,21 @@
+<?php
+/**
+ * Why a store call could not do its work. Internal to the adapter: every store method turns
+ * it into its interface's failure value and one log line; it never reaches WordPress.
+ *
+ * @package Convograph
+ */
+
+declare( strict_types=1 );
+
+final class Convograph_Failure extends RuntimeException {
+
+	/**
+	 * @param string $message     One line, without credentials.
+	 * @param bool   $no_response True when no HTTP response arrived (refused, reset, timeout):
+	 *                            the request may or may not have reached the server.
+	 */
+	public function __construct( string $message, public readonly bool $no_response = false ) {
+		parent::__construct( $message );
+	}
+}

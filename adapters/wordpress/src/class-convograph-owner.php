@@ -1,0 +1,62 @@
+<?php
+/**
+ * An Agents API principal owner, `array( 'type' => ..., 'key' => ... )`, as convograph names it
+ * in the `Convograph-Owner: TYPE:KEY` header.
+ *
+ * @package Convograph
+ */
+
+declare( strict_types=1 );
+
+final class Convograph_Owner {
+
+	/** The owner types convograph knows (`OwnerType`), as Agents API spells them. */
+	public const TYPES = array( 'user', 'audience', 'runtime', 'token', 'system' );
+
+	/**
+	 * The owner in canonical shape: a known type, lower-cased and trimmed; a non-empty key that
+	 * can travel in an HTTP header unchanged (printable ASCII, no surrounding spaces). An int
+	 * key is accepted as its decimal string.
+	 *
+	 * @param array<mixed> $owner
+	 * @return array{type:string,key:string}
+	 * @throws Convograph_Failure When the owner cannot be named in the header.
+	 */
+	public static function canonical( array $owner ): array {
+		$type = $owner['type'] ?? null;
+		$type = is_string( $type ) ? strtolower( trim( $type ) ) : '';
+		if ( ! in_array( $type, self::TYPES, true ) ) {
+			throw new Convograph_Failure( 'owner type must be one of ' . implode( ', ', self::TYPES ) );
+		}
+		$key = $owner['key'] ?? null;
+		$key = is_int( $key ) ? (string) $key : $key;
+		if ( ! is_string( $key ) || 1 !== preg_match( '/^[\x21-\x7E](?:[\x20-\x7E]*[\x21-\x7E])?$/', $key ) ) {
+			throw new Convograph_Failure( 'owner key must be non-empty printable ASCII without surrounding spaces (it travels in the ' . Convograph_Graphql_Client::OWNER_HEADER . ' header)' );
+		}
+		return array(
+			'type' => $type,
+			'key'  => $key,
+		);
+	}
+
+	/**
+	 * The header value, `type:key`.
+	 *
+	 * @param array{type:string,key:string} $owner A canonical owner.
+	 */
+	public static function header( array $owner ): string {
+		return $owner['type'] . ':' . $owner['key'];
+	}
+
+	/**
+	 * The owner of the int-user methods: `user:<id>`, as the bundled store keys them.
+	 *
+	 * @return array{type:string,key:string}
+	 */
+	public static function user( int $user_id ): array {
+		return array(
+			'type' => 'user',
+			'key'  => (string) $user_id,
+		);
+	}
+}
