@@ -8,14 +8,10 @@ import strawberry
 
 from graph.api.types import ConversationEvent, Info
 from graph.domain import ids
-from graph.domain.errors import not_found
+from graph.domain.errors import forbidden, not_found
 
 # How long an idle subscription goes before it checks that its token is still live.
 LIVENESS_SECONDS = 2.0
-
-
-class TokenRevoked(Exception):
-    """The subscription's token was revoked: the stream ends (an error, then close)."""
 
 
 @strawberry.type
@@ -42,7 +38,7 @@ class Subscription:
             async for event in listener.events(idle_seconds=LIVENESS_SECONDS):
                 # Before each event, and now and then without one: a revoked token ends it.
                 if ctx.still_live is not None and not await ctx.still_live(ctx.principal):
-                    raise TokenRevoked("the token of this subscription was revoked")
+                    raise forbidden("the token of this subscription was revoked")
                 if event is None:
                     continue
                 # One connection serves many events: each reads its nested fields afresh.

@@ -56,14 +56,15 @@ class TextFrames(ASGIWebSocketAdapter):
 
     Strawberry sends bytes from encode_json as binary frames, and browser clients
     (graphql-ws, GraphiQL's subscriptions) parse text frames only. Once a subscription was
-    ended because its token was revoked, the connection is closed after that error.
+    ended because its token was revoked (its error sent, then `complete`), the connection
+    is closed: nothing more is served to that token.
     """
 
     async def send_json(self, message: Any) -> None:
         encoded = self.view.encode_json(message)
         try:
             await self.ws.send_text(encoded if isinstance(encoded, str) else encoded.decode())
-            if self.ws.scope["state"].get(REVOKED_STATE) and message.get("type") == "error":
+            if self.ws.scope["state"].get(REVOKED_STATE) and message.get("type") == "complete":
                 await self.ws.close(code=4403, reason="token revoked")
         except WebSocketDisconnect as exc:
             raise WebSocketDisconnected from exc
