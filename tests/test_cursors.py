@@ -134,12 +134,14 @@ async def test_the_cursors_the_server_issues_are_accepted(gql: GraphQLClient) ->
     )
     assert len(rest["conversations"]["nodes"]) == 1
     page = await gql(
-        "query($id: ID!) { conversation(id: $id) { messages(first: 1) { pageInfo { endCursor } } } }",
+        "query($id: ID!) { conversation(id: $id) { "
+        "messages(first: 1) { pageInfo { endCursor } } } }",
         {"id": cid},
     )
     mark = page["conversation"]["messages"]["pageInfo"]["endCursor"]
     more = await gql(
-        "query($id: ID!, $a: String) { conversation(id: $id) { messages(after: $a) { nodes { seq } } } }",
+        "query($id: ID!, $a: String) { conversation(id: $id) { "
+        "messages(after: $a) { nodes { seq } } } }",
         {"id": cid, "a": mark},
     )
     assert more["conversation"]["messages"]["nodes"] == [{"seq": 2}]

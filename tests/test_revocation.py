@@ -76,9 +76,9 @@ async def live_until_an_event(ws: Any, gql: Any, cid: str) -> None:
         try:
             while True:
                 message = json.loads(await asyncio.wait_for(ws.recv(), 0.2))
-                if message.get("type") == "next":
-                    if message["payload"]["data"]["conversationEvents"]["version"] == version:
-                        return
+                event = (message.get("payload", {}).get("data") or {}).get("conversationEvents")
+                if message.get("type") == "next" and event and event["version"] == version:
+                    return
         except TimeoutError:
             continue
     raise AssertionError("the subscription never delivered an event")
