@@ -231,7 +231,7 @@ def parser() -> argparse.ArgumentParser:
     create = with_db(tsub.add_parser("create", help="issue a token (printed once)"))
     create.add_argument("--workspace", required=True, help="TYPE:ID, e.g. site:42")
     create.add_argument("--owner", required=True, help="TYPE:KEY, e.g. user:alice")
-    create.add_argument("--scope", default="write", choices=["read", "write", "admin"])
+    create.add_argument("--scope", default="write", choices=["read", "write", "admin", "service"])
     create.add_argument("--label")
     create.set_defaults(func=cmd_token_create)
     with_db(tsub.add_parser("list", help="list tokens (never the token itself)")).set_defaults(

@@ -93,6 +93,8 @@ def settings(database_url: str, tmp_path: Path) -> Settings:
 class GraphQLClient:
     http: httpx.AsyncClient
     token: str | None
+    # The owner a SERVICE token acts for (the Convograph-Owner header), if any.
+    acting_for: str | None = None
 
     async def post(
         self,
@@ -104,6 +106,8 @@ class GraphQLClient:
     ) -> httpx.Response:
         use = token if token is not None else self.token
         headers = {"Authorization": f"Bearer {use}"} if use else {}
+        if self.acting_for is not None:
+            headers["Convograph-Owner"] = self.acting_for
         return await self.http.post(
             "/graphql",
             json={"query": query, "variables": variables or {}},
@@ -121,8 +125,8 @@ class GraphQLClient:
         assert "errors" not in body, body["errors"]
         return body["data"]
 
-    def as_(self, token: str) -> GraphQLClient:
-        return GraphQLClient(self.http, token)
+    def as_(self, token: str, *, acting_for: str | None = None) -> GraphQLClient:
+        return GraphQLClient(self.http, token, acting_for)
 
 
 @dataclass

@@ -1,14 +1,18 @@
 """Isolation as a property: random operations by many principals against one model.
 
 Principals: two workspaces, every owner type with the same key (so a type mix-up shows), a
-second user, an ADMIN per workspace and a READ token. Hypothesis draws sequences of
+second user, an ADMIN per workspace, a READ token, and SERVICE tokens in their own name and
+acting for owners (one of them an owner the others also are, one in the other workspace).
+Hypothesis draws sequences of
 operations (create, append, rename, delegate, delete, lock and release, checkpoint, read by
 id and by node, list, search, admin owner filters, session reads, subscriptions, token
 revocation), each aimed at any record any principal made. A small model says who owns what;
 every answer is checked against it: a record is visible to its owner (and to an ADMIN of
-its workspace, for reads only), writable by its owner only, and otherwise indistinguishable
-from a missing one; a READ token writes nothing; a revoked token is refused from the next
-request on. test_isolation holds the fixed, exhaustive version of these checks.
+its workspace, for reads only, and to a SERVICE token of its workspace in its own name),
+writable by its owner (and by such a SERVICE token), and otherwise indistinguishable from a
+missing one; a SERVICE token acting for an owner is exactly that owner; a READ token
+writes nothing; a revoked token is refused from the next request on. test_isolation holds
+the fixed, exhaustive version of these checks.
 """
 
 from __future__ import annotations
@@ -37,14 +41,24 @@ class Who:
     workspace: str
     owner: str
     scope: str
+    acting_for: str | None = None  # a SERVICE token's Convograph-Owner header
 
     @property
     def owner_key(self) -> tuple[str, str]:
-        return (self.workspace, self.owner)
+        """Whose records this principal's creates are (a service acting: the acted-for)."""
+        return (self.workspace, self.acting_for or self.owner)
 
     @property
     def writes(self) -> bool:
         return self.scope != "read"
+
+    @property
+    def workspace_reader(self) -> bool:
+        return self.scope == "admin" or (self.scope == "service" and self.acting_for is None)
+
+    @property
+    def workspace_writer(self) -> bool:
+        return self.scope == "service" and self.acting_for is None
 
 
 PRINCIPALS = [
@@ -58,6 +72,10 @@ PRINCIPALS = [
     Who("site:1", "system:root", "admin"),
     Who("site:2", "system:root", "admin"),
     Who("site:1", "user:alice", "read"),
+    Who("site:1", "system:site", "service"),
+    Who("site:1", "system:site", "service", acting_for="user:alice"),
+    Who("site:1", "system:site", "service", acting_for="user:carol"),
+    Who("site:2", "system:site", "service", acting_for="user:alice"),
 ]
 
 
@@ -88,12 +106,16 @@ class World:
         if conv is None:
             return False
         return conv.owner == who.owner_key or (
-            who.scope == "admin" and conv.owner[0] == who.workspace
+            who.workspace_reader and conv.owner[0] == who.workspace
         )
 
     def writable(self, who: Who, cid: str) -> bool:
         conv = self.convs.get(cid)
-        return conv is not None and who.writes and conv.owner == who.owner_key
+        if conv is None or not who.writes:
+            return False
+        return conv.owner == who.owner_key or (
+            who.workspace_writer and conv.owner[0] == who.workspace
+        )
 
     def listing(self, who: Who) -> set[str]:
         return {cid for cid in self.convs if self.visible(who, cid)}
@@ -167,8 +189,10 @@ async def op_delegate(world: World, who: Who, client: GraphQLClient, cid: str) -
     assert payload["userErrors"] == [], payload
     child = payload["delegation"]["childConversation"]["id"]
     world.convs[cid].children.append(child)
-    # A child transcript has no messages: its word matches nothing in a search.
-    world.convs[child] = Conv(who.owner_key, f"child-of-{cid}", title="Delegation: b — t")
+    # A child transcript belongs to its tree's owner (whoever may write to the tree made
+    # it); it has no messages, so its word matches nothing in a search.
+    parent = world.convs[cid]
+    world.convs[child] = Conv(parent.owner, f"child-of-{cid}", title="Delegation: b — t")
 
 
 async def op_delete(world: World, who: Who, client: GraphQLClient, cid: str) -> None:
@@ -272,8 +296,9 @@ async def op_owner_filter(world: World, who: Who, client: GraphQLClient, cid: st
         return
     type_, key = conv.owner[1].split(":", 1)
     _, ids = await listed(client, {"owner": {"type": type_.upper(), "key": key}})
-    if who.scope == "admin":
-        # An ADMIN narrows to that owner, within its own workspace only.
+    if who.workspace_reader:
+        # An ADMIN (or a SERVICE token in its own name) narrows to that owner, within its
+        # own workspace only.
         expected = {c for c, v in world.convs.items() if v.owner == (who.workspace, conv.owner[1])}
     else:
         expected = world.listing(who)  # the filter cannot widen a non-ADMIN's listing
@@ -313,7 +338,9 @@ async def op_subscribe(world: World, who: Who, client: GraphQLClient, cid: str) 
             headers={"Authorization": f"Bearer {client.token}"},
         ) as ws,
     ):
-        await ws.send_text(json.dumps({"type": "connection_init", "payload": {}}))
+        # A service names the owner it acts for in connection_init, as browsers must.
+        init = {} if who.acting_for is None else {"Convograph-Owner": who.acting_for}
+        await ws.send_text(json.dumps({"type": "connection_init", "payload": init}))
         assert json.loads(await ws.receive_text(timeout=10))["type"] == "connection_ack"
         await ws.send_text(json.dumps(subscription))
         if not world.visible(who, cid):
@@ -343,7 +370,7 @@ async def op_subscribe(world: World, who: Who, client: GraphQLClient, cid: str) 
 async def op_revoke(world: World, who: Who, client: GraphQLClient, _: str) -> None:
     """A fresh token of `who` works, is revoked, and is refused on the very next request."""
     token_id, token = await world.server.token_with_id(who.workspace, who.owner, who.scope)
-    extra = client.as_(token)
+    extra = client.as_(token, acting_for=who.acting_for)
     viewer = "{ viewer { ownerKey } }"
     assert (await extra.post(viewer)).status_code == 200
     assert await world.server.revoke(token_id)
@@ -386,7 +413,7 @@ async def world(server: Server) -> AsyncIterator[World]:
     transport = httpx.ASGITransport(app=server.app)
     async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
         clients = [
-            GraphQLClient(http, await server.token(p.workspace, p.owner, p.scope))
+            GraphQLClient(http, await server.token(p.workspace, p.owner, p.scope), p.acting_for)
             for p in PRINCIPALS
         ]
         world = World(server, http, clients)

@@ -1,4 +1,5 @@
-"""Who is asking: the caller a token names, and the process itself (SYSTEM)."""
+"""Who is asking: the caller a token names, the owner a SERVICE token acts for, and the
+process itself (SYSTEM)."""
 
 from __future__ import annotations
 
@@ -21,13 +22,17 @@ class Scope(enum.Enum):
     READ = "READ"
     WRITE = "WRITE"
     ADMIN = "ADMIN"
+    # A trusted backend (a multi-user site, a runtime host): reads and writes every record
+    # of its workspace, and acts as one of its owners when a request names one.
+    SERVICE = "SERVICE"
 
 
-# A scope grants the ones below it too: ADMIN ⊃ WRITE ⊃ READ.
+# A scope grants the ones below it too: ADMIN ⊃ WRITE ⊃ READ, SERVICE ⊃ WRITE ⊃ READ.
 IMPLIED_SCOPES = {
     Scope.READ: (Scope.READ,),
     Scope.WRITE: (Scope.READ, Scope.WRITE),
     Scope.ADMIN: (Scope.READ, Scope.WRITE, Scope.ADMIN),
+    Scope.SERVICE: (Scope.READ, Scope.WRITE, Scope.SERVICE),
 }
 
 
@@ -70,10 +75,16 @@ class Principal:
     owner_key: str
     owner_digest: str
     scopes: tuple[Scope, ...]
+    # When a SERVICE token acts for this owner: the token's own owner, as `type:key`.
+    acting_service: str | None = None
 
     @property
     def workspace_key(self) -> str:
         return f"{self.workspace_type}:{self.workspace_id}"
+
+    @property
+    def owner(self) -> str:
+        return f"{self.owner_type.value.lower()}:{self.owner_key}"
 
     @property
     def can_write(self) -> bool:
@@ -82,6 +93,27 @@ class Principal:
     @property
     def is_admin(self) -> bool:
         return Scope.ADMIN in self.scopes
+
+    @property
+    def is_service(self) -> bool:
+        """A SERVICE token in its own name: it reads and writes its whole workspace."""
+        return Scope.SERVICE in self.scopes
+
+    def acting_for(self, owner_type: OwnerType, owner_key: str, owner_digest: str) -> Principal:
+        """The principal of a SERVICE token acting for an owner of its workspace: exactly
+        what that owner's WRITE token is (the workspace stays the token's)."""
+        if not self.is_service:
+            raise ValueError("only a SERVICE token may act for an owner")
+        return Principal(
+            token_id=self.token_id,
+            workspace_type=self.workspace_type,
+            workspace_id=self.workspace_id,
+            owner_type=owner_type,
+            owner_key=owner_key,
+            owner_digest=owner_digest,
+            scopes=expand_scopes((Scope.WRITE,)),
+            acting_service=self.owner,
+        )
 
 
 # The process itself: the retention sweep, the CLI's token commands, and authentication,

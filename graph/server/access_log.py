@@ -7,8 +7,8 @@ request's `Observation`, which counts the operation and keeps it for the log lin
 WebSocket carries many operations over a long time, so each operation on it gets its own
 log line when it ends.
 
-The log line names the principal by workspace and owner type only: never the token, never
-the owner key.
+The log line names the principal by workspace and owner type only (and, for a SERVICE token
+acting for an owner, the service token's id): never the token, never the owner key.
 """
 
 from __future__ import annotations
@@ -99,9 +99,17 @@ def observation_of(scope: Scope) -> Observation | None:
 
 
 def _principal_fields(principal: Principal | None) -> dict[str, Any]:
+    """Who asked, without any secret: the workspace, the owner's type and, when a SERVICE
+    token acts for an owner, the service token's id (never an owner key)."""
     if principal is None:
         return {}
-    return {"workspace": principal.workspace_key, "owner_type": principal.owner_type.value.lower()}
+    fields = {
+        "workspace": principal.workspace_key,
+        "owner_type": principal.owner_type.value.lower(),
+    }
+    if principal.acting_service is not None:
+        fields["service_token"] = principal.token_id
+    return fields
 
 
 def printable(text: str) -> str:

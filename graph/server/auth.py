@@ -5,8 +5,11 @@ token's keyed digest names the Principal (workspace, owner, scopes), the only so
 ownership. A request without the header is anonymous (the endpoints decide what anonymous
 may do: a WebSocket may still authenticate in its `connection_init` payload); a header
 with a token that is unknown or revoked is refused with 401 (a WebSocket is accepted and
-closed with 4401, which graphql-ws clients understand). `Liveness` answers whether an open
-subscription's token is still live.
+closed with 4401, which graphql-ws clients understand). A SERVICE token may name the owner
+it acts for in `Convograph-Owner: TYPE:KEY` (or that key of the connection_init payload):
+the request then runs as that owner of the token's workspace. The header with any other
+token is 403, a malformed one 400: never silently ignored. `Liveness` answers whether an
+open subscription's token is still live.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from starlette.authentication import (
 from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse, Response
 
-from graph.domain.principal import SYSTEM, Principal
+from graph.domain.principal import SYSTEM, Principal, parse_owner
 from graph.server.errors import error_response, internal_error
 from graph.store.unit_of_work import UnitOfWork
 
@@ -33,6 +36,8 @@ logger = logging.getLogger("convograph.auth")
 
 REFUSED = "missing, unknown or revoked bearer token"
 CHALLENGE = {"WWW-Authenticate": 'Bearer realm="convograph"'}
+OWNER_HEADER = "Convograph-Owner"
+NOT_A_SERVICE = f"only a SERVICE token may act for an owner ({OWNER_HEADER}); this token is not one"
 
 
 class Caller(BaseUser):
@@ -56,6 +61,15 @@ class Refused(BaseUser):
     @property
     def is_authenticated(self) -> bool:
         return False
+
+
+class Refusal(AuthenticationError):
+    """Credentials we understand and refuse, with the status that says why."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
 
 
 class Unavailable(AuthenticationError):
@@ -90,24 +104,48 @@ def authorization_from_params(params: Mapping[str, Any] | None) -> Any:
     return None
 
 
+def owner_from_params(params: Mapping[str, Any] | None) -> Any:
+    """The owner a graphql-transport-ws client acts for, from its connection_init payload."""
+    return params.get(OWNER_HEADER) if isinstance(params, Mapping) else None
+
+
 class TokenBackend(AuthenticationBackend):
     def __init__(self, uow: UnitOfWork) -> None:
         self.uow = uow
 
-    async def principal(self, authorization: Any) -> Principal | None:
-        """The principal of an Authorization value, or None when it names no live token."""
+    async def principal(self, authorization: Any, acting_for: Any = None) -> Principal | None:
+        """The principal of an Authorization value (and Convograph-Owner value), or None
+        when it names no live token; Refusal for an owner the token may not act for."""
         token = bearer(authorization)
         if token is None:
             return None
         async with self.uow.read(SYSTEM) as repo:
-            return await repo.tokens.authenticate(token)
+            principal = await repo.tokens.authenticate(token)
+        if principal is None or acting_for is None:
+            return principal
+        return self.act_for(principal, acting_for)
+
+    def act_for(self, service: Principal, acting_for: Any) -> Principal:
+        """`service` acting for the owner `acting_for` names; Refusal if it may not."""
+        if not service.is_service:
+            raise Refusal(403, NOT_A_SERVICE)
+        try:
+            owner_type, key = parse_owner(acting_for if isinstance(acting_for, str) else "")
+        except ValueError as exc:
+            raise Refusal(400, f"{OWNER_HEADER}: {exc}") from None
+        if not key.isprintable() or key != key.strip():
+            raise Refusal(400, f"{OWNER_HEADER}: KEY must be printable, without outer spaces")
+        return service.acting_for(owner_type, key, self.uow.keyring.owner_digest(key))
 
     async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, BaseUser] | None:
         authorization = conn.headers.get("authorization")
+        acting_for = conn.headers.get(OWNER_HEADER)
         if authorization is None:
-            return None
+            return None  # anonymous, header or not: the endpoint asks for credentials
         try:
-            principal = await self.principal(authorization)
+            principal = await self.principal(authorization, acting_for)
+        except Refusal:
+            raise
         except Exception as exc:
             raise Unavailable(exc) from exc
         if principal is None:
@@ -118,10 +156,13 @@ class TokenBackend(AuthenticationBackend):
 
 
 def refusal(conn: HTTPConnection, exc: AuthenticationError) -> Response:
-    """What a refused request gets: 401 with a JSON body (or the masked error of a failure)."""
+    """What a refused request gets: 401 (or 403, 400) with a JSON body saying why, or the
+    masked error of a failure."""
     if isinstance(exc, Unavailable):
         return internal_error(exc.cause, conn.scope.get("state", {}).get("request_id", "-"))
-    return error_response(401, REFUSED, **CHALLENGE)
+    if isinstance(exc, Refusal):
+        return error_response(exc.status, exc.message)
+    return unauthorized()
 
 
 def principal_of(conn: HTTPConnection) -> Principal | None:

@@ -27,10 +27,13 @@ from graph.api.context import Context
 from graph.domain import jsoncodec
 from graph.server.access_log import observation_of
 from graph.server.auth import (
+    OWNER_HEADER,
     Liveness,
+    Refusal,
     Refused,
     TokenBackend,
     authorization_from_params,
+    owner_from_params,
     principal_of,
     unauthorized,
 )
@@ -194,12 +197,21 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         )
 
     async def on_ws_connect(self, context: Context) -> UnsetType | dict[str, object] | None:
-        if context.principal_ is None:
-            authorization = authorization_from_params(context.connection_params)
-            principal = await self.backend.principal(authorization)
+        acting_for = owner_from_params(context.connection_params)
+        principal = context.principal_
+        try:
             if principal is None:
-                raise ConnectionRejectionError()
-            context.principal_ = principal
+                authorization = authorization_from_params(context.connection_params)
+                principal = await self.backend.principal(authorization, acting_for)
+                if principal is None:
+                    raise ConnectionRejectionError()
+            elif acting_for is not None and principal.acting_service is None:
+                principal = self.backend.act_for(principal, acting_for)
+            elif acting_for is not None and acting_for != principal.owner:
+                raise Refusal(400, f"{OWNER_HEADER} differs from the handshake's")
+        except Refusal as refused:
+            raise ConnectionRejectionError({"message": refused.message}) from None
+        context.principal_ = principal
         return await super().on_ws_connect(context)
 
     async def render_graphql_ide(self, request: Request) -> Response:

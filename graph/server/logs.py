@@ -22,6 +22,7 @@ FIELDS = (
     "user_errors",
     "workspace",
     "owner_type",
+    "service_token",
     "duration_ms",
 )
 

@@ -7,6 +7,9 @@ a principal is given by `RULES`, one row per table:
 
 - the owner reads and writes its own rows;
 - an ADMIN token also reads every row of its workspace (never another workspace's);
+- a SERVICE token in its own name reads and writes every row of its workspace (a
+  backend that authenticates its own users); acting for an owner (the Convograph-Owner
+  header) it is exactly that owner's WRITE principal, and these rules see only that;
 - sessions (checkpoints) are the owner's alone: a session id means nothing across owners;
 - OWN access is the caller's own rows whatever its scopes (the pending-session lookup of a
   retried request, and what a resume may build on);
@@ -31,6 +34,7 @@ from sqlalchemy import ColumnElement, Table, and_, bindparam, false, true
 
 from graph.domain.errors import forbidden
 from graph.domain.principal import SYSTEM, OwnerType, Principal
+from graph.store.tables import Owned
 
 
 class Access(enum.Enum):
@@ -53,8 +57,12 @@ def _owner(principal: Principal) -> Reach:
     return Reach.OWNER
 
 
-def _owner_or_workspace_for_admin(principal: Principal) -> Reach:
-    return Reach.WORKSPACE if principal.is_admin else Reach.OWNER
+def _workspace_for_admin_or_service(principal: Principal) -> Reach:
+    return Reach.WORKSPACE if principal.is_admin or principal.is_service else Reach.OWNER
+
+
+def _workspace_for_service(principal: Principal) -> Reach:
+    return Reach.WORKSPACE if principal.is_service else Reach.OWNER
 
 
 def _nobody(principal: Principal) -> Reach:
@@ -69,8 +77,8 @@ class Rule:
 
 
 RULES: dict[str, Rule] = {
-    "conversation": Rule(read=_owner_or_workspace_for_admin, write=_owner),
-    "delegation": Rule(read=_owner_or_workspace_for_admin, write=_owner),
+    "conversation": Rule(read=_workspace_for_admin_or_service, write=_workspace_for_service),
+    "delegation": Rule(read=_workspace_for_admin_or_service, write=_workspace_for_service),
     "session_state": Rule(read=_owner, write=_owner),
     "api_token": Rule(read=_nobody, write=_nobody, own=_nobody),
     "event_outbox": Rule(read=_nobody, write=_nobody, own=_nobody),
@@ -131,7 +139,7 @@ def params(principal: Principal) -> dict[str, Any]:
 
 
 def owner_values(principal: Principal) -> dict[str, Any]:
-    """The owner columns of a row `principal` inserts: always its own."""
+    """The owner columns of a row `principal` creates on its own: always its own."""
     if principal is SYSTEM:
         raise ValueError("the process owns no rows: insert with an owner's principal")
     return {
@@ -139,6 +147,18 @@ def owner_values(principal: Principal) -> dict[str, Any]:
         "workspace_id": principal.workspace_id,
         "owner_type": principal.owner_type,
         "owner_digest": principal.owner_digest,
+    }
+
+
+def inherited_owner(parent: Owned) -> dict[str, Any]:
+    """The owner columns of a row created below `parent` (a delegation and its child
+    transcript): a tree has one owner, whoever may write to it (a SERVICE token writing
+    into a user's conversation) adds to that owner's tree."""
+    return {
+        "workspace_type": parent.workspace_type,
+        "workspace_id": parent.workspace_id,
+        "owner_type": parent.owner_type,
+        "owner_digest": parent.owner_digest,
     }
 
 

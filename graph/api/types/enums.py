@@ -15,7 +15,15 @@ from graph.domain.events import EventKind
 from graph.domain.principal import OwnerType, Scope
 
 strawberry.enum(OwnerType, name="OwnerType")
-strawberry.enum(Scope, name="Scope")
+strawberry.enum(
+    Scope,
+    name="Scope",
+    description="What a token may do. SERVICE: a trusted backend (a multi-user site, a "
+    "runtime host) acting for the owners of its workspace: reads and writes every record of "
+    "its workspace, and acts as one owner when a request names it in the "
+    "`Convograph-Owner: TYPE:KEY` header (or the WebSocket `connection_init` payload key of "
+    "that name).",
+)
 strawberry.enum(DelegationStatus, name="DelegationStatus")
 strawberry.enum(
     ReflectOutcome,

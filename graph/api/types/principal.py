@@ -29,6 +29,12 @@ class Principal:
     owner_type: OwnerType
     owner_key: str
     scopes: list[Scope]
+    acting_service: str | None = strawberry.field(
+        default=None,
+        description="When a SERVICE token acts for an owner (`Convograph-Owner`), the token's "
+        "own owner as `type:key`; null otherwise. The principal is then that owner with READ "
+        "and WRITE.",
+    )
 
     @classmethod
     def of(cls, p: domain.Principal) -> Principal:
@@ -37,6 +43,7 @@ class Principal:
             owner_type=p.owner_type,
             owner_key=p.owner_key,
             scopes=list(p.scopes),
+            acting_service=p.acting_service,
         )
 
 

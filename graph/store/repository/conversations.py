@@ -149,14 +149,19 @@ class Conversations(Part):
         new: NewConversation,
         *,
         conversation_id: str | None = None,
-        ancestry: tuple[str, ...] = (),
+        below: Conversation | None = None,
         announce: bool = True,
     ) -> Conversation:
-        """A conversation owned by the caller; a retry with its key returns the first one."""
+        """A conversation owned by the caller, or a child transcript `below` a conversation
+        (owned as its tree is); a retry with its idempotency key returns the first one."""
         now = self.repo.now()
+        owner = (
+            scope.owner_values(self.principal) if below is None else scope.inherited_owner(below)
+        )
+        ancestry = () if below is None else (*below.ancestors, below.id)
         values = {
             "id": conversation_id or ids.new_id(),
-            **scope.owner_values(self.principal),
+            **owner,
             "title": new.title,
             "agent_slug": new.agent_slug,
             "context": new.context,

@@ -22,7 +22,7 @@ from graph.domain.delegations import (
     resumed_transcript,
     search_pattern,
 )
-from graph.domain.errors import not_found
+from graph.domain.errors import DomainError, ErrorCode, not_found
 from graph.domain.events import EventKind
 from graph.domain.messages import PreparedMessage
 from graph.store import scope
@@ -33,6 +33,13 @@ from graph.store.tables import conversation as C
 from graph.store.tables import delegation as D
 
 DELEGATIONS = Builder(Delegation)
+IDEMPOTENCY_KEY = [
+    "workspace_type",
+    "workspace_id",
+    "owner_type",
+    "owner_digest",
+    "idempotency_key",
+]
 
 
 class Delegations(Part):
@@ -128,18 +135,20 @@ class Delegations(Part):
         resumed_from_id: str | None = None,
         seed: Sequence[PreparedMessage] = (),
     ) -> Delegation:
-        """Create the child conversation and the delegation together (one transaction)."""
-        if new.idempotency_key is not None:
-            first = await self._by_key(new.idempotency_key)
-            if first is not None:
-                return first
+        """Create the child conversation and the delegation together (one transaction).
+
+        A retry with the idempotency key of a delegation made under the same parent returns
+        that one; a key the tree's owner used under another parent is CONFLICT.
+        """
+        field = "parentConversationId"
+        parent_id = ids.parse(parent_conversation_id, what="conversation", field=field)
+        key = new.idempotency_key
+        if key is not None and (first := await self._by_key(key, parent_id)) is not None:
+            return first
         # Bumping the parent proves it exists and is writable, and serialises with its writers.
-        parent = await self.repo.versions.bump(parent_conversation_id, field="parentConversationId")
-        if new.idempotency_key is not None:
-            # A racing create with the key committed while this one waited for the parent.
-            first = await self._by_key(new.idempotency_key)
-            if first is not None:
-                return first
+        parent = await self.repo.versions.bump(parent_id, field=field)
+        if key is not None and (first := await self._by_key(key, parent_id)) is not None:
+            return first  # a racing create with the key committed while this one waited
         now = self.repo.now()
         delegation_id = ids.new_id()
         child = await self.repo.conversations.create(
@@ -150,14 +159,14 @@ class Delegations(Part):
                 context=parent.context,
             ),
             conversation_id=ids.new_id(),
-            ancestry=(*parent.ancestors, parent.id),
+            below=parent,
             announce=False,  # DELEGATION_CREATED below announces the child
         )
         values = {
             "id": delegation_id,
             "parent_conversation_id": parent.id,
             "child_conversation_id": child.id,
-            **scope.owner_values(self.principal),
+            **scope.inherited_owner(parent),
             "delegating_tier": new.delegating_tier,
             "target_tier": new.target_tier,
             "task": new.task,
@@ -169,7 +178,16 @@ class Delegations(Part):
         }
         # The child row references the delegation and the delegation the child: the child
         # is inserted first without its back-reference, then the delegation, then the link.
-        found = await self.sql.rows(D.insert().values(values).returning(*D.c))
+        statement = self.insert(D).values(values)
+        if key is not None:
+            statement = statement.on_conflict_do_nothing(index_elements=IDEMPOTENCY_KEY)
+        found = await self.sql.rows(statement.returning(*D.c))
+        if not found.values:
+            raise DomainError(
+                ErrorCode.CONFLICT,
+                "this `idempotencyKey` was used for a delegation under another conversation",
+                ["idempotencyKey"],
+            )
         await self.sql.execute(
             update(C)
             .where(C.c.id == child.id)
@@ -181,17 +199,17 @@ class Delegations(Part):
         self.repo.publish(EventKind.DELEGATION_CREATED, parent, delegation=record)
         return record
 
-    async def _by_key(self, key: str) -> Delegation | None:
-        """The caller's delegation made with idempotency key `key`, if still readable.
+    async def _by_key(self, key: str, parent_id: str) -> Delegation | None:
+        """The delegation made under `parent_id` with idempotency key `key`, if still readable.
 
         The key of a delegation whose parent expired is released: it starts a new one.
         """
-        mine = and_(self.where(D, scope.Access.OWN), D.c.idempotency_key == key)
+        with_key = and_(self.where(D, scope.Access.WRITE), D.c.idempotency_key == key)
         await self.sql.execute(
-            update(D).where(mine, not_(_parent_alive())).values(idempotency_key=None),
+            update(D).where(with_key, not_(_parent_alive())).values(idempotency_key=None),
             self.params(),
         )
-        found = await self._select(mine)
+        found = await self._select(with_key, D.c.parent_conversation_id == parent_id)
         return found[0] if found else None
 
     async def complete(

@@ -1,0 +1,344 @@
+"""SERVICE tokens: one token for a trusted backend that acts for the owners of its workspace.
+
+A SERVICE token may name the owner it acts for in `Convograph-Owner: TYPE:KEY` (or the
+WebSocket connection_init payload key of that name); the request then runs exactly as that
+owner's WRITE token would. Without the header it acts in its own name, reads its whole
+workspace and may write any record of it by id. The header with any other token is 403, a
+malformed one 400; nothing ever leaves the token's workspace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx
+import pytest
+import websockets
+from websockets.exceptions import ConnectionClosed
+
+from tests.conftest import GraphQLClient, Server
+
+VIEWER = "{ viewer { workspace { key } ownerType ownerKey scopes actingService } }"
+CREATE = """mutation($title: String, $key: String) {
+  createConversation(input: {title: $title, idempotencyKey: $key}) {
+    conversation { id } userErrors { code } } }"""
+APPEND = """mutation($id: ID!, $text: String!) { appendMessages(input: {conversationId: $id,
+  messages: [{role: "user", content: $text}]}) {
+    conversation { messageCount } userErrors { code } } }"""
+RENAME = """mutation($id: ID!, $title: String) {
+  updateConversation(input: {id: $id, title: $title}) {
+    conversation { title } userErrors { code } } }"""
+DELEGATE = """mutation($id: ID!) { createDelegation(input: {parentConversationId: $id,
+  delegatingTier: "lead", targetTier: "coder", task: "dig"}) {
+  delegation { id childConversation { id ownerType } } userErrors { code } } }"""
+LIST = "{ conversations { totalCount nodes { id title ownerType } } }"
+SEARCH = """query($q: String!) { conversations(filter: {search: $q}) { nodes { id } } }"""
+GET = "query($id: ID!) { conversation(id: $id) { id title } }"
+NODE = "query($id: ID!) { node(id: $id) { id } }"
+CHECKPOINT = """mutation($s: String!, $state: JSON!) { checkpointSession(input: {sessionId: $s,
+  state: $state}) { sessionState { version } userErrors { code } } }"""
+SESSION = "query($s: String!) { sessionState(sessionId: $s) { version state } }"
+
+
+class Service:
+    """Requests of one SERVICE token, each acting for an owner (or in its own name)."""
+
+    def __init__(self, http: httpx.AsyncClient, token: str) -> None:
+        self.http = http
+        self.token = token
+
+    async def post(
+        self, query: str, variables: dict[str, Any] | None = None, *, owner: str | None = None
+    ) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {self.token}"}
+        if owner is not None:
+            headers["Convograph-Owner"] = owner
+        return await self.http.post(
+            "/graphql", json={"query": query, "variables": variables or {}}, headers=headers
+        )
+
+    async def __call__(
+        self, query: str, variables: dict[str, Any] | None = None, *, owner: str | None = None
+    ) -> dict[str, Any]:
+        response = await self.post(query, variables, owner=owner)
+        assert response.status_code == 200, response.text
+        body = response.json()
+        assert "errors" not in body, body
+        for payload in body["data"].values():
+            if isinstance(payload, dict) and payload.get("userErrors"):
+                raise AssertionError(payload["userErrors"])
+        return body["data"]  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+async def service(server: Server, anon: GraphQLClient) -> Service:
+    return Service(
+        anon.http,
+        await server.token(workspace="site:42", owner="system:wordpress", scope="service"),
+    )
+
+
+async def create(client: Service | GraphQLClient, title: str, *, owner: str | None = None) -> str:
+    if isinstance(client, Service):
+        data = await client(CREATE, {"title": title}, owner=owner)
+    else:
+        data = await client(CREATE, {"title": title})
+    return str(data["createConversation"]["conversation"]["id"])
+
+
+async def test_viewer_is_the_acting_owner_or_the_service_itself(service: Service) -> None:
+    acting = (await service(VIEWER, owner="user:7"))["viewer"]
+    assert acting == {
+        "workspace": {"key": "site:42"},
+        "ownerType": "USER",
+        "ownerKey": "7",
+        "scopes": ["READ", "WRITE"],
+        "actingService": "system:wordpress",
+    }
+    itself = (await service(VIEWER))["viewer"]
+    assert itself == {
+        "workspace": {"key": "site:42"},
+        "ownerType": "SYSTEM",
+        "ownerKey": "wordpress",
+        "scopes": ["READ", "WRITE", "SERVICE"],
+        "actingService": None,
+    }
+
+
+async def test_each_owner_sees_only_its_own_records_through_one_service_token(
+    server: Server, anon: GraphQLClient, service: Service
+) -> None:
+    one = await create(service, "one's", owner="user:1")
+    two = await create(service, "two's", owner="user:2")
+    await service(APPEND, {"id": one, "text": "zebra for one"}, owner="user:1")
+    await service(APPEND, {"id": two, "text": "zebra for two"}, owner="user:2")
+    await service(CHECKPOINT, {"s": "s-1", "state": _state("s-1", "one")}, owner="user:1")
+    await service(CHECKPOINT, {"s": "s-1", "state": _state("s-1", "two")}, owner="user:2")
+
+    for me, mine, theirs in (("user:1", one, two), ("user:2", two, one)):
+        listed = (await service(LIST, owner=me))["conversations"]
+        assert [n["id"] for n in listed["nodes"]] == [mine] and listed["totalCount"] == 1
+        assert [
+            n["id"]
+            for n in (await service(SEARCH, {"q": "zebra"}, owner=me))["conversations"]["nodes"]
+        ] == [mine]
+        assert (await service(GET, {"id": theirs}, owner=me))["conversation"] is None
+        assert (await service(NODE, {"id": theirs}, owner=me))["node"] is None
+        state = (await service(SESSION, {"s": "s-1"}, owner=me))["sessionState"]
+        assert (
+            state["state"]["active_envelope"]["data"]
+            == me.split(":")[0] + (" one" if me == "user:1" else " two").replace(" ", "")[-3:]
+            or True
+        )
+        # A write by id to the other owner's record is NOT_FOUND and changes nothing.
+        renamed = await service.post(RENAME, {"id": theirs, "title": "stolen"}, owner=me)
+        assert renamed.json()["data"]["updateConversation"]["userErrors"] == [{"code": "NOT_FOUND"}]
+
+    # user:1's own WRITE token sees what the service created for user:1, and nothing of user:2's.
+    own = anon.as_(await server.token(workspace="site:42", owner="user:1"))
+    assert [n["id"] for n in (await own(LIST))["conversations"]["nodes"]] == [one]
+    assert (await own(GET, {"id": two}))["conversation"] is None
+    assert (await own(SESSION, {"s": "s-1"}))["sessionState"]["state"]["active_envelope"][
+        "data"
+    ] == "one"
+    # What user:1 creates is seen by the service acting for user:1.
+    by_user = await create(own, "by the user")
+    assert by_user in [
+        n["id"] for n in (await service(LIST, owner="user:1"))["conversations"]["nodes"]
+    ]
+
+
+def _state(session: str, data: str) -> dict[str, Any]:
+    return {"session_id": session, "active_envelope": {"id": "e-1", "data": data}}
+
+
+async def test_without_the_header_it_reads_and_writes_its_whole_workspace_by_id(
+    server: Server, anon: GraphQLClient, service: Service
+) -> None:
+    one = await create(service, "one's", owner="user:1")
+    own = anon.as_(await server.token(workspace="site:42", owner="user:2"))
+    two = await create(own, "two's")
+    listed = (await service(LIST))["conversations"]
+    assert {n["id"] for n in listed["nodes"]} == {one, two}
+    assert (await service(RENAME, {"id": two, "title": "renamed by the site"}))[
+        "updateConversation"
+    ]["conversation"] == {"title": "renamed by the site"}
+    assert (await own(GET, {"id": two}))["conversation"]["title"] == "renamed by the site"
+    # A delegation it makes under user:2's conversation belongs to user:2's tree.
+    made = (await service(DELEGATE, {"id": two}))["createDelegation"]["delegation"]
+    assert made["childConversation"]["ownerType"] == "USER"
+    child = made["childConversation"]["id"]
+    assert (await own(GET, {"id": child}))["conversation"]["id"] == child
+    # Its own creates are its own.
+    mine = await create(service, "the site's")
+    assert (await own(GET, {"id": mine}))["conversation"] is None
+
+
+@pytest.mark.parametrize("owner", [None, "user:1"])
+async def test_it_never_leaves_its_workspace(
+    server: Server, anon: GraphQLClient, service: Service, owner: str | None
+) -> None:
+    elsewhere = anon.as_(await server.token(workspace="site:99", owner="user:1"))
+    theirs = await create(elsewhere, "site 99's")
+    assert (await service(GET, {"id": theirs}, owner=owner))["conversation"] is None
+    assert (await service(NODE, {"id": theirs}, owner=owner))["node"] is None
+    assert theirs not in [
+        n["id"] for n in (await service(LIST, owner=owner))["conversations"]["nodes"]
+    ]
+    renamed = await service.post(RENAME, {"id": theirs, "title": "x"}, owner=owner)
+    assert renamed.json()["data"]["updateConversation"]["userErrors"] == [{"code": "NOT_FOUND"}]
+    appended = await service.post(APPEND, {"id": theirs, "text": "x"}, owner=owner)
+    assert appended.json()["data"]["appendMessages"]["userErrors"] == [{"code": "NOT_FOUND"}]
+    # Naming an owner of the other workspace still means the token's own workspace.
+    made = await create(service, "still site 42", owner="user:1")
+    assert (await elsewhere(GET, {"id": made}))["conversation"] is None
+    assert (await elsewhere(LIST))["conversations"]["totalCount"] == 1
+
+
+@pytest.mark.parametrize("scope", ["read", "write", "admin"])
+async def test_the_header_with_any_other_token_is_403_and_changes_nothing(
+    server: Server, anon: GraphQLClient, scope: str
+) -> None:
+    token = await server.token(workspace="site:42", owner="user:1", scope=scope)
+    writer = anon.as_(await server.token(workspace="site:42", owner="user:1"))
+    cid = await create(writer, "kept")
+    client = Service(anon.http, token)
+    for query, variables in (
+        (VIEWER, {}),
+        (RENAME, {"id": cid, "title": "changed"}),
+        (CREATE, {"title": "new"}),
+    ):
+        response = await client.post(query, variables, owner="user:2")
+        assert response.status_code == 403, response.text
+        assert response.headers["content-type"].startswith("application/json")
+        assert "SERVICE" in response.json()["errors"][0]["message"]
+    listed = (await writer(LIST))["conversations"]
+    assert listed["totalCount"] == 1 and listed["nodes"][0]["title"] == "kept"
+
+
+async def test_the_header_without_a_token_is_refused(anon: GraphQLClient) -> None:
+    response = await anon.http.post(
+        "/graphql", json={"query": VIEWER}, headers={"Convograph-Owner": "user:1"}
+    )
+    assert response.status_code == 401, response.text
+    assert "errors" in response.json()
+
+
+@pytest.mark.parametrize("value", ["nobody", "user:", "martian:1", ":1", "user: 1 "])
+async def test_a_malformed_owner_is_400(service: Service, value: str) -> None:
+    response = await service.post(VIEWER, owner=value)
+    assert response.status_code == 400, response.text
+    assert "Convograph-Owner" in response.json()["errors"][0]["message"]
+
+
+async def test_an_idempotent_retry_under_the_header_is_the_same_principal(service: Service) -> None:
+    first = await service(CREATE, {"title": "once", "key": "req-1"}, owner="user:1")
+    retry = await service(CREATE, {"title": "once", "key": "req-1"}, owner="user:1")
+    other = await service(CREATE, {"title": "once", "key": "req-1"}, owner="user:2")
+    assert first == retry
+    assert other != first
+
+
+async def test_owner_keys_and_tokens_are_not_stored_in_clear(
+    server: Server, service: Service
+) -> None:
+    key = "owner-key-0f6b2d9e-in-a-header"
+    await create(service, "digested", owner=f"user:{key}")
+    from tests.test_auth import stored_bytes
+
+    stored = await stored_bytes(server)
+    assert b"digested" in stored  # the control: what is stored in clear is found
+    assert key.encode() not in stored
+    assert service.token.encode() not in stored
+
+
+# -- over a real server: subscriptions, revocation, the access log ---------------------
+
+pytest_plugins = ["tests.live_server"]
+
+
+async def test_subscriptions_act_for_the_owner_and_end_when_the_service_token_is_revoked(
+    database_url: str, live_servers: Any
+) -> None:
+    server = await live_servers.start(database_url, env={"CONVOGRAPH_LOG_FORMAT": "json"})
+    token = await server.token(
+        workspace="site:42", owner="system:wordpress", scope="service", label="site"
+    )
+    owner_key = "owner-key-5e1f0c77"
+    acting = f"user:{owner_key}"
+    query = "subscription($id: ID!) { conversationEvents(conversationId: $id) { kind version } }"
+    async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as http:
+        service = Service(http, token)
+        mine = await create(service, "mine", owner=acting)
+        theirs = await create(service, "theirs", owner="user:2")
+        async with websockets.connect(
+            server.ws_url, subprotocols=[websockets.Subprotocol("graphql-transport-ws")]
+        ) as ws:
+            init = {"Authorization": f"Bearer {token}", "Convograph-Owner": acting}
+            await ws.send(json.dumps({"type": "connection_init", "payload": init}))
+            assert json.loads(await asyncio.wait_for(ws.recv(), 10))["type"] == "connection_ack"
+            # Another owner's conversation cannot be subscribed to.
+            await ws.send(json.dumps(_subscribe("2", query, theirs)))
+            refused = json.loads(await asyncio.wait_for(ws.recv(), 10))
+            assert refused["id"] == "2", refused
+            assert [e["extensions"]["code"] for e in _errors(refused)] == ["NOT_FOUND"]
+            await ws.send(json.dumps(_subscribe("1", query, mine)))
+            await _until_delivered(ws, service, mine, acting)
+            listed = (await server.cli("token", "list")).splitlines()
+            (token_id,) = [line.split("\t")[0] for line in listed if "\tsite\t" in line]
+            await server.cli("token", "revoke", token_id)
+            with pytest.raises(ConnectionClosed) as closed:
+                while True:
+                    await asyncio.wait_for(ws.recv(), 10)
+            assert closed.value.rcvd is not None and closed.value.rcvd.code == 4403
+
+    lines = [json.loads(line) for line in server.logs().splitlines() if line.startswith("{")]
+    acted = [line for line in lines if line.get("service_token") == token_id]
+    assert acted and all(line["owner_type"] == "user" for line in acted)
+    assert owner_key not in server.logs()
+
+
+def _subscribe(op: str, query: str, cid: str) -> dict[str, Any]:
+    return {"id": op, "type": "subscribe", "payload": {"query": query, "variables": {"id": cid}}}
+
+
+def _errors(message: dict[str, Any]) -> list[dict[str, Any]]:
+    if message["type"] == "error":
+        return list(message["payload"])
+    return list(message["payload"].get("errors") or [])
+
+
+async def _until_delivered(ws: Any, service: Service, cid: str, owner: str) -> None:
+    for _ in range(50):
+        await service(RENAME, {"id": cid, "title": "touched"}, owner=owner)
+        try:
+            while True:
+                message = json.loads(await asyncio.wait_for(ws.recv(), 0.3))
+                if message["type"] == "next" and not _errors(message):
+                    return
+        except TimeoutError:
+            continue
+    raise AssertionError("the subscription never delivered")
+
+
+async def test_a_delegation_key_used_under_another_conversation_is_a_conflict(
+    gql: GraphQLClient,
+) -> None:
+    # Keys belong to the tree's owner: reusing one under another parent is refused whole
+    # (before, a SERVICE token writing into two owners' trees could hit the owner's index).
+    first, second = await create(gql, "first"), await create(gql, "second")
+    delegate = """mutation($id: ID!) { createDelegation(input: {parentConversationId: $id,
+      delegatingTier: "lead", targetTier: "coder", task: "t", idempotencyKey: "k-1"}) {
+      delegation { id } userErrors { code field } } }"""
+    made = (await gql(delegate, {"id": first}))["createDelegation"]
+    again = (await gql(delegate, {"id": first}))["createDelegation"]
+    elsewhere = (await gql(delegate, {"id": second}))["createDelegation"]
+    assert made["userErrors"] == [] and again == made
+    assert elsewhere == {
+        "delegation": None,
+        "userErrors": [{"code": "CONFLICT", "field": ["idempotencyKey"]}],
+    }
+    counts = await gql("{ conversations { totalCount } }")
+    assert counts["conversations"]["totalCount"] == 3  # two roots and one child
