@@ -69,7 +69,7 @@ class Service:
         for payload in body["data"].values():
             if isinstance(payload, dict) and payload.get("userErrors"):
                 raise AssertionError(payload["userErrors"])
-        return body["data"]  # type: ignore[no-any-return]
+        return body["data"]
 
 
 @pytest.fixture
