@@ -811,3 +811,33 @@ async def test_delete_conversation_removes_transcript_snapshots_delegations_and_
         "snapshot": 0,
         "delegation": 0,
     }
+
+
+async def test_an_expires_at_without_a_utc_offset_is_read_as_utc(gql: GraphQLClient) -> None:
+    future = (datetime.now(UTC) + timedelta(days=3)).replace(microsecond=0, tzinfo=None)
+    created = (await gql(CREATE, {"input": {"expiresAt": future.isoformat()}}))[
+        "createConversation"
+    ]
+    assert created["userErrors"] == []
+    assert ts(created["conversation"]["expiresAt"]) == future.replace(tzinfo=UTC)
+
+    # A bare date in the past is an input error on create and update alike, never INTERNAL.
+    payload = (await gql(CREATE, {"input": {"expiresAt": "2000-01-01"}}))["createConversation"]
+    assert [(e["code"], e["field"]) for e in payload["userErrors"]] == [
+        ("INVALID_INPUT", ["expiresAt"])
+    ]
+    update = {"input": {"id": created["conversation"]["id"], "expiresAt": "2000-01-01T00:00"}}
+    payload = (await gql(UPDATE, update))["updateConversation"]
+    assert [(e["code"], e["field"]) for e in payload["userErrors"]] == [
+        ("INVALID_INPUT", ["expiresAt"])
+    ]
+    stored = await get(gql, created["conversation"]["id"])
+    assert stored is not None and ts(stored["expiresAt"]) == future.replace(tzinfo=UTC)
+
+
+async def test_a_datetime_that_is_not_iso_8601_is_a_variable_error(gql: GraphQLClient) -> None:
+    response = await gql.post(CREATE, {"input": {"expiresAt": "next tuesday"}})
+    body = response.json()
+    assert "data" not in body or body["data"] is None
+    [error] = body["errors"]
+    assert "ISO 8601" in error["message"] and "INTERNAL" not in json.dumps(error)

@@ -1,12 +1,18 @@
-"""The JSON scalar: stored documents go out as raw JSON text, never re-parsed.
+"""The scalars the schema overrides: JSON and DateTime.
 
-`serialize` leaves a stored document as the RawJSON (or RawJSONArray) the type gave it:
-the server encodes responses with jsoncodec.dumps, which writes those as they are.
+JSON: stored documents go out as raw JSON text, never re-parsed. `serialize` leaves a
+stored document as the RawJSON (or RawJSONArray) the type gave it: the server encodes
+responses with jsoncodec.dumps, which writes those as they are.
+
+DateTime: every instant the service stores is in UTC, so an input without a UTC offset
+(`2000-01-01`, `2000-01-01T12:00`) is read as UTC, the way the store reads one, instead
+of reaching the domain as a naive datetime that cannot be compared with the clock.
 """
 
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
 from typing import Any, NewType
 
 import strawberry
@@ -32,6 +38,27 @@ def _parse_literal(node: ValueNode, variables: dict[str, Any] | None = None) -> 
     return value
 
 
+def _parse_datetime(value: Any) -> datetime:
+    if not isinstance(value, str):
+        raise ValueError(f"DateTime must be an ISO 8601 string, not {type(value).__name__}")
+    try:
+        at = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"DateTime must be an ISO 8601 date and time: {value!r}") from None
+    return at.replace(tzinfo=UTC) if at.tzinfo is None else at
+
+
+def _serialize_datetime(value: datetime) -> str:
+    return value.isoformat()
+
+
+DATETIME_SCALAR = strawberry.scalar(
+    name="DateTime",
+    description="An ISO 8601 date and time; one without a UTC offset is read as UTC.",
+    serialize=_serialize_datetime,
+    parse_value=_parse_datetime,
+)
+
 JSON_SCALAR = strawberry.scalar(
     name="JSON",
     description="Any JSON value, stored and returned losslessly.",
@@ -40,6 +67,6 @@ JSON_SCALAR = strawberry.scalar(
     parse_literal=_parse_literal,
 )
 
-SCALAR_MAP: dict[object, Any] = {JSON: JSON_SCALAR}
+SCALAR_MAP: dict[object, Any] = {JSON: JSON_SCALAR, datetime: DATETIME_SCALAR}
 
 __all__ = ["JSON", "SCALAR_MAP", "RawJSON"]
