@@ -1,15 +1,13 @@
 """An aiosqlite-shaped connection that runs sqlite3 calls inline, on the event loop.
 
-aiosqlite hands every call (cursor, execute, fetch, close, commit) to a worker
-thread and back: about 20 thread hops for one authenticated append, which cost
-more CPU than the statements themselves (see bench/). SQLite statements here
-take microseconds, so running them inline is cheaper than the hand-offs. The commit
-waits for fsync: inline too by default (on this machine's disk a thread hop cost more
-than the fsync: 0.65-0.84 vs 0.86-0.94 ms per in-process append), or in a worker thread
+aiosqlite hands every call (cursor, execute, fetch, close, commit) to a worker thread and
+back: about 20 thread hops for one authenticated append, which cost more CPU than the
+statements themselves (bench/ measures it). SQLite statements here take microseconds, so
+running them inline is cheaper than the hand-offs. The commit waits for fsync: inline by
+default (on an SSD a thread hop costs more than the fsync), or in a worker thread
 (`CONVOGRAPH_SQLITE_COMMIT_IN_THREAD`) where fsync is slow enough that other requests
-should go on meanwhile. The price: a statement blocks the loop while it runs, so a process
-sharing the file with another writer waits on `busy_timeout` inline (one server per SQLite
-file is the supported setup).
+should go on meanwhile. The writer never waits inside SQLite for another process's lock:
+db.py sets its busy_timeout to 0 and retries BEGIN IMMEDIATE with asyncio sleeps.
 """
 
 from __future__ import annotations
