@@ -7,7 +7,7 @@ trivial query costs. This runner learns each class's hooks the first time it mee
 class and drives them itself, with the same semantics: hooks enter in the order the
 extensions are given and leave in reverse, a hook sees the exception of what it wraps,
 and may suppress it. Schema(extensions=...) works as strawberry documents it; the
-schema class (error_log.py) installs this runner, and tests/unit/test_runner.py checks it
+schema class (error_log.py) installs this runner, and tests/unit/test_extension_runner.py checks it
 against strawberry's own.
 """
 
