@@ -835,9 +835,19 @@ async def test_an_expires_at_without_a_utc_offset_is_read_as_utc(gql: GraphQLCli
     assert stored is not None and ts(stored["expiresAt"]) == future.replace(tzinfo=UTC)
 
 
-async def test_a_datetime_that_is_not_iso_8601_is_a_variable_error(gql: GraphQLClient) -> None:
-    response = await gql.post(CREATE, {"input": {"expiresAt": "next tuesday"}})
-    body = response.json()
-    assert "data" not in body or body["data"] is None
+@pytest.mark.parametrize(
+    ("query", "variables"),
+    [
+        (CREATE, {"input": {"expiresAt": "next tuesday"}}),
+        (CREATE, {"input": {"expiresAt": 20000101}}),
+        ('{ conversations(filter: {createdBefore: ""}) { totalCount } }', {}),
+        ("{ conversations(filter: {createdAfter: 5}) { totalCount } }", {}),
+    ],
+)
+async def test_a_datetime_that_is_not_iso_8601_is_refused_with_a_reason(
+    gql: GraphQLClient, query: str, variables: dict[str, Any]
+) -> None:
+    body = (await gql.post(query, variables)).json()
+    assert body.get("data") is None
     [error] = body["errors"]
     assert "ISO 8601" in error["message"] and "INTERNAL" not in json.dumps(error)

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any, NewType
 
 import strawberry
-from graphql import ValueNode, value_from_ast_untyped
+from graphql import GraphQLError, ValueNode, value_from_ast_untyped
 
 from graph.domain.jsoncodec import RawJSON
 
@@ -39,12 +39,14 @@ def _parse_literal(node: ValueNode, variables: dict[str, Any] | None = None) -> 
 
 
 def _parse_datetime(value: Any) -> datetime:
+    # GraphQLError, not ValueError: graphql-core reports it as the literal's or variable's
+    # error (a plain exception from a literal would surface as an internal one).
     if not isinstance(value, str):
-        raise ValueError(f"DateTime must be an ISO 8601 string, not {type(value).__name__}")
+        raise GraphQLError(f"DateTime must be an ISO 8601 string, not {type(value).__name__}")
     try:
         at = datetime.fromisoformat(value)
     except ValueError:
-        raise ValueError(f"DateTime must be an ISO 8601 date and time: {value!r}") from None
+        raise GraphQLError(f"DateTime must be an ISO 8601 date and time: {value!r}") from None
     return at.replace(tzinfo=UTC) if at.tzinfo is None else at
 
 
