@@ -8,11 +8,13 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 SLOW_TIMEOUT="${CONVOGRAPH_SLOW_TIMEOUT:-1500}"
+# One pytest worker per core (pytest-xdist): every test makes its own database and server.
+WORKERS=(-n "${CONVOGRAPH_TEST_WORKERS:-auto}")
 
 slow_pass() {  # $1: backend name; runs in the environment the caller gives it
   [ -n "${CONVOGRAPH_SLOW_TESTS:-}" ] || return 0
   echo "== long reliability variants ($1), at most ${SLOW_TIMEOUT}s"
-  timeout --kill-after=30 "$SLOW_TIMEOUT" "$PY" -m pytest -q -m slow ${PYTEST_ARGS:-}
+  timeout --kill-after=30 "$SLOW_TIMEOUT" "$PY" -m pytest -q -m slow "${WORKERS[@]}" ${PYTEST_ARGS:-}
 }
 
 # Toolchains the adapters' and the browser tests need: a pass without one skips those
@@ -25,7 +27,7 @@ command -v chromium >/dev/null 2>&1 || missing+=("chromium (the GraphiQL and ins
 for what in "${missing[@]}"; do echo "!! SKIPPED: no $what: its tests will not run (.ci/run installs it)"; done
 
 echo "== test pass 1/2: SQLite"
-env -u CONVOGRAPH_TEST_DATABASE_URL "$PY" -m pytest -q ${PYTEST_ARGS:-}
+env -u CONVOGRAPH_TEST_DATABASE_URL "$PY" -m pytest -q "${WORKERS[@]}" ${PYTEST_ARGS:-}
 sqlite_rc=$?
 (unset CONVOGRAPH_TEST_DATABASE_URL; slow_pass SQLite)
 sqlite_slow_rc=$?
@@ -34,7 +36,7 @@ pg_url="${CONVOGRAPH_TEST_DATABASE_URL:-postgresql+asyncpg://postgres@127.0.0.1:
 pg_slow_rc=0
 if "$PY" -m tests.pg_probe "$pg_url"; then
   echo "== test pass 2/2: PostgreSQL ($("$PY" -m tests.pg_probe --describe "$pg_url"))"
-  CONVOGRAPH_TEST_DATABASE_URL="$pg_url" "$PY" -m pytest -q ${PYTEST_ARGS:-}
+  CONVOGRAPH_TEST_DATABASE_URL="$pg_url" "$PY" -m pytest -q "${WORKERS[@]}" ${PYTEST_ARGS:-}
   pg_rc=$?
   (export CONVOGRAPH_TEST_DATABASE_URL="$pg_url"; slow_pass PostgreSQL)
   pg_slow_rc=$?
