@@ -14,7 +14,7 @@ from graph.api.execution.error_log import Schema
 from graph.api.execution.limits import Limits, bound_merge_checks
 from graph.api.execution.masking import Masking
 from graph.api.execution.observer import Observer
-from graph.api.execution.reads import FreshLoaders, OneReadTransaction
+from graph.api.execution.reads import OperationReads
 from graph.api.execution.search_gate import SearchGate
 from graph.api.mutations import Mutation
 from graph.api.queries import Query
@@ -49,10 +49,9 @@ def build_schema(settings: Settings | None = None) -> Schema:
         extensions=[
             Masking,
             Observer,
-            FreshLoaders,
             partial(CachedDocuments, cache=documents),
             partial(SearchGate, cache=documents),
-            OneReadTransaction,
+            OperationReads,
         ],
         config=StrawberryConfig(scalar_map=dict(SCALAR_MAP), default_resolver=field_value),
     )

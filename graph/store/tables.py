@@ -64,12 +64,13 @@ class EnumText(TypeDecorator[E], Generic[E]):
     def __init__(self, enum_type: type[E]) -> None:
         super().__init__()
         self.enum_type = enum_type
+        self._by_value = {member.value: member for member in enum_type}
 
     def process_bind_param(self, value: Any, dialect: Dialect) -> str | None:
         return str(value.value) if isinstance(value, enum.Enum) else value
 
     def process_result_value(self, value: Any, dialect: Dialect) -> E | None:
-        return None if value is None else self.enum_type(value)
+        return None if value is None else self._by_value[value]
 
 
 def _ts(*, nullable: bool = False, index: bool = False) -> Any:

@@ -8,7 +8,6 @@ message its answer can show.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
 
 from graphql import (
     DocumentNode,
@@ -54,7 +53,7 @@ class SearchGate(SchemaExtension):
     def __init__(self, *, cache: DocumentCache) -> None:
         self.cache = cache
 
-    async def on_execute(self) -> AsyncIterator[None]:
+    async def on_execute(self) -> None:  # type: ignore[override]
         execution = self.execution_context
         context = execution.context
         entry = self.cache.entry(execution.query)
@@ -70,4 +69,3 @@ class SearchGate(SchemaExtension):
                     logger.error("updating the search index failed", exc_info=exc)
                     error = GraphQLError(str(exc), original_error=exc)
                     raise masked(error, request_id_of(execution)) from None
-        yield

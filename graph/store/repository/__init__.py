@@ -13,6 +13,7 @@ from typing import Any
 from graph.domain.events import EventKind
 from graph.domain.principal import Principal
 from graph.settings import Settings
+from graph.store import scope
 from graph.store.events import Event
 from graph.store.keyring import Keyring
 from graph.store.repository.checkpoints import Checkpoints
@@ -39,6 +40,10 @@ class Repository:
         self.is_sqlite = sql.is_sqlite
         # Filled by writes, published by the unit of work once the transaction commits.
         self.events: list[Event] = []
+
+    @cached_property
+    def scope_params(self) -> dict[str, Any]:
+        return scope.params(self.principal)
 
     @staticmethod
     def now() -> datetime:

@@ -31,7 +31,7 @@ class Part:
 
     def params(self, **values: Any) -> dict[str, Any]:
         """`values` with the scope's parameters (and `now`, which `alive` binds)."""
-        return {**scope.params(self.principal), "now": self.repo.now(), **values}
+        return {**self.repo.scope_params, "now": self.repo.now(), **values}
 
     def insert(self, table: Table) -> sqlite.Insert | postgresql.Insert:
         """A dialect insert, so that `on_conflict_do_nothing` works on both backends."""

@@ -6,6 +6,7 @@ authentication, the revocation check of open subscriptions) reaches this table.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -111,15 +112,15 @@ class Tokens(Part):
         found = await self.sql.rows(_LIVE_TOKEN, {"digest": keyring.token_digest(token)})
         if not found.values:
             return None
-        t = TOKENS.many(found.keys, found.values)[0]
+        (token_id, ws_type, ws_id, owner_type, owner_digest, sealed, scopes) = found.values[0]
         return Principal(
-            token_id=t.id,
-            workspace_type=t.workspace_type,
-            workspace_id=t.workspace_id,
-            owner_type=t.owner_type,
-            owner_key=keyring.unseal_cached(t.owner_key_sealed),
-            owner_digest=t.owner_digest,
-            scopes=_scopes(t.scopes),
+            token_id=token_id,
+            workspace_type=ws_type,
+            workspace_id=ws_id,
+            owner_type=owner_type,
+            owner_key=keyring.unseal_cached(sealed),
+            owner_digest=owner_digest,
+            scopes=_scopes(scopes),
         )
 
     async def live(self, token_ids: Sequence[str]) -> set[str]:
@@ -137,11 +138,21 @@ class Tokens(Part):
             raise PermissionError("tokens are the process's to manage")
 
 
+@functools.cache
 def _scopes(text: str) -> tuple[Scope, ...]:
     return tuple(Scope(s) for s in text.split(","))
 
 
-# Every request runs it: compiled once, and run on the driver on SQLite.
+# Every request runs it: compiled once, run on the driver on SQLite, and only the columns a
+# Principal is made of.
 _LIVE_TOKEN = Prepared(
-    select(T).where(T.c.token_digest == bindparam("digest"), T.c.revoked_at.is_(None))
+    select(
+        T.c.id,
+        T.c.workspace_type,
+        T.c.workspace_id,
+        T.c.owner_type,
+        T.c.owner_digest,
+        T.c.owner_key_sealed,
+        T.c.scopes,
+    ).where(T.c.token_digest == bindparam("digest"), T.c.revoked_at.is_(None))
 )
