@@ -36,6 +36,7 @@ def _query(value: ConversationFilter | None) -> ConversationQuery:
         root_only=bool(value.root_only),
         search=value.search,
         owner=None if value.owner is None else (value.owner.type, value.owner.key),
+        owner_type=value.owner_type,
     )
 
 
