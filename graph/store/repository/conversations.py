@@ -170,6 +170,7 @@ class Conversations(Part):
             "metadata": new.meta,
             "version": 1,
             "message_count": 0,
+            "token_count": 0,
             "parent_delegation_id": None,
             "ancestry": " ".join(ancestry),
             "created_at": now,
