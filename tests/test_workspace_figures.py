@@ -6,7 +6,7 @@ records, an ADMIN token and a SERVICE token in its own name their whole workspac
 token acting for an owner that owner's records; never another workspace's. Tokens are summed
 over the messages that carry a `token_count` (a whole number at the message's top level),
 and follow the live transcript through appends, replacements, deletes and expiry. The
-figures are added up in two aggregate statements that never read a message row.
+figures are added up in three aggregate statements that never read a message row.
 """
 
 from __future__ import annotations
@@ -245,21 +245,28 @@ async def test_the_figures_follow_the_live_transcript(gql: GraphQLClient) -> Non
 
 async def test_expired_and_deleted_conversations_are_not_counted(gql: GraphQLClient) -> None:
     kept = await conversation(gql, said("stays", 3))
+    done, _ = await delegate(gql, kept)
+    await ok(gql, COMPLETE, {"id": done, "status": "COMPLETED"})
     gone = await conversation(gql, said("deleted", 5))
     soon = await conversation(gql, said("expires", 7))
-    await delegate(gql, soon)
-    assert (await figures(gql))["tokenCount"] == 15
+    _, child = await delegate(gql, soon)
+    await delegate(gql, child, "below the child")
+    finished, _ = await delegate(gql, soon, "finished")
+    await ok(gql, COMPLETE, {"id": finished, "status": "COMPLETED"})
+    found = await figures(gql)
+    assert found["tokenCount"] == 15
+    assert found["delegations"] == by_status(running=2, completed=2)
     assert (await gql(DELETE, {"id": gone}))["deleteConversation"]["deleted"] is True
+    # The tree below `soon` expires with it, its delegations and child transcripts too.
     at = (datetime.now(UTC) + timedelta(seconds=1)).isoformat()
     await ok(gql, EXPIRE, {"id": soon, "at": at})
     await asyncio.sleep(1.2)
     assert await figures(gql) == {
-        "conversations": 1,
+        "conversations": 2,  # `kept` and its delegation's child
         "messages": 1,
         "tokenCount": 3,
-        "delegations": by_status(),
+        "delegations": by_status(completed=1),
     }
-    assert kept
 
 
 @asynccontextmanager
@@ -279,7 +286,7 @@ async def statements(server: Server) -> AsyncIterator[list[str]]:
         stop()
 
 
-async def test_the_figures_take_two_statements_and_read_no_message(
+async def test_the_figures_take_three_statements_and_read_no_message(
     server: Server, anon: GraphQLClient
 ) -> None:
     admin = anon.as_(await server.token(workspace=WORKSPACE, owner="system:ops", scope="admin"))
@@ -291,6 +298,6 @@ async def test_the_figures_take_two_statements_and_read_no_message(
         async with statements(server) as seen:
             found = await figures(gql)
         assert found["messages"] == 15 and found["tokenCount"] == 30
-        assert len(seen) == 2, seen
+        assert len(seen) == 3, seen
         for statement in seen:
             assert not re.search(r"\bmessage\b", statement), statement

@@ -44,7 +44,7 @@ IDEMPOTENCY_KEY = [
 
 class Delegations(Part):
     def _visible(self, access: scope.Access) -> ColumnElement[bool]:
-        return and_(self.where(D, access), parent_alive())
+        return and_(self.where(D, access), _parent_alive())
 
     async def _select(self, *where: ColumnElement[bool]) -> list[Delegation]:
         found = await self.sql.rows(select(D).where(*where), self.params())
@@ -206,7 +206,7 @@ class Delegations(Part):
         """
         with_key = and_(self.where(D, scope.Access.WRITE), D.c.idempotency_key == key)
         await self.sql.execute(
-            update(D).where(with_key, not_(parent_alive())).values(idempotency_key=None),
+            update(D).where(with_key, not_(_parent_alive())).values(idempotency_key=None),
             self.params(),
         )
         found = await self._select(with_key, D.c.parent_conversation_id == parent_id)
@@ -280,6 +280,6 @@ class Delegations(Part):
 
 
 @functools.cache
-def parent_alive() -> ColumnElement[bool]:
+def _parent_alive() -> ColumnElement[bool]:
     # A delegation lives as long as its parent conversation is readable.
     return exists().where(C.c.id == D.c.parent_conversation_id, alive(C))
