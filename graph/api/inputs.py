@@ -35,6 +35,13 @@ class ConversationFilter:
         description="ADMIN scope only: narrow to one owner of the workspace. "
         "Without ADMIN the caller's own owner is always used.",
     )
+    owner_type: OwnerType | None = strawberry.field(
+        default=None,
+        description="Only conversations owned by an owner of this type. It narrows, never "
+        "widens: an ADMIN or SERVICE token, which reads the whole workspace, sees that type's "
+        "conversations; any other token its own conversations, or none when the type is not "
+        "its own.",
+    )
 
 
 @strawberry.input

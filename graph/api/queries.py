@@ -15,6 +15,7 @@ from graph.api.types import (
     Principal,
     SessionState,
     Snapshot,
+    WorkspaceFigures,
 )
 from graph.domain.checkpoints import envelope_facts
 from graph.domain.conversations import DEFAULT_CONTEXT, DEFAULT_PENDING_WINDOW, ConversationQuery
@@ -36,6 +37,7 @@ def _query(value: ConversationFilter | None) -> ConversationQuery:
         root_only=bool(value.root_only),
         search=value.search,
         owner=None if value.owner is None else (value.owner.type, value.owner.key),
+        owner_type=value.owner_type,
     )
 
 
@@ -148,6 +150,16 @@ class Query:
         return Connection.of(
             page, SessionState.of, count=lambda repo: repo.checkpoints.count(session_id)
         )
+
+    @strawberry.field(
+        description="Conversations, messages, delegations by status and tokens of the records "
+        "the caller may read (an ADMIN or SERVICE token: its workspace), counted in the "
+        "database."
+    )
+    async def workspace_figures(self, info: Info) -> WorkspaceFigures:
+        async with info.context.read() as repo:
+            figures = await repo.figures.read()
+        return WorkspaceFigures.of(figures)
 
     @strawberry.field(description="The Datalog facts an envelope carries (its `facts` list).")
     def extract_facts(self, envelope: JSON) -> list[str]:

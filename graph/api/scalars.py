@@ -1,4 +1,4 @@
-"""The scalars the schema overrides: JSON and DateTime.
+"""The scalars the schema adds or overrides: JSON, DateTime and BigInt.
 
 JSON: stored documents go out as raw JSON text, never re-parsed. `serialize` leaves a
 stored document as the RawJSON (or RawJSONArray) the type gave it: the server encodes
@@ -7,6 +7,9 @@ responses with jsoncodec.dumps, which writes those as they are.
 DateTime: every instant the service stores is in UTC, so an input without a UTC offset
 (`2000-01-01`, `2000-01-01T12:00`) is read as UTC, the way the store reads one, instead
 of reaching the domain as a naive datetime that cannot be compared with the clock.
+
+BigInt: a total that may outgrow GraphQL's Int, which is 32 bits (a workspace's tokens pass
+2**31 long before its messages do). It goes out as a plain JSON number.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from graphql import GraphQLError, ValueNode, value_from_ast_untyped
 from graph.domain.jsoncodec import RawJSON
 
 JSON = NewType("JSON", object)
+BigInt = NewType("BigInt", int)
+BIGINT_MAX = 2**63 - 1
 
 
 def _serialize(value: Any) -> Any:
@@ -54,6 +59,12 @@ def _serialize_datetime(value: datetime) -> str:
     return value.isoformat()
 
 
+def _bigint(value: Any) -> int:
+    if type(value) is not int or not -BIGINT_MAX - 1 <= value <= BIGINT_MAX:
+        raise ValueError(f"BigInt must be a whole number of at most 64 bits: {value!r}")
+    return value
+
+
 DATETIME_SCALAR = strawberry.scalar(
     name="DateTime",
     description="An ISO 8601 date and time; one without a UTC offset is read as UTC.",
@@ -69,6 +80,18 @@ JSON_SCALAR = strawberry.scalar(
     parse_literal=_parse_literal,
 )
 
-SCALAR_MAP: dict[object, Any] = {JSON: JSON_SCALAR, datetime: DATETIME_SCALAR}
+BIGINT_SCALAR = strawberry.scalar(
+    name="BigInt",
+    description="A whole number of up to 64 bits (GraphQL's Int has 32), as a JSON number: "
+    "JavaScript reads it exactly up to 2^53.",
+    serialize=_bigint,
+    parse_value=_bigint,
+)
 
-__all__ = ["JSON", "SCALAR_MAP", "RawJSON"]
+SCALAR_MAP: dict[object, Any] = {
+    JSON: JSON_SCALAR,
+    datetime: DATETIME_SCALAR,
+    BigInt: BIGINT_SCALAR,
+}
+
+__all__ = ["JSON", "SCALAR_MAP", "BigInt", "RawJSON"]

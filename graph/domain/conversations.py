@@ -172,3 +172,6 @@ class ConversationQuery:
     search: str | None = None
     # (type, key): narrows a workspace-wide reader's list to one owner; ignored otherwise.
     owner: tuple[OwnerType, str] | None = None
+    # Narrows any reader's list to one owner type: a workspace-wide reader's to the records
+    # of that type, anyone else's own records to nothing when the type is not its own.
+    owner_type: OwnerType | None = None

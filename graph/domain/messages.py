@@ -9,6 +9,11 @@ from typing import Any
 from graph.domain import jsoncodec
 from graph.domain.errors import DomainError, invalid, too_large
 
+# The most tokens one message is taken to count: larger values are not a token count (and a
+# sum of them could not be told apart from a real one). The migration that summed the stored
+# messages (0006) applies the same rule in SQL.
+MAX_MESSAGE_TOKENS = 2**31 - 1
+
 
 @dataclass(frozen=True, slots=True)
 class PreparedMessage:
@@ -25,6 +30,19 @@ class PreparedMessage:
     @property
     def search_text(self) -> str | None:
         return search_text(self.message)
+
+    @property
+    def token_count(self) -> int:
+        return token_count(self.message)
+
+
+def token_count(message: dict[str, Any]) -> int:
+    """The message's top-level `token_count` when it carries one (an integer from 0 to
+    MAX_MESSAGE_TOKENS; booleans, fractions and strings are not counts); else 0."""
+    value = message.get("token_count")
+    if type(value) is int and 0 <= value <= MAX_MESSAGE_TOKENS:
+        return value
+    return 0
 
 
 def _strings(value: Any, out: list[str]) -> None:

@@ -169,3 +169,10 @@ def inherited_owner(parent: Owned) -> dict[str, Any]:
 def one_owner(table: Table, owner_type: OwnerType, owner_digest: str) -> ColumnElement[bool]:
     """Narrow a workspace-wide read to one owner (an ADMIN's `owner` filter)."""
     return and_(table.c.owner_type == owner_type, table.c.owner_digest == owner_digest)
+
+
+def owner_type_is(table: Table, owner_type: OwnerType) -> ColumnElement[bool]:
+    """Narrow a read to the rows of one owner type (the `ownerType` filter). It is added to
+    the principal's clause, never in its place: a reader limited to its own rows keeps them
+    (or none, for another type), a workspace-wide reader sees that type's rows."""
+    return table.c.owner_type == owner_type

@@ -139,6 +139,12 @@ class Conversation(Owned, table=True):
     provider_response_id: str | None = None
     version: int = 1
     message_count: int = 0
+    # The sum of the live transcript's `token_count`s (domain.messages.token_count), kept
+    # with every transcript write as message_count is: workspace figures add these up
+    # instead of reading every message.
+    token_count: int = Field(
+        default=0, sa_column=Column(BigInteger, nullable=False, server_default="0")
+    )
     parent_delegation_id: str | None = Field(
         default=None,
         sa_column=Column(

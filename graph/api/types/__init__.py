@@ -4,6 +4,7 @@ from graph.api.types.base import Info
 from graph.api.types.conversation import Conversation, Message, Snapshot
 from graph.api.types.delegation import Delegation
 from graph.api.types.events import ConversationEvent
+from graph.api.types.figures import DelegationStatusCount, WorkspaceFigures
 from graph.api.types.principal import Principal, UserError, Workspace
 from graph.api.types.relay import Connection, Edge, Node, PageInfo
 from graph.api.types.session import SessionState
@@ -13,6 +14,7 @@ __all__ = [
     "Conversation",
     "ConversationEvent",
     "Delegation",
+    "DelegationStatusCount",
     "Edge",
     "Info",
     "Message",
@@ -23,4 +25,5 @@ __all__ = [
     "Snapshot",
     "UserError",
     "Workspace",
+    "WorkspaceFigures",
 ]

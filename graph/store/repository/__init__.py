@@ -19,6 +19,7 @@ from graph.store.keyring import Keyring
 from graph.store.repository.checkpoints import Checkpoints
 from graph.store.repository.conversations import Conversations
 from graph.store.repository.delegations import Delegations
+from graph.store.repository.figures import WorkspaceFigures
 from graph.store.repository.snapshots import Snapshots
 from graph.store.repository.tokens import Tokens
 from graph.store.repository.transcripts import Transcripts
@@ -79,3 +80,7 @@ class Repository:
     @cached_property
     def tokens(self) -> Tokens:
         return Tokens(self)
+
+    @cached_property
+    def figures(self) -> WorkspaceFigures:
+        return WorkspaceFigures(self)

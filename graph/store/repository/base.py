@@ -41,3 +41,8 @@ class Part:
 def alive(table: Table) -> ColumnElement[bool]:
     """Not past its retention (`now` bound by Part.params): an expired row reads as missing."""
     return or_(table.c.expires_at.is_(None), table.c.expires_at > bindparam("now"))
+
+
+def expired(table: Table) -> ColumnElement[bool]:
+    """Past its retention, awaiting the sweep: exactly the rows `alive` leaves out."""
+    return table.c.expires_at <= bindparam("now")

@@ -97,6 +97,8 @@ class Conversations(Part):
         if query.owner is not None and self.reach(C, scope.Access.READ) is scope.Reach.WORKSPACE:
             owner_type, key = query.owner
             clauses.append(scope.one_owner(C, owner_type, self.repo.keyring.owner_digest(key)))
+        if query.owner_type is not None:
+            clauses.append(scope.owner_type_is(C, query.owner_type))
         if query.agent_slug is not None:
             clauses.append(_equals(C.c.agent_slug, query.agent_slug))
         if query.context is not None:
@@ -168,6 +170,7 @@ class Conversations(Part):
             "metadata": new.meta,
             "version": 1,
             "message_count": 0,
+            "token_count": 0,
             "parent_delegation_id": None,
             "ancestry": " ".join(ancestry),
             "created_at": now,

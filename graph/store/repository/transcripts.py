@@ -62,6 +62,7 @@ class Transcripts(Part):
             field="conversationId",
             expected_version=expected_version,
             add_messages=len(messages),
+            add_tokens=sum(m.token_count for m in messages),
         )
         stored = await self._insert(
             conversation, messages, conversation.message_count - len(messages) + 1
@@ -82,7 +83,11 @@ class Transcripts(Part):
             conversation_id,
             field="conversationId",
             expected_version=expected_version,
-            values={**changes, "message_count": len(messages)},
+            values={
+                **changes,
+                "message_count": len(messages),
+                "token_count": sum(m.token_count for m in messages),
+            },
         )
         stored = (await self.sql.rows(_DIGESTS, {"id": conversation.id})).scalars()
         keep = 0

@@ -35,14 +35,17 @@ class Versions(Part):
         expected_version: int | None = None,
         values: dict[str, Any] | None = None,
         add_messages: int = 0,
+        add_tokens: int = 0,
     ) -> Conversation:
-        """Bump the version of a writable conversation (and set `values`), atomically."""
+        """Bump the version of a writable conversation (and set `values`), atomically;
+        `add_messages` appended messages carrying `add_tokens` tokens between them."""
         return await self._write(
             conversation_id,
             field=field,
             expected_version=expected_version,
             values=values or {},
             add_messages=add_messages,
+            add_tokens=add_tokens,
             require_unlocked=False,
             bump_version=True,
         )
@@ -55,6 +58,7 @@ class Versions(Part):
             expected_version=None,
             values={"lock_digest": digest, "locked_until": until},
             add_messages=0,
+            add_tokens=0,
             require_unlocked=True,
             bump_version=False,
         )
@@ -67,6 +71,7 @@ class Versions(Part):
         expected_version: int | None,
         values: dict[str, Any],
         add_messages: int,
+        add_tokens: int,
         require_unlocked: bool,
         bump_version: bool,
     ) -> Conversation:
@@ -84,6 +89,7 @@ class Versions(Part):
             cid=cid,
             expected=expected_version,
             add_messages=add_messages,
+            add_tokens=add_tokens,
             **{f"set_{name}": value for name, value in values.items()},
         )
         found = await self.sql.rows(statement, params)
@@ -124,6 +130,7 @@ def _statement(
     }
     if add_messages:
         changes["message_count"] = C.c.message_count + bindparam("add_messages")
+        changes["token_count"] = C.c.token_count + bindparam("add_tokens")
     if bump_version:
         changes.update(version=C.c.version + 1, updated_at=now)
     return Prepared(
