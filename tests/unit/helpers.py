@@ -1,0 +1,32 @@
+"""What several unit tests share: asserting a DomainError and a hypothesis budget."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+from graph.domain.errors import DomainError, ErrorCode
+
+# Applied per test (never loaded as a profile, which would change every other suite's
+# hypothesis settings): no deadline, since two busy cores make timings meaningless.
+PROPERTY = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@contextmanager
+def raises_domain(code: ErrorCode, *field: str) -> Iterator[pytest.ExceptionInfo[DomainError]]:
+    """The block raises a DomainError with `code` naming exactly the input path `field`
+    (or no field at all when none is given)."""
+    with pytest.raises(DomainError) as info:
+        yield info
+    assert info.value.code is code, info.value.message
+    assert info.value.field == (list(field) or None), info.value.field
+
+
+def domain_error(call: Callable[[], Any]) -> DomainError:
+    with pytest.raises(DomainError) as info:
+        call()
+    return info.value
