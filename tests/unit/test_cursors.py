@@ -156,3 +156,26 @@ def test_a_keyset_cursor_with_another_utc_offset_names_the_same_instant() -> Non
     plus_two = NOW.astimezone(timezone(timedelta(hours=2)))
     at, _ = cursors.keyset(forged(plus_two.isoformat(), UUID), "after")
     assert at == NOW
+
+
+@pytest.mark.parametrize(
+    "created",
+    ["0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00", "0001-01-01T00:00:00+23:59"],
+)
+def test_a_keyset_time_no_utc_time_can_name_is_invalid_input(created: str) -> None:
+    # Regression: such a time passed the reader, then overflowed where the store converts
+    # it to UTC for the query (`conversations(after:)` answered a masked INTERNAL).
+    with raises_domain(ErrorCode.INVALID_INPUT, "after"):
+        cursors.keyset(forged(created, UUID), "after")
+
+
+@PROPERTY
+@given(st.datetimes(timezones=st.timezones() | st.just(UTC)), st.uuids(version=4))
+def test_every_keyset_time_read_is_a_utc_time(at: datetime, record: Any) -> None:
+    try:
+        read, _ = cursors.keyset(forged(at.isoformat(), str(record)), "after")
+    except Exception as exc:
+        assert getattr(exc, "code", None) is ErrorCode.INVALID_INPUT, repr(exc)
+    else:
+        assert read == at
+        assert read.utcoffset() == timedelta(0)
