@@ -48,6 +48,8 @@ def test_every_json_document_survives_a_round_trip(value: Any) -> None:
     assert same(jsoncodec.loads(encoded), value)
     # Other clients read the stored text with ordinary JSON parsers.
     assert same(json.loads(encoded), value)
+    # And what a client sends is stored exactly so.
+    assert jsoncodec.dumps_document(value) == encoded
 
 
 @PROPERTY
@@ -81,6 +83,36 @@ def test_dumps_is_compact_utf8_in_the_order_given() -> None:
 
 def test_unicode_escapes_read_as_their_characters() -> None:
     assert jsoncodec.loads('"\\u00e9\\ud83d\\ude00"') == "é😀"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        float("nan"),
+        float("inf"),
+        float("-inf"),
+        [1, float("nan")],
+        {"a": {"b": [float("inf")]}},
+        ("tuple", float("-inf")),
+        {"big": 2**64, "x": float("nan")},
+    ],
+    ids=["nan", "inf", "-inf", "nan in a list", "inf nested", "in a tuple", "beside a big int"],
+)
+def test_a_document_with_a_non_finite_number_is_refused(value: Any) -> None:
+    # Regression: orjson writes NaN and infinities as null, so such a message (from a
+    # GraphQL literal like `{score: 1e400}`) was stored as a different document.
+    with pytest.raises(ValueError):
+        jsoncodec.dumps_document(value)
+
+
+@pytest.mark.parametrize("value", [None, [None, 1.5], {"a": None, "b": "null"}], ids=repr)
+def test_a_document_with_nulls_and_finite_numbers_is_kept(value: Any) -> None:
+    assert same(jsoncodec.loads(jsoncodec.dumps_document(value)), value)
+
+
+def test_dumps_refuses_a_non_finite_number_beside_a_big_integer() -> None:
+    with pytest.raises(ValueError):
+        jsoncodec.dumps({"big": 2**64, "x": float("nan")})
 
 
 @pytest.mark.parametrize(
