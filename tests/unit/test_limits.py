@@ -76,6 +76,22 @@ def test_a_fragment_no_operation_spreads_is_measured_too() -> None:
     assert found.fields == 4
 
 
+def test_directives_are_counted_wherever_they_are() -> None:
+    # Regression: a fragment definition's own directives went uncounted, so any number of
+    # them passed max_directives and reached graphql-core's validation.
+    text = """
+    query Q @a { f @b @c { ... on T @d { g } ...F @e } }
+    fragment F on T @f { h @g }
+    """
+    assert measure(text).directives == 7
+
+
+def test_directives_on_a_fragment_definition_are_bounded() -> None:
+    text = "{ ...F } fragment F on Query " + "@include(if: true) " * 500 + "{ g }"
+    (error,) = limits.over_limits(parse(text), Limits(10, 10, 10, max_directives=200))
+    assert "directives" in error.message
+
+
 def test_spreads_that_double_at_each_level_are_measured_in_linear_time() -> None:
     # F0 spreads F1 twice, F1 spreads F2 twice... 2**40 fields once expanded: a walk that
     # expands every spread afresh would never finish.
