@@ -42,9 +42,9 @@ def test_a_message_is_encoded_exactly_as_sent() -> None:
     message = {"role": "assistant", "content": "é 😀", "n": 2**70, "z": None, "a": [1.5]}
     prepared = prepare(message)
     assert prepared.role == "assistant"
-    assert (
-        prepared.encoded
-        == '{"role":"assistant","content":"é 😀","n":1180591620717411303424,"z":null,"a":[1.5]}'.encode()
+    assert prepared.encoded == (
+        '{"role":"assistant","content":"é 😀",'
+        '"n":1180591620717411303424,"z":null,"a":[1.5]}'.encode()
     )
     assert prepared.text == prepared.encoded.decode()
     assert prepared.message is message

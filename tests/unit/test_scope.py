@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sqlalchemy import BindParameter, Column, ColumnElement, Table, False_, True_
+from sqlalchemy import BindParameter, Column, ColumnElement, False_, Table, True_
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.sql import operators
 from sqlalchemy.sql.elements import BinaryExpression, BooleanClauseList
@@ -59,30 +59,31 @@ PRINCIPALS = {
     "another workspace's service": OTHER_SERVICE,
 }
 
-O, W, N = Reach.OWNER, Reach.WORKSPACE, Reach.NOTHING
+# Own rows, the whole workspace, nothing.
+MINE, WIDE, NONE = Reach.OWNER, Reach.WORKSPACE, Reach.NOTHING
 # (read, write, own) for each table and principal: the rules as the module docstring and
 # the README state them, written out rather than derived from RULES.
 CONVERSATIONS_AND_DELEGATIONS = {
-    "owner": (O, O, O),
-    "read-only owner": (O, N, O),
-    "admin": (W, O, O),  # ADMIN reads its workspace, writes only its own rows
-    "service in its own name": (W, W, O),
-    "service acting for an owner": (O, O, O),  # exactly that owner's WRITE token
-    "another workspace's owner": (O, O, O),
-    "another workspace's admin": (W, O, O),
-    "another workspace's service": (W, W, O),
+    "owner": (MINE, MINE, MINE),
+    "read-only owner": (MINE, NONE, MINE),
+    "admin": (WIDE, MINE, MINE),  # ADMIN reads its workspace, writes only its own rows
+    "service in its own name": (WIDE, WIDE, MINE),
+    "service acting for an owner": (MINE, MINE, MINE),  # exactly that owner's WRITE token
+    "another workspace's owner": (MINE, MINE, MINE),
+    "another workspace's admin": (WIDE, MINE, MINE),
+    "another workspace's service": (WIDE, WIDE, MINE),
 }
 SESSIONS = {  # a session id means nothing across owners: nobody reaches wider
-    "owner": (O, O, O),
-    "read-only owner": (O, N, O),
-    "admin": (O, O, O),
-    "service in its own name": (O, O, O),
-    "service acting for an owner": (O, O, O),
-    "another workspace's owner": (O, O, O),
-    "another workspace's admin": (O, O, O),
-    "another workspace's service": (O, O, O),
+    "owner": (MINE, MINE, MINE),
+    "read-only owner": (MINE, NONE, MINE),
+    "admin": (MINE, MINE, MINE),
+    "service in its own name": (MINE, MINE, MINE),
+    "service acting for an owner": (MINE, MINE, MINE),
+    "another workspace's owner": (MINE, MINE, MINE),
+    "another workspace's admin": (MINE, MINE, MINE),
+    "another workspace's service": (MINE, MINE, MINE),
 }
-PROCESS_ONLY = dict.fromkeys(PRINCIPALS, (N, N, N))
+PROCESS_ONLY = dict.fromkeys(PRINCIPALS, (NONE, NONE, NONE))
 EXPECTED = {
     "conversation": CONVERSATIONS_AND_DELEGATIONS,
     "delegation": CONVERSATIONS_AND_DELEGATIONS,
