@@ -13,7 +13,7 @@ from graph.domain.errors import DomainError, ErrorCode
 
 # Applied per test (never loaded as a profile, which would change every other suite's
 # hypothesis settings): no deadline, since two busy cores make timings meaningless.
-PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @contextmanager
