@@ -1,4 +1,8 @@
-"""What several unit tests share: asserting a DomainError and a hypothesis budget."""
+"""What several unit tests share: asserting a DomainError and a hypothesis budget.
+
+tests/unit is the fast layer: the pure logic (domain rules, cursors, the JSON codec, the
+scope rules, the query limits) tested as its callers rely on it, with no database, no
+server and no network, so that `pytest tests/unit` runs in seconds."""
 
 from __future__ import annotations
 
