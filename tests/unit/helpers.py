@@ -6,9 +6,8 @@ server and no network, so that `pytest tests/unit` runs in seconds."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -28,9 +27,3 @@ def raises_domain(code: ErrorCode, *field: str) -> Iterator[pytest.ExceptionInfo
         yield info
     assert info.value.code is code, info.value.message
     assert info.value.field == (list(field) or None), info.value.field
-
-
-def domain_error(call: Callable[[], Any]) -> DomainError:
-    with pytest.raises(DomainError) as info:
-        call()
-    return info.value
