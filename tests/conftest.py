@@ -9,16 +9,19 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
 
-from graph.app import create_app
 from graph.domain.principal import SYSTEM, Scope, parse_owner, parse_workspace
-from graph.services import Services
-from graph.settings import Settings
-from graph.store.migrate import upgrade_blocking
+
+if TYPE_CHECKING:
+    from graph.services import Services
+    from graph.settings import Settings
+
+# The app, its settings and the migrations are imported by the fixtures that use them, not
+# here: `pytest tests/unit` loads this file too, and needs none of them.
 
 PG_URL = os.environ.get("CONVOGRAPH_TEST_DATABASE_URL")
 
@@ -26,6 +29,9 @@ PG_URL = os.environ.get("CONVOGRAPH_TEST_DATABASE_URL")
 @pytest.fixture(scope="session")
 def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Migrated once; each test copies the file instead of migrating again."""
+    from graph.settings import Settings
+    from graph.store.migrate import upgrade_blocking
+
     path = tmp_path_factory.mktemp("template") / "template.db"
     upgrade_blocking(Settings(database_url=f"sqlite+aiosqlite:///{path}", secret="t"))
     return path
@@ -36,6 +42,9 @@ def pg_template() -> Iterator[str | None]:
     if not PG_URL:
         yield None
         return
+    from graph.settings import Settings
+    from graph.store.migrate import upgrade_blocking
+
     name = f"cg_template_{uuid.uuid4().hex[:8]}"
     _pg_admin(f'CREATE DATABASE "{name}"')
     upgrade_blocking(Settings(database_url=_with_db(PG_URL, name), secret="t"))
@@ -81,6 +90,8 @@ def database_url(tmp_path: Path, sqlite_template: Path, pg_template: str | None)
 
 @pytest.fixture
 def settings(database_url: str, tmp_path: Path) -> Settings:
+    from graph.settings import Settings
+
     return Settings(
         database_url=database_url,
         secret="test-secret",
@@ -163,6 +174,8 @@ class Server:
 
 @pytest.fixture
 async def server(settings: Settings) -> AsyncIterator[Server]:
+    from graph.app import create_app
+
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         yield Server(app, settings)

@@ -52,6 +52,9 @@ KEYSET_FORGERIES = [
     forged(NOW, UUID.upper()),  # a UUID, but not in the form the server writes
     forged(2**63),
     "not base64 !!",
+    # A time no UTC time can name: it overflowed where the store converts it to UTC.
+    forged("0001-01-01T00:00:00+14:00", UUID),
+    forged("9999-12-31T23:59:59-14:00", UUID),
 ]
 
 

@@ -16,8 +16,14 @@ CONTRACT_CHECK = REPO.parent / "shared" / "tools" / "contract_check.py"
 
 
 def contract_check(schema: Path) -> subprocess.CompletedProcess[str]:
-    if not CONTRACT_CHECK.exists():
-        pytest.skip(f"the shared contract checker is not at {CONTRACT_CHECK}")
+    # Never a skip: a CI checkout without ../shared would pass without checking the contract.
+    if not CONTRACT_CHECK.is_file():
+        pytest.fail(
+            f"the shared contract checker is missing: looked for {CONTRACT_CHECK} "
+            f"(../shared/tools/contract_check.py beside the checkout {REPO}); "
+            "check out the shared contract files there",
+            pytrace=False,
+        )
     return subprocess.run(
         [sys.executable, str(CONTRACT_CHECK), str(schema)],
         cwd=REPO,
@@ -47,3 +53,13 @@ def test_the_contract_check_catches_a_missing_field(tmp_path: Path) -> None:
     result = contract_check(broken)
     assert result.returncode == 1
     assert "viewer" in result.stdout
+
+
+def test_a_missing_contract_checker_is_a_failure_not_a_skip(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    missing = tmp_path / "shared" / "tools" / "contract_check.py"
+    monkeypatch.setattr(sys.modules[__name__], "CONTRACT_CHECK", missing)
+    with pytest.raises(pytest.fail.Exception, match="contract checker is missing") as info:
+        contract_check(SCHEMA)
+    assert str(missing) in str(info.value)

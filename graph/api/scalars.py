@@ -14,14 +14,13 @@ BigInt: a total that may outgrow GraphQL's Int, which is 32 bits (a workspace's 
 
 from __future__ import annotations
 
-import math
 from datetime import UTC, datetime
 from typing import Any, NewType
 
 import strawberry
 from graphql import GraphQLError, ValueNode, value_from_ast_untyped
 
-from graph.domain.jsoncodec import RawJSON
+from graph.domain.jsoncodec import RawJSON, check_finite
 
 JSON = NewType("JSON", object)
 BigInt = NewType("BigInt", int)
@@ -38,8 +37,11 @@ def _parse_value(value: Any) -> Any:
 
 def _parse_literal(node: ValueNode, variables: dict[str, Any] | None = None) -> Any:
     value = value_from_ast_untyped(node, variables)
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError("JSON numbers must be finite")
+    try:
+        # Anywhere in the literal (`{score: 1e400}`), not only at its top.
+        check_finite(value)
+    except ValueError:
+        raise ValueError("JSON numbers must be finite") from None
     return value
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -56,15 +56,24 @@ def encode_position(value: int) -> str:
 def keyset(cursor: str, field: str) -> tuple[datetime, str]:
     """A (created_at, id) cursor: of conversations, snapshots and delegations."""
     created, record_id = _decode(cursor, field, 2)
-    try:
-        at = datetime.fromisoformat(created) if isinstance(created, str) else None
-    except ValueError:
-        at = None
-    if at is None or at.tzinfo is None or not isinstance(record_id, str):
+    at = _utc_time(created)
+    if at is None or not isinstance(record_id, str):
         raise invalid(NOT_OURS, field)
     if ids.canonical(record_id) != record_id:
         raise invalid(NOT_OURS, field)
     return at, record_id
+
+
+def _utc_time(value: Any) -> datetime | None:
+    """An aware ISO time as UTC, or None. The store compares in UTC, so a time no UTC time
+    can name (year 1 at +14:00) is refused here, not left to overflow in the query."""
+    if not isinstance(value, str):
+        return None
+    try:
+        at = datetime.fromisoformat(value)
+        return at.astimezone(UTC) if at.tzinfo is not None else None
+    except (ValueError, OverflowError):
+        return None
 
 
 def encode_keyset(created_at: datetime, record_id: str) -> str:

@@ -54,22 +54,23 @@ def loads(data: str | bytes) -> Any:
         return orjson.loads(raw)
     try:
         value = json.loads(raw, parse_constant=_reject_constant)
-        _check_finite(value)
+        check_finite(value)
     except RecursionError:
         # orjson refuses nesting past 1024 levels with a ValueError: so does the exact path.
         raise ValueError("JSON nested too deeply") from None
     return value
 
 
-def _check_finite(value: Any) -> None:
+def check_finite(value: Any) -> None:
+    """ValueError if a NaN or an infinity is anywhere in `value`: JSON has no such number."""
     if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
         raise ValueError("number out of range")
     if isinstance(value, dict):
         for item in value.values():
-            _check_finite(item)
-    elif isinstance(value, list):
+            check_finite(item)
+    elif isinstance(value, list | tuple):
         for item in value:
-            _check_finite(item)
+            check_finite(item)
 
 
 def _fragment(obj: Any) -> Any:
@@ -89,7 +90,9 @@ def _plain(obj: Any) -> Any:
 
 
 def dumps(value: Any) -> bytes:
-    """Compact UTF-8 JSON. Raises ValueError for what JSON cannot hold (lone surrogates, NaN)."""
+    """Compact UTF-8 JSON. Raises ValueError for what JSON cannot hold (lone surrogates),
+    except that orjson writes a NaN or an infinity as null: what a client sent goes through
+    `dumps_document`, which refuses those too."""
     try:
         return orjson.dumps(value, default=_fragment)
     except TypeError as exc:
@@ -102,3 +105,13 @@ def dumps(value: Any) -> bytes:
         return text.encode("utf-8")
     except (UnicodeEncodeError, TypeError) as exc:
         raise ValueError(str(exc)) from exc
+
+
+def dumps_document(value: Any) -> bytes:
+    """A client's document (a message, a state, metadata) as `dumps` writes it, refusing NaN
+    and infinities, which orjson would store as a different document (null). Only a
+    document with a null in its text is walked: ordinary ones cost nothing more."""
+    encoded = dumps(value)
+    if b"null" in encoded:
+        check_finite(value)
+    return encoded

@@ -76,7 +76,7 @@ def prepare_message(
         # The role is also stored as a column of its own, and PostgreSQL text refuses NUL.
         raise invalid("a message's `role` must not contain NUL characters", *field)
     try:
-        encoded = jsoncodec.dumps(message)
+        encoded = jsoncodec.dumps_document(message)
     except ValueError as exc:
         raise invalid(f"a message must be valid JSON text: {exc}", *field) from None
     if len(encoded) > max_bytes:
@@ -131,7 +131,7 @@ def check_text(
 
 def encode_document(value: Any, field: str) -> str:
     try:
-        return jsoncodec.dumps(value).decode("utf-8")
+        return jsoncodec.dumps_document(value).decode("utf-8")
     except ValueError as exc:
         raise invalid(f"`{field}` must be valid JSON: {exc}", field) from None
 

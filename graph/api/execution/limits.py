@@ -95,7 +95,13 @@ class _Measurer:
         if definition is None or name in self.visiting:
             return Measure()  # unknown fragments and cycles are reported by the standard rules
         self.visiting.add(name)
-        measure = self.selection_set(definition.selection_set)
+        # The definition's own directives (`fragment F on T @a @b`) count as a field's do.
+        measure = _combine(
+            [
+                self.selection_set(definition.selection_set),
+                Measure(directives=len(definition.directives or ())),
+            ]
+        )
         self.visiting.discard(name)
         self.memo[name] = measure
         return measure

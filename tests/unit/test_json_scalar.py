@@ -1,0 +1,34 @@
+"""The JSON scalar's literals: what a query writes inline is a JSON value or refused."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from graphql import parse_value
+
+from graph.api.scalars import JSON, SCALAR_MAP
+
+
+def literal(text: str) -> Any:
+    parse = SCALAR_MAP[JSON].parse_literal
+    assert parse is not None
+    return parse(parse_value(text), None)
+
+
+def test_a_literal_reads_as_its_json_value() -> None:
+    assert literal('{role: "user", n: 12345678901234567890, xs: [1.5, true, null]}') == {
+        "role": "user",
+        "n": 12345678901234567890,
+        "xs": [1.5, True, None],
+    }
+
+
+@pytest.mark.parametrize(
+    "text", ["1e400", "-1e400", "{score: 1e400}", "[1, [-1e999]]", "{a: {b: [{c: 1e309}]}}"]
+)
+def test_a_literal_with_a_non_finite_number_anywhere_is_refused(text: str) -> None:
+    # Regression: only a top-level number was checked; a nested one reached the store and
+    # was written as null.
+    with pytest.raises(ValueError, match="finite"):
+        literal(text)

@@ -1,0 +1,194 @@
+"""The JSON codec stores what clients send exactly: integers of any size, any Unicode text,
+any nesting; what JSON cannot hold is a ValueError, never a silently different document."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from graph.domain import jsoncodec
+from graph.domain.jsoncodec import RawJSON, RawJSONArray
+from tests.unit.helpers import PROPERTY
+
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.integers(min_value=2**63 - 10, max_value=2**70)
+    | st.integers(max_value=-(2**63) + 10, min_value=-(2**70))
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text()
+)
+documents = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=10,
+)
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal and of the same JSON types all the way down (True is not 1, 1.0 is not 1)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+@PROPERTY
+@given(documents)
+def test_every_json_document_survives_a_round_trip(value: Any) -> None:
+    encoded = jsoncodec.dumps(value)
+    assert same(jsoncodec.loads(encoded), value)
+    # Other clients read the stored text with ordinary JSON parsers.
+    assert same(json.loads(encoded), value)
+    # And what a client sends is stored exactly so.
+    assert jsoncodec.dumps_document(value) == encoded
+
+
+@PROPERTY
+@given(documents)
+def test_loads_reads_any_json_text_exactly(value: Any) -> None:
+    text = json.dumps(value, ensure_ascii=False)
+    assert same(jsoncodec.loads(text), value)
+    assert same(jsoncodec.loads(text.encode()), value)
+
+
+@pytest.mark.parametrize(
+    "number", [2**63 - 1, 2**63, 2**64, -(2**63) - 1, 10**40, -(10**100), 12345678901234567]
+)
+def test_big_integers_stay_exact_integers(number: int) -> None:
+    document = {"n": number, "nested": [number, {"m": number}]}
+    encoded = jsoncodec.dumps(document)
+    assert str(number).encode() in encoded
+    assert same(jsoncodec.loads(encoded), document)
+
+
+def test_a_float_with_many_digits_keeps_its_value() -> None:
+    assert jsoncodec.loads(jsoncodec.dumps(0.30000000000000004)) == 0.30000000000000004
+    assert jsoncodec.loads("[1.0000000000000002]") == [1.0000000000000002]
+
+
+def test_dumps_is_compact_utf8_in_the_order_given() -> None:
+    assert jsoncodec.dumps({"z": 1, "a": [1, 2], "é": "ü 😀"}) == (
+        '{"z":1,"a":[1,2],"é":"ü 😀"}'.encode()
+    )
+
+
+def test_unicode_escapes_read_as_their_characters() -> None:
+    assert jsoncodec.loads('"\\u00e9\\ud83d\\ude00"') == "é😀"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        float("nan"),
+        float("inf"),
+        float("-inf"),
+        [1, float("nan")],
+        {"a": {"b": [float("inf")]}},
+        ("tuple", float("-inf")),
+        {"big": 2**64, "x": float("nan")},
+    ],
+    ids=["nan", "inf", "-inf", "nan in a list", "inf nested", "in a tuple", "beside a big int"],
+)
+def test_a_document_with_a_non_finite_number_is_refused(value: Any) -> None:
+    # Regression: orjson writes NaN and infinities as null, so such a message (from a
+    # GraphQL literal like `{score: 1e400}`) was stored as a different document.
+    with pytest.raises(ValueError):
+        jsoncodec.dumps_document(value)
+
+
+@pytest.mark.parametrize("value", [None, [None, 1.5], {"a": None, "b": "null"}], ids=repr)
+def test_a_document_with_nulls_and_finite_numbers_is_kept(value: Any) -> None:
+    assert same(jsoncodec.loads(jsoncodec.dumps_document(value)), value)
+
+
+def test_dumps_refuses_a_non_finite_number_beside_a_big_integer() -> None:
+    with pytest.raises(ValueError):
+        jsoncodec.dumps({"big": 2**64, "x": float("nan")})
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["NaN", "[Infinity]", '{"a": -Infinity}', "1e400", "[-1e400]", "[1e400, 12345678901234567890]"],
+)
+def test_loads_refuses_non_finite_numbers(text: str) -> None:
+    with pytest.raises(ValueError):
+        jsoncodec.loads(text)
+
+
+@pytest.mark.parametrize(
+    "value", ["\ud800", {"a": "x\udfff"}, {"\ud800": 1}, [2**64, "\ud800"]], ids=repr
+)
+def test_dumps_refuses_lone_surrogates(value: Any) -> None:
+    with pytest.raises(ValueError):
+        jsoncodec.dumps(value)
+
+
+@pytest.mark.parametrize("value", [object(), {1, 2}, b"bytes", {"a": object()}], ids=repr)
+def test_dumps_refuses_what_is_no_json_as_value_error(value: Any) -> None:
+    with pytest.raises(ValueError):
+        jsoncodec.dumps(value)
+
+
+@pytest.mark.parametrize(
+    "text", ["", "{", "[1,]", "{'a': 1}", '"\\ud800"', b"\xff", "[1] [2]", "\ud800"], ids=repr
+)
+def test_loads_refuses_what_is_no_json(text: str | bytes) -> None:
+    with pytest.raises(ValueError):
+        jsoncodec.loads(text)
+
+
+@pytest.mark.parametrize("tail", ["", "12345678901234567890"], ids=["fast path", "exact path"])
+def test_loads_refuses_absurd_nesting_on_either_path(tail: str) -> None:
+    depth = 100_000
+    with pytest.raises(ValueError):
+        jsoncodec.loads("[" * depth + tail + "]" * depth)
+
+
+def test_loads_reads_nesting_a_client_could_mean() -> None:
+    depth = 200
+    for tail in ("1", "12345678901234567890"):
+        value: Any = jsoncodec.loads("[" * depth + tail + "]" * depth)
+        for _ in range(depth):
+            (value,) = value
+        assert value == int(tail)
+
+
+def test_raw_json_is_embedded_verbatim() -> None:
+    raw = RawJSON('{"role": "user",  "content": "hi"}')
+    assert jsoncodec.dumps({"m": raw}) == b'{"m":{"role": "user",  "content": "hi"}}'
+    assert jsoncodec.dumps([RawJSON(b"[1,2]")]) == b"[[1,2]]"
+
+
+def test_a_raw_json_array_is_a_json_array_of_its_texts() -> None:
+    encoded = jsoncodec.dumps({"messages": RawJSONArray(['{"a":1}', "2", '"x"'])})
+    assert encoded == b'{"messages":[{"a":1},2,"x"]}'
+    assert jsoncodec.dumps(RawJSONArray([])) == b"[]"
+
+
+def test_raw_json_beside_a_big_integer_keeps_its_content() -> None:
+    # The exact path cannot embed fragments: it must still write what they hold.
+    document = {
+        "n": 2**70,
+        "m": RawJSON('{"k": 18446744073709551616}'),
+        "ms": RawJSONArray(["1", '{"b":[true]}']),
+    }
+    assert same(
+        jsoncodec.loads(jsoncodec.dumps(document)),
+        {"n": 2**70, "m": {"k": 2**64}, "ms": [1, {"b": [True]}]},
+    )
+
+
+@PROPERTY
+@given(st.lists(documents, max_size=3))
+def test_a_raw_json_array_reads_back_as_its_documents(values: list[Any]) -> None:
+    texts = [jsoncodec.dumps(v).decode() for v in values]
+    assert same(jsoncodec.loads(jsoncodec.dumps(RawJSONArray(texts))), values)
