@@ -486,13 +486,18 @@ async def test_deleting_a_child_transcript_removes_its_delegation(gql: GraphQLCl
 
 
 async def test_delegations_expire_with_their_parent(gql: GraphQLClient) -> None:
-    expires = (datetime.now(UTC) + timedelta(seconds=1)).isoformat()
-    parent = await new_conversation(gql, expiresAt=expires)
+    parent = await new_conversation(gql)
     made = await delegate(gql, parent, target="coder")
     await complete(gql, made["id"], summary="short-lived work")
     assert (await gql(LATEST, {"tier": "coder"}))["latestDelegation"] is not None
 
-    await asyncio.sleep(1.2)
+    # The expiry is set once the tree exists, so a slow machine cannot expire it early.
+    expires = datetime.now(UTC) + timedelta(seconds=0.5)
+    expire = """mutation($input: UpdateConversationInput!) {
+      updateConversation(input: $input) { userErrors { code } } }"""
+    updated = await gql(expire, {"input": {"id": parent, "expiresAt": expires.isoformat()}})
+    assert updated["updateConversation"]["userErrors"] == []
+    await asyncio.sleep(max(0.0, (expires - datetime.now(UTC)).total_seconds()) + 0.1)
     assert await get_delegation(gql, made["id"]) is None
     assert (await gql(LATEST, {"tier": "coder"}))["latestDelegation"] is None
     assert await search(gql, "short-lived") == []

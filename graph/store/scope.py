@@ -96,9 +96,8 @@ def reach(table: Table, principal: Principal, access: Access) -> Reach:
     rule = RULES[table.name]
     if access is Access.WRITE and not principal.can_write:
         return Reach.NOTHING
-    return {Access.READ: rule.read, Access.WRITE: rule.write, Access.OWN: rule.own}[access](
-        principal
-    )
+    decide: ReachRule = getattr(rule, access.value)  # Access values name Rule's fields
+    return decide(principal)
 
 
 def check_write(principal: Principal) -> None:

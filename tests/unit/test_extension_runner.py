@@ -114,3 +114,20 @@ async def test_an_exception_in_a_hook_reaches_the_hooks_around_it_as_in_strawber
     _, our_log = await _run(Schema, "{ hello }", fail_in="execute")
     assert our_log == their_log
     assert "gen:operation:saw RuntimeError" in our_log
+
+
+async def test_an_extension_that_wraps_resolvers_still_wraps_them() -> None:
+    # Schema._get_middleware_manager (a private strawberry method) skips the middleware
+    # only when no extension implements `resolve`.
+    assert hasattr(strawberry.Schema, "_get_middleware_manager")
+    seen: list[str] = []
+
+    class Wrapping(SchemaExtension):
+        def resolve(self, _next: Any, root: Any, info: Any, *args: Any, **kwargs: Any) -> Any:
+            seen.append(info.field_name)
+            return _next(root, info, *args, **kwargs)
+
+    wrapped = await Schema(query=Query, extensions=[Wrapping]).execute("{ hello }")
+    plain = await Schema(query=Query, extensions=[]).execute("{ hello }")
+    assert wrapped.data == plain.data == {"hello": "world"}
+    assert seen == ["hello"]

@@ -132,7 +132,11 @@ def test_dumps_refuses_lone_surrogates(value: Any) -> None:
         jsoncodec.dumps(value)
 
 
-@pytest.mark.parametrize("value", [object(), {1, 2}, b"bytes", {"a": object()}], ids=repr)
+@pytest.mark.parametrize(
+    "value",
+    [object(), {1, 2}, b"bytes", {"a": object()}],
+    ids=["an object", "a set", "bytes", "an object in a dict"],
+)
 def test_dumps_refuses_what_is_no_json_as_value_error(value: Any) -> None:
     with pytest.raises(ValueError):
         jsoncodec.dumps(value)

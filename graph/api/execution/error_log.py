@@ -12,7 +12,7 @@ import logging
 from typing import Any
 
 import strawberry
-from graphql import GraphQLError
+from graphql import GraphQLError, MiddlewareManager
 from strawberry.extensions import SchemaExtension
 from strawberry.extensions.runner import SchemaExtensionsRunner
 from strawberry.types import ExecutionContext
@@ -22,6 +22,11 @@ from graph.api.execution.runner import Runner
 
 logger = logging.getLogger("convograph.errors")
 
+# Resolvers run unwrapped unless an extension wraps them (SchemaExtension.resolve): with
+# none, one empty manager (it keeps no state of a request) serves every operation.
+_NO_MIDDLEWARE = MiddlewareManager()
+_WRAPS_RESOLVERS: dict[tuple[type[SchemaExtension], ...], bool] = {}
+
 
 class Schema(strawberry.Schema):
     def create_extensions_runner(
@@ -29,6 +34,16 @@ class Schema(strawberry.Schema):
     ) -> SchemaExtensionsRunner:
         # The same extensions, run with their hooks looked up once per class (runner.py).
         return Runner(execution_context, extensions)
+
+    def _get_middleware_manager(self, extensions: list[SchemaExtension]) -> MiddlewareManager:
+        # Strawberry builds a manager per operation and asks every extension whether it
+        # wraps resolvers; the answer depends on the classes only (private API: checked by
+        # tests/unit/test_extension_runner.py).
+        classes: tuple[type[SchemaExtension], ...] = tuple(map(type, extensions))
+        wraps = _WRAPS_RESOLVERS.get(classes)
+        if wraps is None:
+            wraps = _WRAPS_RESOLVERS[classes] = any(c._implements_resolve() for c in classes)
+        return super()._get_middleware_manager(extensions) if wraps else _NO_MIDDLEWARE
 
     def process_errors(
         self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None

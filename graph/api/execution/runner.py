@@ -53,42 +53,51 @@ def _hook(cls: type[SchemaExtension], name: str) -> Hook | None:
 class Stage:
     """One stage's hooks, as a context manager for `with` and `async with` alike."""
 
-    __slots__ = ("_args", "_entered", "_hooks", "_name")
+    __slots__ = ("_args", "_entered", "_extensions", "_hooks", "_name")
 
-    def __init__(self, name: str, hooks: list[tuple[SchemaExtension, Hook]], args: tuple[Any, ...]):
+    def __init__(
+        self,
+        name: str,
+        extensions: list[SchemaExtension],
+        hooks: list[tuple[int, Hook]],
+        args: tuple[Any, ...],
+    ):
         self._name = name
+        self._extensions = extensions
         self._hooks = hooks
         self._args = args
         self._entered: list[tuple[int, Any]] = []
 
     def __enter__(self) -> None:
-        for extension, (kind, fn) in self._hooks:
+        extensions = self._extensions
+        for i, (kind, fn) in self._hooks:
             if kind in (ASYNC_GEN, ASYNC_CALL):
                 raise RuntimeError(
-                    f"SchemaExtension hook {extension}.{self._name} "
+                    f"SchemaExtension hook {extensions[i]}.{self._name} "
                     "failed to complete synchronously."
                 )
             if kind == GEN:
-                generator = fn(extension, *self._args)
+                generator = fn(extensions[i], *self._args)
                 next(generator)
                 self._entered.append((GEN, generator))
             else:
-                fn(extension, *self._args)
+                fn(extensions[i], *self._args)
 
     async def __aenter__(self) -> None:
-        for extension, (kind, fn) in self._hooks:
+        extensions = self._extensions
+        for i, (kind, fn) in self._hooks:
             if kind == GEN:
-                generator = fn(extension, *self._args)
+                generator = fn(extensions[i], *self._args)
                 next(generator)
                 self._entered.append((GEN, generator))
             elif kind == ASYNC_GEN:
-                generator = fn(extension, *self._args)
+                generator = fn(extensions[i], *self._args)
                 await generator.__anext__()
                 self._entered.append((ASYNC_GEN, generator))
             elif kind == CALL:
-                fn(extension, *self._args)
+                fn(extensions[i], *self._args)
             else:
-                await fn(extension, *self._args)
+                await fn(extensions[i], *self._args)
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any
@@ -97,7 +106,7 @@ class Stage:
         while self._entered:
             _, generator = self._entered.pop()
             pending = _leave_sync(generator, pending)
-        return _outcome(exc, pending)
+        return False if pending is None and exc is None else _outcome(exc, pending)
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any
@@ -109,7 +118,7 @@ class Stage:
                 pending = _leave_sync(generator, pending)
             else:
                 pending = await _leave_async(generator, pending)
-        return _outcome(exc, pending)
+        return False if pending is None and exc is None else _outcome(exc, pending)
 
 
 def _leave_sync(generator: Any, pending: BaseException | None) -> BaseException | None:
@@ -173,11 +182,10 @@ class Runner(SchemaExtensionsRunner):
         self, execution_context: ExecutionContext, extensions: list[SchemaExtension] | None = None
     ) -> None:
         super().__init__(execution_context, extensions)
-        self._plan, self._with_results = _plan(tuple(type(e) for e in self.extensions))
+        self._plan, self._with_results = _plan(tuple(map(type, self.extensions)))
 
     def _stage(self, name: str, args: tuple[Any, ...] = ()) -> Stage:
-        extensions = self.extensions
-        return Stage(name, [(extensions[i], hook) for i, hook in self._plan[name]], args)
+        return Stage(name, self.extensions, self._plan[name], args)
 
     def operation(self) -> Any:
         return self._stage("on_operation")

@@ -6,9 +6,9 @@ messages and snapshots are reached only through a conversation read that way.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
-from functools import cached_property
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from graph.domain.events import EventKind
 from graph.domain.principal import Principal
@@ -27,6 +27,28 @@ from graph.store.repository.versions import Versions
 from graph.store.sql import Sql
 from graph.store.tables import Conversation
 
+T = TypeVar("T")
+
+
+class once(Generic[T]):
+    """functools.cached_property without its lock (Python 3.11 takes an RLock on every
+    first access, and a request builds several repositories): computed on first access,
+    then an ordinary attribute of the instance."""
+
+    def __init__(self, compute: Callable[[Any], T]) -> None:
+        self.compute = compute
+        self.name = compute.__name__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, instance: Any, owner: type | None = None) -> T:
+        if instance is None:
+            return self  # type: ignore[return-value]
+        value = self.compute(instance)
+        instance.__dict__[self.name] = value
+        return value
+
 
 class Repository:
     """What one unit of work may read and write, for one principal."""
@@ -42,7 +64,7 @@ class Repository:
         # Filled by writes, published by the unit of work once the transaction commits.
         self.events: list[Event] = []
 
-    @cached_property
+    @once
     def scope_params(self) -> dict[str, Any]:
         return scope.params(self.principal)
 
@@ -53,34 +75,34 @@ class Repository:
     def publish(self, kind: EventKind, conversation: Conversation, **extra: Any) -> None:
         self.events.append(Event.of(kind, conversation, **extra))
 
-    @cached_property
+    @once
     def conversations(self) -> Conversations:
         return Conversations(self)
 
-    @cached_property
+    @once
     def versions(self) -> Versions:
         return Versions(self)
 
-    @cached_property
+    @once
     def transcripts(self) -> Transcripts:
         return Transcripts(self)
 
-    @cached_property
+    @once
     def snapshots(self) -> Snapshots:
         return Snapshots(self)
 
-    @cached_property
+    @once
     def delegations(self) -> Delegations:
         return Delegations(self)
 
-    @cached_property
+    @once
     def checkpoints(self) -> Checkpoints:
         return Checkpoints(self)
 
-    @cached_property
+    @once
     def tokens(self) -> Tokens:
         return Tokens(self)
 
-    @cached_property
+    @once
     def figures(self) -> WorkspaceFigures:
         return WorkspaceFigures(self)
