@@ -19,6 +19,7 @@ from strawberry.asgi import ASGIWebSocketAdapter, GraphQL
 from strawberry.exceptions import ConnectionRejectionError
 from strawberry.http import GraphQLRequestData
 from strawberry.http.exceptions import WebSocketDisconnected
+from strawberry.http.types import QueryParams
 from strawberry.schema.exceptions import InvalidOperationTypeError
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
 from strawberry.types.unset import UnsetType
@@ -40,6 +41,7 @@ from graph.server.auth import (
 from graph.server.body import BodyTooLarge, BodyTooSlow, read_body
 from graph.server.errors import error_response, internal_error
 from graph.server.ide import graphiql_html
+from graph.server.parameters import check_operation_name, decode_query_params
 from graph.server.request_id import request_id_of
 from graph.services import Services
 
@@ -146,11 +148,15 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         # lexed but not counted as tokens: the text's length is bounded before parsing.
         limit = self.services.settings.max_query_chars
         for item in data if isinstance(data, list) else [data]:
+            check_operation_name(item)
             if item.query is not None and len(item.query) > limit:
                 raise HTTPException(
                     413, f"query text exceeds {limit} characters; pass large values as variables"
                 )
         return data
+
+    def parse_query_params(self, params: QueryParams) -> dict[str, Any]:
+        return decode_query_params(params, self.decode_json)
 
     def _wants_ide(self, request: Request) -> bool:
         return (
