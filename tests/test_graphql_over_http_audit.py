@@ -15,11 +15,12 @@ import asyncio
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 import warnings
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
@@ -54,7 +55,7 @@ def cache_dir() -> Path:
     return Path(base) / "convograph-tests" / GRAPHQL_HTTP.replace("@", "-")
 
 
-def skip_loudly(why: str) -> None:
+def skip_loudly(why: str) -> NoReturn:
     message = (
         f"SKIPPED: the GraphQL-over-HTTP audit (graphql-http's auditServer) was NOT run: {why}. "
         "Install Node.js and npm to run it: apt-get install -y nodejs npm"
@@ -80,7 +81,7 @@ async def run(*args: str, cwd: Path, env: dict[str, str], limit: float) -> tuple
     return process.returncode or 0, out.decode(errors="replace"), err.decode(errors="replace")
 
 
-async def installed_package() -> Path:
+def installed_package() -> Path:
     """The directory whose node_modules holds graphql-http, installed from npm if need be."""
     target = cache_dir()
     if (target / "node_modules" / "graphql-http" / "package.json").exists():
@@ -89,21 +90,22 @@ async def installed_package() -> Path:
     # Installed beside the cache and moved in whole, so that a half-done install is never used.
     staging = Path(tempfile.mkdtemp(prefix="install-", dir=target.parent))
     try:
-        code, out, err = await run(
-            "npm",
-            "install",
-            "--no-audit",
-            "--no-fund",
-            "--loglevel=error",
-            "--prefix",
-            str(staging),
-            GRAPHQL_HTTP,
-            cwd=staging,
-            env=dict(os.environ),
-            limit=INSTALL_TIMEOUT,
-        )
-        if code != 0:
-            skip_loudly(f"`npm install {GRAPHQL_HTTP}` failed ({code}): {(out + err)[-1000:]}")
+        try:
+            done = subprocess.run(
+                [
+                    *("npm", "install", "--no-audit", "--no-fund", "--loglevel=error"),
+                    *("--prefix", str(staging), GRAPHQL_HTTP),
+                ],
+                cwd=staging,
+                capture_output=True,
+                text=True,
+                timeout=INSTALL_TIMEOUT,
+            )
+        except subprocess.TimeoutExpired:
+            skip_loudly(f"`npm install {GRAPHQL_HTTP}` took more than {INSTALL_TIMEOUT}s")
+        if done.returncode != 0:
+            output = (done.stdout + done.stderr)[-1000:]
+            skip_loudly(f"`npm install {GRAPHQL_HTTP}` failed ({done.returncode}): {output}")
         try:
             staging.rename(target)
         except OSError:  # another run installed it meanwhile
@@ -115,7 +117,7 @@ async def installed_package() -> Path:
 
 
 async def audit(server: LiveServer) -> list[dict[str, Any]]:
-    package = await installed_package()
+    package = await asyncio.to_thread(installed_package)
     env = {
         **os.environ,
         "AUDIT_URL": server.http_url,
@@ -130,9 +132,15 @@ async def audit(server: LiveServer) -> list[dict[str, Any]]:
     return results
 
 
+@pytest.fixture(autouse=True)
+def node_and_npm() -> None:
+    """Before the live server starts: without node and npm there is nothing to run."""
+    missing = [tool for tool in ("node", "npm") if shutil.which(tool) is None]
+    if missing:
+        skip_loudly(f"{' and '.join(missing)} not found")
+
+
 async def test_the_graphql_over_http_audit_passes_every_check(live_server: LiveServer) -> None:
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        skip_loudly("node or npm is not installed")
     results = await audit(live_server)
     counts = Counter(result["status"] for result in results)
     print(f"graphql-http audit: {dict(counts)} of {len(results)} checks")
