@@ -1,8 +1,9 @@
 """The GraphQL endpoint: strawberry's ASGI app, with convograph's edges around it.
 
-Authentication (auth.py, as middleware on this route), body limits and JSON errors for
-malformed requests live here, so that the resolvers only ever see an authenticated,
-well-formed request.
+Authentication (auth.py, as middleware on this route), body limits, the media type of the
+answer (negotiation.py, response_status.py), the request parameters' types (parameters.py)
+and JSON errors for malformed requests live here, so that the resolvers only ever see an
+authenticated, well-formed request.
 """
 
 from __future__ import annotations
