@@ -24,6 +24,8 @@ command -v g++ >/dev/null 2>&1 || missing+=("g++ (the entropic adapter)")
 command -v go >/dev/null 2>&1 || missing+=("go (the Manglekit adapter)")
 command -v php >/dev/null 2>&1 || missing+=("php (the WordPress adapter)")
 command -v chromium >/dev/null 2>&1 || missing+=("chromium (the GraphiQL and inspector pages)")
+{ command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; } ||
+  missing+=("node and npm (the GraphQL-over-HTTP audit)")
 for what in "${missing[@]}"; do echo "!! SKIPPED: no $what: its tests will not run (.ci/run installs it)"; done
 
 echo "== test pass 1/2: SQLite"

@@ -1,8 +1,9 @@
 """The GraphQL endpoint: strawberry's ASGI app, with convograph's edges around it.
 
-Authentication (auth.py, as middleware on this route), body limits and JSON errors for
-malformed requests live here, so that the resolvers only ever see an authenticated,
-well-formed request.
+Authentication (auth.py, as middleware on this route), body limits, the media type of the
+answer (negotiation.py, response_status.py), the request parameters' types (parameters.py)
+and JSON errors for malformed requests live here, so that the resolvers only ever see an
+authenticated, well-formed request.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from starlette.types import Message, Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 from strawberry.asgi import ASGIWebSocketAdapter, GraphQL
 from strawberry.exceptions import ConnectionRejectionError
-from strawberry.http import GraphQLRequestData
+from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData
 from strawberry.http.exceptions import WebSocketDisconnected
+from strawberry.http.types import QueryParams
 from strawberry.schema.exceptions import InvalidOperationTypeError
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
 from strawberry.types.unset import UnsetType
@@ -40,10 +42,18 @@ from graph.server.auth import (
 from graph.server.body import BodyTooLarge, BodyTooSlow, read_body
 from graph.server.errors import error_response, internal_error
 from graph.server.ide import graphiql_html
+from graph.server.negotiation import GRAPHQL_RESPONSE_JSON, JSON, SERVED, negotiate
+from graph.server.parameters import check_operation_name, decode_query_params
 from graph.server.request_id import request_id_of
+from graph.server.response_status import shape
 from graph.services import Services
 
 REVOKED_STATE = "revoked"
+# The scope key of the media type negotiated for the response (negotiation.py).
+MEDIA_TYPE = "convograph.media_type"
+# The specification's own type says its encoding, as it recommends.
+GRAPHQL_RESPONSE_CONTENT_TYPE = f"{GRAPHQL_RESPONSE_JSON}; charset=utf-8"
+NOT_ACCEPTABLE = f"Accept allows none of the media types served here: {', '.join(SERVED)}"
 
 
 def _http_error(request: Request, exc: HTTPException) -> Response:
@@ -52,6 +62,13 @@ def _http_error(request: Request, exc: HTTPException) -> Response:
     if request.method == "GET" and isinstance(exc.__cause__, InvalidOperationTypeError):
         return error_response(405, exc.reason, Allow="POST")
     return error_response(exc.status_code, exc.reason)
+
+
+def _in_media_type(response: Response, scope: Scope) -> Response:
+    """An error response in the negotiated media type: its body is a GraphQL response."""
+    if scope.get(MEDIA_TYPE) == GRAPHQL_RESPONSE_JSON:
+        response.headers["content-type"] = GRAPHQL_RESPONSE_CONTENT_TYPE
+    return response
 
 
 class TextFrames(ASGIWebSocketAdapter):
@@ -102,6 +119,11 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         if principal_of(request) is None:
             await unauthorized()(scope, receive, send)
             return
+        media_type = negotiate(request.headers.get("accept"))
+        if media_type is None:
+            await error_response(406, NOT_ACCEPTABLE)(scope, receive, send)
+            return
+        scope[MEDIA_TYPE] = media_type
         limit = self.services.settings.max_body_bytes
         length = request.headers.get("content-length", "")
         try:
@@ -109,11 +131,12 @@ class GraphQLEndpoint(GraphQL[Context, None]):
                 raise BodyTooLarge
             body = await read_body(receive, limit)
         except BodyTooLarge:
-            await error_response(413, f"request body exceeds {limit} bytes")(scope, receive, send)
+            response = error_response(413, f"request body exceeds {limit} bytes")
+            await _in_media_type(response, scope)(scope, receive, send)
             return
         except BodyTooSlow:
             response = error_response(408, "request body arrived too slowly", Connection="close")
-            await response(scope, receive, send)
+            await _in_media_type(response, scope)(scope, receive, send)
             return
         except ConnectionError:
             return
@@ -133,7 +156,7 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         try:
             response = await self.run(request)
         except HTTPException as exc:
-            response = _http_error(request, exc)
+            response = _in_media_type(_http_error(request, exc), scope)
         except Exception as exc:
             response = internal_error(exc, request_id_of(scope))
         await response(scope, receive, send)
@@ -146,11 +169,15 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         # lexed but not counted as tokens: the text's length is bounded before parsing.
         limit = self.services.settings.max_query_chars
         for item in data if isinstance(data, list) else [data]:
+            check_operation_name(item)
             if item.query is not None and len(item.query) > limit:
                 raise HTTPException(
                     413, f"query text exceeds {limit} characters; pass large values as variables"
                 )
         return data
+
+    def parse_query_params(self, params: QueryParams) -> dict[str, Any]:
+        return decode_query_params(params, self.decode_json)
 
     def _wants_ide(self, request: Request) -> bool:
         return (
@@ -213,6 +240,26 @@ class GraphQLEndpoint(GraphQL[Context, None]):
             raise ConnectionRejectionError({"message": refused.message}) from None
         context.principal_ = principal
         return await super().on_ws_connect(context)
+
+    async def get_sub_response(self, request: Request | WebSocket) -> Response:
+        sub_response = await super().get_sub_response(request)
+        # What create_response needs to know of the request: the media type to answer in.
+        sub_response.media_type = request.scope.get(MEDIA_TYPE, JSON)
+        return sub_response
+
+    def create_response(
+        self,
+        response_data: GraphQLHTTPResponse | list[GraphQLHTTPResponse],
+        sub_response: Response,
+    ) -> Response:
+        media_type = sub_response.media_type
+        if media_type == JSON or not isinstance(response_data, dict):
+            return super().create_response(response_data, sub_response)
+        status = shape(GRAPHQL_RESPONSE_JSON, response_data)
+        response = super().create_response(response_data, sub_response)
+        response.status_code = status
+        response.headers["content-type"] = GRAPHQL_RESPONSE_CONTENT_TYPE
+        return response
 
     async def render_graphql_ide(self, request: Request) -> Response:
         return HTMLResponse(graphiql_html(endpoint=request.url.path))

@@ -4,6 +4,10 @@ graphql-core hashes a parsed document by walking all of it, which cost more than
 else in a cached request, so the cache is keyed by the query text. A document is parsed
 with a token cap and measured against the limits (limits.py) before graphql-core's own
 rules validate it; both results are kept.
+
+A document of several operations runs only the one the request names: without
+`operationName` it is a request error (GraphQL's GetOperation), where strawberry would run
+the first.
 """
 
 from __future__ import annotations
@@ -13,19 +17,31 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import graphql.validation.rules.overlapping_fields_can_be_merged as merging
-from graphql import ASTValidationRule, DocumentNode, GraphQLError, GraphQLSchema, parse
+from graphql import (
+    ASTValidationRule,
+    DocumentNode,
+    GraphQLError,
+    GraphQLSchema,
+    OperationDefinitionNode,
+    parse,
+)
 from graphql.validation.validate import ValidationAbortedError
 from strawberry.extensions import SchemaExtension
 from strawberry.schema.schema import validate_document
+from strawberry.types import ExecutionContext
 
 from graph.api.execution.limits import Limits, over_limits
 
 Rules = tuple[type[ASTValidationRule], ...]
 
+# graphql-core's words (and graphql-js's), which clients may know.
+NAME_THE_OPERATION = "Must provide operation name if query contains multiple operations."
+
 
 @dataclass(slots=True)
 class DocumentEntry:
     document: DocumentNode
+    operations: int  # how many operations it defines
     # The rules it was validated with, and what they found (until first validated).
     validated: tuple[Rules, list[GraphQLError]] | None = None
     may_search: bool | None = None  # until first executed (see search_gate.py)
@@ -45,7 +61,9 @@ class DocumentCache:
         if entry is not None:
             self._entries.move_to_end(query)
             return entry
-        entry = DocumentEntry(parse(query, max_tokens=self.max_tokens))  # raises GraphQLSyntaxError
+        document = parse(query, max_tokens=self.max_tokens)  # raises GraphQLSyntaxError
+        operations = sum(isinstance(d, OperationDefinitionNode) for d in document.definitions)
+        entry = DocumentEntry(document, operations)
         self._entries[query] = entry
         if len(self._entries) > self.maxsize:
             self._entries.popitem(last=False)
@@ -65,6 +83,13 @@ class DocumentCache:
     def entry(self, query: str | None) -> DocumentEntry | None:
         """The entry of a query text already parsed, if it is cached."""
         return None if query is None else self._entries.get(query)
+
+
+def provided_operation_name(execution: ExecutionContext) -> str | None:
+    """The operation name the request gave: strawberry's `operation_name` falls back to the
+    first operation's (tests/test_graphql_over_http.py fails if this attribute goes)."""
+    name: str | None = execution._provided_operation_name
+    return name
 
 
 def _explained(error: GraphQLError) -> GraphQLError:
@@ -97,7 +122,11 @@ class CachedDocuments(SchemaExtension):
         if self.entry is not None:
             execution = self.execution_context
             # strawberry's own validation reads the GraphQLSchema the same way.
-            execution.pre_execution_errors = self.cache.validate(
+            errors = self.cache.validate(
                 self.entry, execution.schema._schema, tuple(execution.validation_rules)
             )
+            # After validation, as GraphQL's ExecuteRequest chooses the operation after it.
+            if not errors and self.entry.operations > 1 and not provided_operation_name(execution):
+                errors = [GraphQLError(NAME_THE_OPERATION)]
+            execution.pre_execution_errors = errors
         yield

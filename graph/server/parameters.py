@@ -1,0 +1,55 @@
+"""The GraphQL-over-HTTP request parameters, each of the type the specification gives it.
+
+`query` is a string, `operationName` a string, `variables` and `extensions` objects (maps);
+any of them but `query` may be null or left out. A request with a parameter of another type
+is not a well-formed GraphQL-over-HTTP request: HTTP 400, with a message that names the
+parameter, whatever the media type of the answer. Strawberry checks `query`, `variables` and
+`extensions` of a JSON body; `operationName` and the JSON-encoded values of a GET's query
+string are checked here.
+
+An empty `operationName` is no operation name (the specification says so of GET; no
+operation can be named "" anyway), and so are empty `variables` and `extensions` in a GET.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from cross_web import HTTPException
+from strawberry.http import GraphQLRequestData
+
+ENCODED = ("variables", "extensions")
+
+
+def wrong_type(parameter: str, expected: str) -> HTTPException:
+    return HTTPException(
+        400, f"The GraphQL operation's `{parameter}` must be {expected} or null, if provided."
+    )
+
+
+def check_operation_name(item: GraphQLRequestData) -> None:
+    name: object = item.operation_name
+    if name is None or isinstance(name, str):
+        if name == "":
+            item.operation_name = None
+        return
+    raise wrong_type("operationName", "a string")
+
+
+def decode_query_params(
+    params: Mapping[str, Any], decode: Callable[[str], object]
+) -> dict[str, Any]:
+    """A GET's parameters, with `variables` and `extensions` decoded from their JSON."""
+    decoded = dict(params)
+    for name in ENCODED:
+        value = decoded.get(name)
+        if value == "":
+            decoded[name] = None
+        elif isinstance(value, str):
+            try:
+                decoded[name] = decode(value)
+            except json.JSONDecodeError:
+                raise wrong_type(name, "a JSON-encoded object") from None
+    return decoded
