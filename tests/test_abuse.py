@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from tests.conftest import GraphQLClient
     from tests.live_server import LiveServer, LiveServers
 
+# Response times are asserted: no other test may run beside these (tools/test_passes.sh).
+pytestmark = pytest.mark.serial
+
 pytest_plugins = ["tests.live_server"]
 
 DEFAULTS = Settings()

@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 
 pytest_plugins = ["tests.live_server"]
 
+# Response times are asserted: no other test may run beside these (tools/test_passes.sh).
+pytestmark = pytest.mark.serial
+
 HOLD = 2.0
 # What "within milliseconds" allows on a loaded 2-core machine, against the 2 s hold.
 PROMPT = 0.5

@@ -9,12 +9,25 @@ cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 SLOW_TIMEOUT="${CONVOGRAPH_SLOW_TIMEOUT:-1500}"
 # One pytest worker per core (pytest-xdist): every test makes its own database and server.
+# Tests marked `serial` measure how fast the server answers under attack or contention,
+# so they run afterwards in a pytest of their own, with no other test beside them.
 WORKERS=(-n "${CONVOGRAPH_TEST_WORKERS:-auto}")
+
+run_pytest() {  # $1: marker expression; then a timeout command prefix, if any
+  local marks="$1"; shift
+  "$@" "$PY" -m pytest -q -m "($marks) and not serial" "${WORKERS[@]}" ${PYTEST_ARGS:-}
+  local parallel_rc=$?
+  "$@" "$PY" -m pytest -q -m "($marks) and serial" ${PYTEST_ARGS:-}
+  local serial_rc=$?
+  [ "$serial_rc" -eq 5 ] && serial_rc=0  # no test of that kind selected
+  [ "$parallel_rc" -eq 5 ] && parallel_rc=0
+  [ "$parallel_rc" -eq 0 ] && [ "$serial_rc" -eq 0 ]
+}
 
 slow_pass() {  # $1: backend name; runs in the environment the caller gives it
   [ -n "${CONVOGRAPH_SLOW_TESTS:-}" ] || return 0
   echo "== long reliability variants ($1), at most ${SLOW_TIMEOUT}s"
-  timeout --kill-after=30 "$SLOW_TIMEOUT" "$PY" -m pytest -q -m slow "${WORKERS[@]}" ${PYTEST_ARGS:-}
+  run_pytest slow timeout --kill-after=30 "$SLOW_TIMEOUT"
 }
 
 # Toolchains the adapters' and the browser tests need: a pass without one skips those
@@ -29,7 +42,7 @@ command -v chromium >/dev/null 2>&1 || missing+=("chromium (the GraphiQL and ins
 for what in "${missing[@]}"; do echo "!! SKIPPED: no $what: its tests will not run (.ci/run installs it)"; done
 
 echo "== test pass 1/2: SQLite"
-env -u CONVOGRAPH_TEST_DATABASE_URL "$PY" -m pytest -q "${WORKERS[@]}" ${PYTEST_ARGS:-}
+(unset CONVOGRAPH_TEST_DATABASE_URL; run_pytest "not slow")
 sqlite_rc=$?
 (unset CONVOGRAPH_TEST_DATABASE_URL; slow_pass SQLite)
 sqlite_slow_rc=$?
@@ -38,7 +51,7 @@ pg_url="${CONVOGRAPH_TEST_DATABASE_URL:-postgresql+asyncpg://postgres@127.0.0.1:
 pg_slow_rc=0
 if "$PY" -m tests.pg_probe "$pg_url"; then
   echo "== test pass 2/2: PostgreSQL ($("$PY" -m tests.pg_probe --describe "$pg_url"))"
-  CONVOGRAPH_TEST_DATABASE_URL="$pg_url" "$PY" -m pytest -q "${WORKERS[@]}" ${PYTEST_ARGS:-}
+  (export CONVOGRAPH_TEST_DATABASE_URL="$pg_url"; run_pytest "not slow")
   pg_rc=$?
   (export CONVOGRAPH_TEST_DATABASE_URL="$pg_url"; slow_pass PostgreSQL)
   pg_slow_rc=$?
