@@ -14,6 +14,8 @@ class ErrorCode(enum.Enum):
     POISONED_STATE = "POISONED_STATE"
     LIMIT_EXCEEDED = "LIMIT_EXCEEDED"
     FORBIDDEN = "FORBIDDEN"
+    # The database cannot take the write (disk full, quota reached); nothing was written.
+    STORAGE_FULL = "STORAGE_FULL"
 
 
 class DomainError(Exception):

@@ -2,7 +2,9 @@
 
 Ready means the database answers AND its schema is at the newest migration this code
 knows: a replica started against a database nobody has migrated yet would fail every
-request that touches a new column.
+request that touches a new column. Both say `"storage": "full"` while the database refuses
+writes for want of space (reads still work, so a full disk keeps the replica in rotation:
+taken out, it would never see the write that finds space again).
 """
 
 from __future__ import annotations
@@ -21,8 +23,12 @@ class Health:
         self.db = db
         self.migrations = MigrationState(db)
 
+    @property
+    def _storage(self) -> str:
+        return "full" if self.db.full_disk.is_full else "ok"
+
     async def healthz(self, request: Request) -> JSONResponse:
-        body = {"status": "ok", "database": "down", "migrations": UNKNOWN}
+        body = {"status": "ok", "database": "down", "migrations": UNKNOWN, "storage": self._storage}
         if await self.db.ping():
             body["database"] = "up"
             try:
@@ -39,7 +45,7 @@ class Health:
         except ConnectionError:
             return JSONResponse({"status": "database unreachable"}, 503)
         if state == AT_HEAD:
-            return JSONResponse({"status": "ready"})
+            return JSONResponse({"status": "ready", "storage": self._storage})
         return JSONResponse(
             {"status": "database not migrated: run `convograph migrate`"}, status_code=503
         )

@@ -18,7 +18,7 @@ from prometheus_client import (
     ProcessCollector,
     disable_created_metrics,
 )
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 from starlette.requests import Request
@@ -85,6 +85,26 @@ class PoolCollector(Collector):
         yield size
 
 
+class StorageCollector(Collector):
+    """Writes the database refused for want of space, and whether it still does."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def collect(self) -> Iterator[Metric]:
+        full_disk = self.db.full_disk
+        yield CounterMetricFamily(
+            "convograph_storage_full_refusals",
+            "Writes answered STORAGE_FULL: the database had no space left",
+            value=full_disk.refused,
+        )
+        yield GaugeMetricFamily(
+            "convograph_storage_full",
+            "1 while the database refuses writes for want of space (until one succeeds)",
+            value=int(full_disk.is_full),
+        )
+
+
 class Metrics:
     """The metrics of one app, and the helpers that record into them."""
 
@@ -141,6 +161,7 @@ class Metrics:
             registry=r,
         )
         r.register(PoolCollector(db))
+        r.register(StorageCollector(db))
         ProcessCollector(registry=r)
         self._watch_database_errors(db)
         self._operation_names: set[str] = set()

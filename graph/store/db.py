@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from sqlalchemy import event, text
+from sqlalchemy import event, make_url, text
 from sqlalchemy.engine import ExceptionContext
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
@@ -27,6 +27,7 @@ from sqlalchemy.pool import AsyncAdaptedQueuePool, QueuePool
 
 from graph.settings import Settings
 from graph.store import sqlite_inline
+from graph.store.full_disk import FullDisk
 
 StatementListener = Callable[[str, Any], None]
 ErrorListener = Callable[[BaseException, bool], None]  # (error, is_disconnect)
@@ -94,6 +95,13 @@ def _postgres_engine(settings: Settings) -> AsyncEngine:
             },
         },
     )
+
+
+def _where(settings: Settings) -> str:
+    """The database as operators name it in logs: its file, or its URL without a password."""
+    if settings.is_sqlite:
+        return str(settings.sqlite_path or ":memory:")
+    return make_url(settings.database_url).render_as_string(hide_password=True)
 
 
 def driver_connection(conn: AsyncConnection) -> Any:
@@ -239,6 +247,7 @@ class Database:
         self._sqlite_writer: SQLiteWriter | None = None
         self.statement_listeners: list[StatementListener] = []
         self.error_listeners: list[ErrorListener] = []
+        self.full_disk = FullDisk(_where(settings))
         if self.is_sqlite:
             self.writer = _sqlite_engine(settings, writer=True)
             self.reader = _sqlite_engine(settings, writer=False)

@@ -1,7 +1,8 @@
 """The unit of work: the only way into the store.
 
 `write(principal)` is one transaction: it commits when the block ends, rolls back if it
-raises, and publishes the events of what it wrote once (and only if) it committed.
+raises, and publishes the events of what it wrote once (and only if) it committed. A write
+the database refuses for want of space is STORAGE_FULL (see full_disk.py).
 `read(principal)` reads on a connection of its own; `read_transaction(principal)` gives
 one read transaction that several reads share (a GraphQL query's resolvers and loaders),
 so that they all see one committed state. The GraphQL context, the retention sweep, the
@@ -18,6 +19,7 @@ from graph.settings import Settings
 from graph.store import scope
 from graph.store.db import Database, ReadTransaction
 from graph.store.events import EventBroker
+from graph.store.full_disk import is_storage_full
 from graph.store.keyring import Keyring
 from graph.store.repository import Repository
 from graph.store.search_index import SearchIndex
@@ -74,9 +76,16 @@ class UnitOfWork:
         # Marked before the transaction commits, so that no search can read between its
         # commit and this mark (see SearchIndex.written).
         self.search_index.written()
-        async with self.db.write() as conn:
-            sql = Sql(conn, self.db)
-            repo = self.repository(sql, principal)
-            yield repo
-            await self.broker.stage(sql, repo.events)
+        try:
+            async with self.db.write() as conn:
+                sql = Sql(conn, self.db)
+                repo = self.repository(sql, principal)
+                yield repo
+                await self.broker.stage(sql, repo.events)
+        except Exception as exc:
+            # Out of space: rolled back, so nothing was written; the caller says so.
+            if is_storage_full(exc):
+                raise self.db.full_disk.refusal() from None
+            raise
+        self.db.full_disk.wrote()
         self.broker.publish(repo.events)
