@@ -248,7 +248,7 @@ async def test_a_wheel_in_a_fresh_virtualenv_migrates_and_serves_with_no_setting
                     await asyncio.sleep(0.05)
             else:
                 raise AssertionError("the installed server never answered")
-            assert ready.json() == {"status": "ready"}
+            assert ready.json() == {"status": "ready", "storage": "ok"}
             page = await http.get("/graphql", headers={"Accept": "text/html"})
             assert page.status_code == 200 and "graphiql.min.js" in page.text
             asset = await http.get("/graphiql-assets/graphiql.min.js")

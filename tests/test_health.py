@@ -75,10 +75,15 @@ async def upgrade_to(settings: Settings, revision: str) -> None:
 async def test_a_migrated_database_is_healthy_and_ready(anon: GraphQLClient) -> None:
     health = await anon.http.get("/healthz")
     assert health.status_code == 200
-    assert health.json() == {"status": "ok", "database": "up", "migrations": "head"}
+    assert health.json() == {
+        "status": "ok",
+        "database": "up",
+        "migrations": "head",
+        "storage": "ok",
+    }
     ready = await anon.http.get("/readyz")
     assert ready.status_code == 200
-    assert ready.json() == {"status": "ready"}
+    assert ready.json() == {"status": "ready", "storage": "ok"}
 
 
 async def test_an_unmigrated_database_is_healthy_but_not_ready_until_migrated(
@@ -90,7 +95,12 @@ async def test_an_unmigrated_database_is_healthy_but_not_ready_until_migrated(
     assert "not migrated" in ready.json()["status"]
     health = await http.get("/healthz")
     assert health.status_code == 200
-    assert health.json() == {"status": "ok", "database": "up", "migrations": "behind"}
+    assert health.json() == {
+        "status": "ok",
+        "database": "up",
+        "migrations": "behind",
+        "storage": "ok",
+    }
 
     # An older revision is not enough either.
     await upgrade_to(settings, "0001")
