@@ -62,7 +62,15 @@ class Ran:
         return self.stdout.strip().splitlines()[-1]
 
 
-async def convograph(server: LiveServer, *args: str, **env: str) -> Ran:
+@dataclass(frozen=True)
+class Database:
+    """A database the CLI runs on without a server (for what needs none)."""
+
+    database_url: str
+    env: dict[str, str]
+
+
+async def convograph(server: LiveServer | Database, *args: str, **env: str) -> Ran:
     """`python -m graph ARGS` on the server's database, with its secret and `env` added."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -100,7 +108,7 @@ def _time(text: str) -> datetime | None:
     return None if text == "-" else datetime.fromisoformat(text)
 
 
-async def listing(server: LiveServer) -> list[Listed]:
+async def listing(server: LiveServer | Database) -> list[Listed]:
     """`token list`, line by line, without the ADMIN token `serve` made on the empty database."""
     ran = await convograph(server, "token", "list")
     assert ran.code == 0, ran.stderr
@@ -128,7 +136,7 @@ async def listing(server: LiveServer) -> list[Listed]:
     return rows
 
 
-async def listed(server: LiveServer) -> dict[str, Listed]:
+async def listed(server: LiveServer | Database) -> dict[str, Listed]:
     """`token list`, by label (each label once)."""
     rows = await listing(server)
     by_label = {row.label: row for row in rows}
@@ -136,7 +144,9 @@ async def listed(server: LiveServer) -> dict[str, Listed]:
     return by_label
 
 
-async def create(server: LiveServer, label: str, *flags: str, owner: str = "user:alice") -> str:
+async def create(
+    server: LiveServer | Database, label: str, *flags: str, owner: str = "user:alice"
+) -> str:
     ran = await convograph(
         server, "token", "create", "--workspace", "site:1", "--owner", owner, "--label", label,
         *flags,
@@ -189,6 +199,14 @@ async def ws_close_code(server: LiveServer, token: str, *, in_handshake: bool) -
         except ConnectionClosed as closed:
             assert closed.rcvd is not None, "the client closed, not the server"
             return closed.rcvd.code
+
+
+@pytest.fixture
+def database(database_url: str) -> Database:
+    """This test's database, for the CLI alone (imported here: see tests/live_server.py)."""
+    from tests.live_server import DEFAULT_SECRET, server_env
+
+    return Database(database_url, server_env(DEFAULT_SECRET))
 
 
 # -- expiry ----------------------------------------------------------------------------------
@@ -266,18 +284,34 @@ async def test_a_token_not_yet_expired_works_and_the_list_shows_its_expiry(
     assert all(row.revoked_at is None for row in rows.values())
 
 
-@pytest.mark.parametrize(
-    "value", ["30", "30w", "1.5h", "-1d", "0s", "0d", "d", "", "30 d", "1e3s", "99999999d"]
-)
-async def test_a_bad_expires_in_is_a_cli_error(live_server: LiveServer, value: str) -> None:
+BAD_DURATIONS = ["30", "30w", "1.5h", "-1d", "0s", "0d", "d", "", "30 d", "1e3s", "99999999d"]
+
+
+@pytest.mark.parametrize("command", ["create", "rotate"])
+@pytest.mark.parametrize("value", BAD_DURATIONS)
+def test_a_bad_expires_in_is_an_error_naming_the_flag(
+    command: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The command's main function, in this process (refused before it reaches a database).
+    from graph.__main__ import main
+
+    where = ["--workspace", "site:1", "--owner", "user:a"] if command == "create" else ["an-id"]
+    with pytest.raises(SystemExit) as exited:
+        main(["token", command, *where, f"--expires-in={value}"])
+    assert exited.value.code == 2
+    said = capsys.readouterr()
+    assert "argument --expires-in:" in said.err and repr(value) in said.err, said.err
+    assert "cvg_" not in said.out + said.err
+
+
+async def test_a_bad_expires_in_exits_2_and_creates_nothing(database: Database) -> None:
     ran = await convograph(
-        live_server,
-        "token", "create", "--workspace", "site:1", "--owner", "user:a", f"--expires-in={value}",
+        database,
+        "token", "create", "--workspace", "site:1", "--owner", "user:a", "--expires-in", "30w",
     )  # fmt: skip
-    assert ran.code == 2, ran
-    assert "--expires-in" in ran.stderr, ran.stderr
+    assert ran.code == 2 and "--expires-in" in ran.stderr, ran
     assert "cvg_" not in ran.stdout + ran.stderr
-    assert await listing(live_server) == []
+    assert await listing(database) == []
 
 
 # -- rotation --------------------------------------------------------------------------------
@@ -359,14 +393,14 @@ async def test_rotate_with_a_grace_keeps_both_tokens_working_until_it_ends(
     }
 
 
-async def test_a_bad_grace_setting_is_refused(live_server: LiveServer) -> None:
-    await create(live_server, "kept")
-    kept = (await listed(live_server))["kept"]
-    for value in ("-1", "soon", "inf"):
-        ran = await convograph(live_server, "token", "rotate", kept.id, **{GRACE: value})
+async def test_a_bad_grace_setting_is_refused(database: Database) -> None:
+    await create(database, "kept")
+    kept = (await listed(database))["kept"]
+    for value in ("-1", "soon", "inf", "nan"):
+        ran = await convograph(database, "token", "rotate", kept.id, **{GRACE: value})
         assert ran.code == 2, ran
         assert GRACE in ran.stderr, ran.stderr
-    assert await listed(live_server) == {"kept": kept}
+    assert await listed(database) == {"kept": kept}
 
 
 # -- the migration ---------------------------------------------------------------------------
