@@ -381,8 +381,8 @@ async def test_rotate_with_a_grace_keeps_both_tokens_working_until_it_ends(
         # The grace counts from the rotation; the successor lives as long as the old one did.
         assert old_row.expires_at == new_row.created_at + timedelta(seconds=2)
         assert new_row.expires_at == new_row.created_at + timedelta(days=1)
-        assert (old_row.label, old_row.state, new_row.label) == ("graced", "live", "graced")
-        assert old_row.revoked_at is None
+        # (Its state may already say expired: `token list` can take longer than the grace.)
+        assert (old_row.label, new_row.label, old_row.revoked_at) == ("graced", "graced", None)
         await until(old_row.expires_at)
 
         assert (await viewer(client, old)).status_code == 401
