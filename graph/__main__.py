@@ -1,4 +1,4 @@
-"""The convograph command: serve, migrate, sweep, token create|list|revoke, export-schema."""
+"""The convograph command: serve, migrate, sweep, token create|list|revoke|rotate, export-schema."""
 
 from __future__ import annotations
 
@@ -6,8 +6,10 @@ import argparse
 import asyncio
 import gc
 import logging
+import re
 import sys
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, TypeVar
 
 from graph.domain.principal import SYSTEM, Scope, parse_owner, parse_workspace
@@ -18,10 +20,28 @@ from graph.store.repository import Repository
 T = TypeVar("T")
 
 if TYPE_CHECKING:
-    from graph.store.repository.tokens import TokenInfo
+    from graph.store.repository.tokens import Rotation, TokenInfo
 
 BOOTSTRAP_WORKSPACE = ("default", "default")
 BOOTSTRAP_OWNER = "system:admin"
+
+DURATION = re.compile(r"([0-9]{1,9})([dhms])")
+UNIT_SECONDS = {"d": 86_400, "h": 3_600, "m": 60, "s": 1}
+# Far enough for any token, near enough that now + it is a datetime on every backend.
+LONGEST_LIFETIME = timedelta(days=100 * 366)
+
+
+def duration(text: str) -> timedelta:
+    """`30d`, `12h`, `15m`, `45s` as a timedelta (argparse `type`: an error names the flag)."""
+    found = DURATION.fullmatch(text.strip())
+    if found is None:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a duration: a whole number and a unit, d, h, m or s (e.g. 30d, 12h)"
+        )
+    value = timedelta(seconds=int(found[1]) * UNIT_SECONDS[found[2]])
+    if not timedelta(0) < value <= LONGEST_LIFETIME:
+        raise argparse.ArgumentTypeError(f"{text!r} must be more than 0s and at most 36600d")
+    return value
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -86,13 +106,22 @@ def cmd_token_create(args: argparse.Namespace) -> int:
 
     async def work(repo: Repository) -> tuple[str, str]:
         return await repo.tokens.create(
-            workspace=workspace, owner=owner, scope_=Scope(args.scope.upper()), label=args.label
+            workspace=workspace,
+            owner=owner,
+            scope_=Scope(args.scope.upper()),
+            label=args.label,
+            expires_in=args.expires_in,
         )
 
     token_id, token = _as_system(_settings(args), work)
+    expiry = (
+        f", expires {(datetime.now(UTC) + args.expires_in).isoformat(timespec='seconds')}"
+        if args.expires_in
+        else ""
+    )
     print(
         f"created token {token_id} for {workspace[0]}:{workspace[1]} "
-        f"({owner[0].value.lower()}, scope {args.scope.lower()})",
+        f"({owner[0].value.lower()}, scope {args.scope.lower()}{expiry})",
         file=sys.stderr,
     )
     print(token)
@@ -103,6 +132,7 @@ def cmd_token_list(args: argparse.Namespace) -> int:
     async def work(repo: Repository) -> list[TokenInfo]:
         return await repo.tokens.all()
 
+    now = datetime.now(UTC)
     for t in _as_system(_settings(args), work, write=False):
         print(
             "\t".join(
@@ -114,6 +144,8 @@ def cmd_token_list(args: argparse.Namespace) -> int:
                     t.label or "-",
                     t.created_at.isoformat(),
                     t.revoked_at.isoformat() if t.revoked_at else "-",
+                    t.expires_at.isoformat() if t.expires_at else "-",
+                    t.state(now),
                 ]
             )
         )
@@ -129,6 +161,37 @@ def cmd_token_revoke(args: argparse.Namespace) -> int:
         return 0
     print(f"error: no live token with id {args.id}", file=sys.stderr)
     return 1
+
+
+def cmd_token_rotate(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    grace = timedelta(seconds=settings.token_rotation_grace_seconds)
+
+    async def work(repo: Repository) -> Rotation | None:
+        return await repo.tokens.rotate(args.id, grace=grace, expires_in=args.expires_in)
+
+    rotated = _as_system(settings, work)
+    if rotated is None:
+        print(
+            f"error: no live token with id {args.id} (unknown, revoked or expired)", file=sys.stderr
+        )
+        return 2
+    ends = (
+        "was revoked"
+        if not grace
+        else f"works until {rotated.old_ends_at.isoformat(timespec='seconds')}"
+    )
+    expiry = (
+        f", expires {rotated.expires_at.isoformat(timespec='seconds')}"
+        if rotated.expires_at
+        else ""
+    )
+    print(
+        f"rotated token {args.id}: new token {rotated.id}{expiry}; the old one {ends}",
+        file=sys.stderr,
+    )
+    print(rotated.token)
+    return 0
 
 
 def cmd_export_schema(args: argparse.Namespace) -> int:
@@ -233,6 +296,12 @@ def parser() -> argparse.ArgumentParser:
     create.add_argument("--owner", required=True, help="TYPE:KEY, e.g. user:alice")
     create.add_argument("--scope", default="write", choices=["read", "write", "admin", "service"])
     create.add_argument("--label")
+    create.add_argument(
+        "--expires-in",
+        type=duration,
+        metavar="DURATION",
+        help="refused once this long has passed: 30d, 12h, 15m, 45s (default: never)",
+    )
     create.set_defaults(func=cmd_token_create)
     with_db(tsub.add_parser("list", help="list tokens (never the token itself)")).set_defaults(
         func=cmd_token_list
@@ -240,6 +309,21 @@ def parser() -> argparse.ArgumentParser:
     revoke = with_db(tsub.add_parser("revoke", help="revoke a token by id"))
     revoke.add_argument("id")
     revoke.set_defaults(func=cmd_token_revoke)
+    rotate = with_db(
+        tsub.add_parser(
+            "rotate",
+            help="issue a token like ID (printed once) and end ID after "
+            "CONVOGRAPH_TOKEN_ROTATION_GRACE_SECONDS",
+        )
+    )
+    rotate.add_argument("id")
+    rotate.add_argument(
+        "--expires-in",
+        type=duration,
+        metavar="DURATION",
+        help="the new token's lifetime (default: the old token's, or never)",
+    )
+    rotate.set_defaults(func=cmd_token_rotate)
     return p
 
 

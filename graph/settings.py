@@ -74,6 +74,8 @@ class Settings(BaseModel):
     # COMMIT (fsync) in a worker thread instead of on the event loop (for slow disks).
     sqlite_commit_in_thread: bool = False
     graphiql: bool = True
+    # `token rotate`: how long the old token keeps working beside its successor (0: not at all).
+    token_rotation_grace_seconds: float = Field(default=0.0, ge=0, le=366 * 24 * 3600)
 
     @field_validator("log_level", "log_format", "metrics", mode="before")
     @classmethod

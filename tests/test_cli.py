@@ -179,7 +179,7 @@ def test_token_list_shows_everything_but_the_token(cli: Cli) -> None:
     assert bot[1:5] == ["site:1", "runtime:r:1", "read,write", "ci bot"]
     assert zoe[1:5] == ["blog:x y", "user:Zoë", "read", "-"]
     for fields in (bot, zoe):
-        assert len(fields) == 7
+        assert len(fields) == 9  # … created, revoked, expires, state
         assert re.fullmatch(r"[0-9a-f-]{36}", fields[0])
         created = datetime.fromisoformat(fields[5])
         assert before - timedelta(minutes=5) < created <= before

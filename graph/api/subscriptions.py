@@ -36,9 +36,10 @@ class Subscription:
                 raise not_found("conversation", "conversationId")
             listener.ancestry = found.ancestors
             async for event in listener.events(idle_seconds=LIVENESS_SECONDS):
-                # Before each event, and now and then without one: a revoked token ends it.
+                # Before each event, and now and then without one: a revoked or expired token
+                # ends it.
                 if ctx.still_live is not None and not await ctx.still_live(ctx.principal):
-                    raise forbidden("the token of this subscription was revoked")
+                    raise forbidden("the token of this subscription was revoked or has expired")
                 if event is None:
                     continue
                 # One connection serves many events: each reads its nested fields afresh.

@@ -4,12 +4,13 @@
 token's keyed digest names the Principal (workspace, owner, scopes), the only source of
 ownership. A request without the header is anonymous (the endpoints decide what anonymous
 may do: a WebSocket may still authenticate in its `connection_init` payload); a header
-with a token that is unknown or revoked is refused with 401 (a WebSocket is accepted and
-closed with 4401, which graphql-ws clients understand). A SERVICE token may name the owner
-it acts for in `Convograph-Owner: TYPE:KEY` (or that key of the connection_init payload):
-the request then runs as that owner of the token's workspace. The header with any other
-token is 403, a malformed one 400: never silently ignored. `Liveness` answers whether an
-open subscription's token is still live.
+with a token that is unknown, revoked or expired is refused with 401 (a WebSocket is
+accepted and closed with 4401, which graphql-ws clients understand). A SERVICE token may
+name the owner it acts for in `Convograph-Owner: TYPE:KEY` (or that key of the
+connection_init payload): the request then runs as that owner of the token's workspace.
+The header with any other token is 403, a malformed one 400: never silently ignored.
+`Liveness` answers whether an open subscription's token is still live (neither revoked
+nor expired).
 """
 
 from __future__ import annotations

@@ -76,8 +76,8 @@ class TextFrames(ASGIWebSocketAdapter):
 
     Strawberry sends bytes from encode_json as binary frames, and browser clients
     (graphql-ws, GraphiQL's subscriptions) parse text frames only. Once a subscription was
-    ended because its token was revoked (its error sent, then `complete`), the connection
-    is closed: nothing more is served to that token.
+    ended because its token was revoked or expired (its error sent, then `complete`), the
+    connection is closed: nothing more is served to that token.
     """
 
     async def send_json(self, message: Any) -> None:
@@ -85,7 +85,7 @@ class TextFrames(ASGIWebSocketAdapter):
         try:
             await self.ws.send_text(encoded if isinstance(encoded, str) else encoded.decode())
             if self.ws.scope["state"].get(REVOKED_STATE) and message.get("type") == "complete":
-                await self.ws.close(code=4403, reason="token revoked")
+                await self.ws.close(code=4403, reason="token revoked or expired")
         except WebSocketDisconnect as exc:
             raise WebSocketDisconnected from exc
 

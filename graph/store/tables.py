@@ -283,6 +283,8 @@ class ApiToken(Owned, table=True):
     label: str | None = None
     created_at: datetime = _ts()
     revoked_at: datetime | None = _ts(nullable=True)
+    # NULL: never expires. Past it, the token is refused like a revoked one.
+    expires_at: datetime | None = _ts(nullable=True)
 
 
 class EventOutbox(SQLModel, table=True):

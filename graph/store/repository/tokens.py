@@ -1,4 +1,9 @@
-"""API tokens: issue, list, revoke, and resolve a presented token to its Principal.
+"""API tokens: issue, list, revoke, rotate, and resolve a presented token to its Principal.
+
+A token is live until it is revoked or its `expires_at` (NULL: never) has passed; an
+expired token is refused exactly like a revoked one. Rotation issues the token's successor
+and ends the old one at now + grace by setting its `expires_at` (at once: revoked), so no
+job has to run later.
 
 Tokens belong to the process (scope.RULES: api_token): only the SYSTEM principal (the CLI,
 authentication, the revocation check of open subscriptions) reaches this table.
@@ -9,9 +14,9 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import ColumnElement, bindparam, or_, select, update
 
 from graph.domain import ids
 from graph.domain.principal import OwnerType, Principal, Scope, expand_scopes
@@ -37,6 +42,25 @@ class TokenInfo:
     label: str | None
     created_at: datetime
     revoked_at: datetime | None
+    expires_at: datetime | None
+
+    def state(self, now: datetime) -> str:
+        """ "live", "revoked" or "expired" at `now`."""
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.expires_at is not None and self.expires_at <= now:
+            return "expired"
+        return "live"
+
+
+@dataclass(frozen=True, slots=True)
+class Rotation:
+    """What `token rotate` made: the successor (shown only here) and when the old one ends."""
+
+    id: str
+    token: str
+    expires_at: datetime | None
+    old_ends_at: datetime
 
 
 class Tokens(Part):
@@ -47,27 +71,80 @@ class Tokens(Part):
         owner: tuple[OwnerType, str],
         scope_: Scope,
         label: str | None = None,
+        expires_in: timedelta | None = None,
     ) -> tuple[str, str]:
-        """Store a new token (as a digest) and return (id, token); the token is shown only here."""
+        """Store a new token (as a digest) and return (id, token); the token is shown only here.
+
+        `expires_in`: how long it stays live (None: until revoked)."""
         self._require_system()
         keyring = self.repo.keyring
+        now = self.repo.now()
+        return await self._insert(
+            workspace_type=workspace[0],
+            workspace_id=workspace[1],
+            owner_type=owner[0],
+            owner_digest=keyring.owner_digest(owner[1]),
+            owner_key_sealed=keyring.seal(owner[1]),
+            scopes=",".join(s.value for s in expand_scopes((scope_,))),
+            label=label,
+            created_at=now,
+            expires_at=None if expires_in is None else now + expires_in,
+        )
+
+    async def _insert(self, **values: object) -> tuple[str, str]:
         token = new_token()
         token_id = ids.new_id()
         await self.sql.execute(
             T.insert().values(
-                id=token_id,
-                token_digest=keyring.token_digest(token),
-                workspace_type=workspace[0],
-                workspace_id=workspace[1],
-                owner_type=owner[0],
-                owner_digest=keyring.owner_digest(owner[1]),
-                owner_key_sealed=keyring.seal(owner[1]),
-                scopes=",".join(s.value for s in expand_scopes((scope_,))),
-                label=label,
-                created_at=self.repo.now(),
+                id=token_id, token_digest=self.repo.keyring.token_digest(token), **values
             )
         )
         return token_id, token
+
+    async def rotate(
+        self, token_id: str, *, grace: timedelta, expires_in: timedelta | None = None
+    ) -> Rotation | None:
+        """Issue the successor of the live token `token_id` (same workspace, owner, scopes and
+        label) and end the old one after `grace` (zero: revoke it now); None when no live
+        token has that id.
+
+        The successor lives `expires_in`, or as long as the old token was issued for (a token
+        that expires is not rotated into one that never does)."""
+        self._require_system()
+        now = self.repo.now()
+        found = await self.sql.rows(
+            select(
+                T.c.workspace_type,
+                T.c.workspace_id,
+                T.c.owner_type,
+                T.c.owner_digest,
+                T.c.owner_key_sealed,
+                T.c.scopes,
+                T.c.label,
+                T.c.created_at,
+                T.c.expires_at,
+            )
+            # Locked (PostgreSQL) until commit: a revoke or another rotate of it waits.
+            .where(T.c.id == token_id, _live(now))
+            .with_for_update()
+        )
+        if not found.values:
+            return None
+        old = dict(zip(found.keys, found.values[0], strict=True))
+        old_created: datetime = old.pop("created_at")
+        old_expires: datetime | None = old.pop("expires_at")
+        if expires_in is None and old_expires is not None:
+            expires_in = old_expires - old_created
+        expires_at = None if expires_in is None else now + expires_in
+        new_id, token = await self._insert(**old, created_at=now, expires_at=expires_at)
+        if grace <= timedelta(0):
+            ends_at = now
+            await self.sql.execute(update(T).where(T.c.id == token_id).values(revoked_at=now))
+        else:
+            # The grace never lengthens the old token's life.
+            ends_at = min(now + grace, old_expires) if old_expires is not None else now + grace
+            await self.sql.execute(update(T).where(T.c.id == token_id).values(expires_at=ends_at))
+        return Rotation(id=new_id, token=token, expires_at=expires_at, old_ends_at=ends_at)
 
     async def all(self) -> list[TokenInfo]:
         self._require_system()
@@ -81,6 +158,7 @@ class Tokens(Part):
                 label=t.label,
                 created_at=t.created_at,
                 revoked_at=t.revoked_at,
+                expires_at=t.expires_at,
             )
             for t in TOKENS.many(found.keys, found.values)
         ]
@@ -106,10 +184,12 @@ class Tokens(Part):
         return bool((await self.sql.rows(select(T.c.id).limit(1))).values)
 
     async def authenticate(self, token: str) -> Principal | None:
-        """The principal of a live token, or None for an unknown or revoked one."""
+        """The principal of a live token, or None for an unknown, revoked or expired one."""
         self._require_system()
         keyring = self.repo.keyring
-        found = await self.sql.rows(_LIVE_TOKEN, {"digest": keyring.token_digest(token)})
+        found = await self.sql.rows(
+            _LIVE_TOKEN, {"digest": keyring.token_digest(token), "now": self.repo.now()}
+        )
         if not found.values:
             return None
         (token_id, ws_type, ws_id, owner_type, owner_digest, sealed, scopes) = found.values[0]
@@ -124,18 +204,24 @@ class Tokens(Part):
         )
 
     async def live(self, token_ids: Sequence[str]) -> set[str]:
-        """Which of `token_ids` are still live (not revoked)."""
+        """Which of `token_ids` are still live (neither revoked nor expired)."""
         self._require_system()
         if not token_ids:
             return set()
         found = await self.sql.rows(
-            select(T.c.id).where(T.c.id.in_(list(token_ids)), T.c.revoked_at.is_(None))
+            select(T.c.id).where(T.c.id.in_(list(token_ids)), _live(self.repo.now()))
         )
         return set(found.scalars())
 
     def _require_system(self) -> None:
         if self.reach(T, scope.Access.READ) is not scope.Reach.EVERYTHING:
             raise PermissionError("tokens are the process's to manage")
+
+
+def _live(now: datetime | None = None) -> ColumnElement[bool]:
+    """Neither revoked nor expired at `now` (bound later as `now` when not given)."""
+    at = bindparam("now", value=now, type_=T.c.expires_at.type)
+    return or_(T.c.expires_at.is_(None), T.c.expires_at > at) & T.c.revoked_at.is_(None)
 
 
 @functools.cache
@@ -154,5 +240,5 @@ _LIVE_TOKEN = Prepared(
         T.c.owner_digest,
         T.c.owner_key_sealed,
         T.c.scopes,
-    ).where(T.c.token_digest == bindparam("digest"), T.c.revoked_at.is_(None))
+    ).where(T.c.token_digest == bindparam("digest"), _live())
 )

@@ -1,0 +1,439 @@
+"""Tokens that expire: `token create --expires-in`, `token list`'s expiry, `token rotate`.
+
+Everything goes through the public surfaces against a real server process and database
+(SQLite, or PostgreSQL under CONVOGRAPH_TEST_DATABASE_URL): the `convograph` command in a
+subprocess, GraphQL over HTTP and over WebSocket. An expired token must be refused exactly
+like a revoked one (the same 401 and body, the same WebSocket close codes) and must end
+the subscriptions it opened (an error, then the socket closed, within 5 s without events).
+Rotation issues a token of the same workspace, owner, scopes and label, and ends the old
+one after CONVOGRAPH_TOKEN_ROTATION_GRACE_SECONDS (0: at once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import pytest
+import websockets
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import inspect, pool
+from sqlalchemy.ext.asyncio import create_async_engine
+from websockets.exceptions import ConnectionClosed
+
+from graph.settings import Settings
+from graph.store.migrate import alembic_config
+from tests.test_revocation import (
+    CREATE,
+    live_until_an_event,
+    messages_until_closed,
+    subscription,
+)
+
+if TYPE_CHECKING:
+    from tests.live_server import LiveServer
+
+pytest_plugins = ["tests.live_server"]
+
+ROOT = Path(__file__).resolve().parent.parent
+VIEWER = "{ viewer { workspace { key } ownerType ownerKey scopes } }"
+GRACE = "CONVOGRAPH_TOKEN_ROTATION_GRACE_SECONDS"
+
+
+@dataclass(frozen=True)
+class Ran:
+    code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def token(self) -> str:
+        """The token a `create` or `rotate` printed (the last line of stdout)."""
+        assert self.code == 0, self.stderr
+        return self.stdout.strip().splitlines()[-1]
+
+
+@dataclass(frozen=True)
+class Database:
+    """A database the CLI runs on without a server (for what needs none)."""
+
+    database_url: str
+    env: dict[str, str]
+
+
+async def convograph(server: LiveServer | Database, *args: str, **env: str) -> Ran:
+    """`python -m graph ARGS` on the server's database, with its secret and `env` added."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "graph",
+        *args,
+        "--database-url",
+        server.database_url,
+        cwd=ROOT,
+        env={**server.env, **env},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode is not None
+    return Ran(process.returncode, out.decode(), err.decode())
+
+
+@dataclass(frozen=True)
+class Listed:
+    """One line of `token list`."""
+
+    id: str
+    workspace: str
+    owner: str
+    scopes: str
+    label: str
+    created_at: datetime
+    revoked_at: datetime | None
+    expires_at: datetime | None
+    state: str
+
+
+def _time(text: str) -> datetime | None:
+    return None if text == "-" else datetime.fromisoformat(text)
+
+
+async def listing(server: LiveServer | Database) -> list[Listed]:
+    """`token list`, line by line, without the ADMIN token `serve` made on the empty database."""
+    ran = await convograph(server, "token", "list")
+    assert ran.code == 0, ran.stderr
+    rows = []
+    for line in ran.stdout.splitlines():
+        f = line.split("\t")
+        assert len(f) == 9, line
+        if f[4] == "bootstrap":
+            continue
+        created = _time(f[5])
+        assert created is not None
+        rows.append(
+            Listed(
+                id=f[0],
+                workspace=f[1],
+                owner=f[2],
+                scopes=f[3],
+                label=f[4],
+                created_at=created,
+                revoked_at=_time(f[6]),
+                expires_at=_time(f[7]),
+                state=f[8],
+            )
+        )
+    return rows
+
+
+async def listed(server: LiveServer | Database) -> dict[str, Listed]:
+    """`token list`, by label (each label once)."""
+    rows = await listing(server)
+    by_label = {row.label: row for row in rows}
+    assert len(by_label) == len(rows), rows
+    return by_label
+
+
+async def create(
+    server: LiveServer | Database, label: str, *flags: str, owner: str = "user:alice"
+) -> str:
+    ran = await convograph(
+        server, "token", "create", "--workspace", "site:1", "--owner", owner, "--label", label,
+        *flags,
+    )  # fmt: skip
+    return ran.token
+
+
+async def until(moment: datetime) -> None:
+    """Sleep until just past `moment` (the server's clock is this machine's)."""
+    await asyncio.sleep(max(0.0, (moment - datetime.now(UTC)).total_seconds()) + 0.1)
+
+
+@asynccontextmanager
+async def http(server: LiveServer) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as client:
+        yield client
+
+
+async def viewer(client: httpx.AsyncClient, token: str) -> httpx.Response:
+    return await client.post(
+        "/graphql", json={"query": VIEWER}, headers={"Authorization": f"Bearer {token}"}
+    )
+
+
+async def works(client: httpx.AsyncClient, token: str) -> dict[str, Any]:
+    response = await viewer(client, token)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert "errors" not in body, body
+    return dict(body["data"]["viewer"])
+
+
+async def ws_close_code(server: LiveServer, token: str, *, in_handshake: bool) -> int:
+    """The code a socket carrying `token` (in the handshake's header, or in connection_init)
+    is closed with."""
+    headers = {"Authorization": f"Bearer {token}"} if in_handshake else {}
+    payload = {} if in_handshake else {"Authorization": f"Bearer {token}"}
+    async with websockets.connect(
+        server.ws_url,
+        subprotocols=[websockets.Subprotocol("graphql-transport-ws")],
+        additional_headers=headers,
+        open_timeout=10,
+        close_timeout=2,
+    ) as ws:
+        try:
+            await ws.send(json.dumps({"type": "connection_init", "payload": payload}))
+            while True:
+                message = json.loads(await asyncio.wait_for(ws.recv(), 10))
+                assert message.get("type") != "connection_ack", message
+        except ConnectionClosed as closed:
+            assert closed.rcvd is not None, "the client closed, not the server"
+            return closed.rcvd.code
+
+
+@pytest.fixture
+def database(database_url: str) -> Database:
+    """This test's database, for the CLI alone (imported here: see tests/live_server.py)."""
+    from tests.live_server import DEFAULT_SECRET, server_env
+
+    return Database(database_url, server_env(DEFAULT_SECRET))
+
+
+# -- expiry ----------------------------------------------------------------------------------
+
+
+async def test_an_expired_token_is_refused_like_a_revoked_one(live_server: LiveServer) -> None:
+    revoked = await create(live_server, "revoked")
+    expiring = await create(live_server, "expiring", "--expires-in", "4s")
+    async with http(live_server) as client:
+        assert (await works(client, expiring))["ownerKey"] == "alice"
+        rows = await listed(live_server)
+        assert (await convograph(live_server, "token", "revoke", rows["revoked"].id)).code == 0
+        assert rows["expiring"].state == "live"
+        expires_at = rows["expiring"].expires_at
+        assert expires_at == rows["expiring"].created_at + timedelta(seconds=4)
+        await until(expires_at)
+
+        as_expired, as_revoked = await viewer(client, expiring), await viewer(client, revoked)
+    assert as_expired.status_code == as_revoked.status_code == 401
+    assert as_expired.json() == as_revoked.json()
+    assert as_expired.headers["www-authenticate"] == as_revoked.headers["www-authenticate"]
+    assert as_expired.headers["content-type"] == as_revoked.headers["content-type"]
+    for in_handshake, code in ((True, 4401), (False, 4403)):
+        assert await ws_close_code(live_server, revoked, in_handshake=in_handshake) == code
+        assert await ws_close_code(live_server, expiring, in_handshake=in_handshake) == code
+    states = {label: row.state for label, row in (await listed(live_server)).items()}
+    assert states == {"revoked": "revoked", "expiring": "expired"}
+
+
+async def test_expiry_ends_an_idle_subscription_within_5_seconds(
+    live_server: LiveServer,
+) -> None:
+    watcher = await create(live_server, "watcher", "--expires-in", "8s")
+    writer = await create(live_server, "writer")
+    expires_at = (await listed(live_server))["watcher"].expires_at
+    assert expires_at is not None
+    async with live_server.client(writer) as gql:
+        cid = (await gql(CREATE))["createConversation"]["conversation"]["id"]
+        async with subscription(live_server, watcher, cid) as ws:
+            await live_until_an_event(ws, gql, cid)  # delivered while not yet expired
+            assert datetime.now(UTC) < expires_at, "too slow to test before the expiry"
+            received, code = await messages_until_closed(ws, within=15)
+            ended = datetime.now(UTC)
+
+    assert code == 4403
+    assert expires_at <= ended < expires_at + timedelta(seconds=5), (expires_at, ended)
+    errors = [e for m in received for e in _errors(m)]
+    assert [e["extensions"]["code"] for e in errors] == ["FORBIDDEN"], received
+    assert "expired" in errors[0]["message"]
+    assert not [m for m in received if m["type"] == "next" and "errors" not in m["payload"]]
+
+
+async def test_a_token_not_yet_expired_works_and_the_list_shows_its_expiry(
+    live_server: LiveServer,
+) -> None:
+    month = await create(live_server, "month", "--expires-in", "30d")
+    hours = await create(live_server, "hours", "--expires-in", "12h")
+    minutes = await create(live_server, "minutes", "--expires-in", "90m")
+    forever = await create(live_server, "forever")
+    async with http(live_server) as client:
+        for token in (month, hours, minutes, forever):
+            assert (await works(client, token))["ownerKey"] == "alice"
+    rows = await listed(live_server)
+    lifetimes = {
+        label: None if row.expires_at is None else row.expires_at - row.created_at
+        for label, row in rows.items()
+    }
+    assert lifetimes == {
+        "month": timedelta(days=30),
+        "hours": timedelta(hours=12),
+        "minutes": timedelta(minutes=90),
+        "forever": None,
+    }
+    assert {row.state for row in rows.values()} == {"live"}
+    assert all(row.revoked_at is None for row in rows.values())
+
+
+BAD_DURATIONS = ["30", "30w", "1.5h", "-1d", "0s", "0d", "d", "", "30 d", "1e3s", "99999999d"]
+
+
+@pytest.mark.parametrize("command", ["create", "rotate"])
+@pytest.mark.parametrize("value", BAD_DURATIONS)
+def test_a_bad_expires_in_is_an_error_naming_the_flag(
+    command: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The command's main function, in this process (refused before it reaches a database).
+    from graph.__main__ import main
+
+    where = ["--workspace", "site:1", "--owner", "user:a"] if command == "create" else ["an-id"]
+    with pytest.raises(SystemExit) as exited:
+        main(["token", command, *where, f"--expires-in={value}"])
+    assert exited.value.code == 2
+    said = capsys.readouterr()
+    assert "argument --expires-in:" in said.err and repr(value) in said.err, said.err
+    assert "cvg_" not in said.out + said.err
+
+
+async def test_a_bad_expires_in_exits_2_and_creates_nothing(database: Database) -> None:
+    ran = await convograph(
+        database,
+        "token", "create", "--workspace", "site:1", "--owner", "user:a", "--expires-in", "30w",
+    )  # fmt: skip
+    assert ran.code == 2 and "--expires-in" in ran.stderr, ran
+    assert "cvg_" not in ran.stdout + ran.stderr
+    assert await listing(database) == []
+
+
+# -- rotation --------------------------------------------------------------------------------
+
+
+async def test_rotate_without_grace_revokes_the_old_token_at_once(
+    live_server: LiveServer,
+) -> None:
+    old = await convograph(
+        live_server,
+        "token", "create", "--workspace", "blog:7", "--owner", "runtime:r:1", "--scope", "admin",
+        "--label", "agent",
+    )  # fmt: skip
+    async with http(live_server) as client:
+        before = await works(client, old.token)
+        old_id = (await listed(live_server))["agent"].id
+
+        rotated = await convograph(live_server, "token", "rotate", old_id)
+        new = rotated.token
+        assert new != old.token
+        assert (await viewer(client, old.token)).status_code == 401
+        assert await works(client, new) == before  # same workspace, owner, scopes
+    assert before == {
+        "workspace": {"key": "blog:7"},
+        "ownerType": "RUNTIME",
+        "ownerKey": "r:1",
+        "scopes": ["READ", "WRITE", "ADMIN"],
+    }
+    assert rotated.stdout.count("cvg_") == 1 and "cvg_" not in rotated.stderr
+
+    rows = await listing(live_server)
+    assert len(rows) == 2
+    (old_row,) = [r for r in rows if r.id == old_id]
+    (new_row,) = [r for r in rows if r.id != old_id]
+    for row in (old_row, new_row):
+        assert (row.workspace, row.owner, row.scopes, row.label) == (
+            "blog:7",
+            "runtime:r:1",
+            "read,write,admin",
+            "agent",
+        )
+    assert old_row.state == "revoked" and new_row.state == "live"
+    assert new_row.expires_at is None  # the old token never expired: neither does its successor
+
+    again = await convograph(live_server, "token", "rotate", old_id)
+    assert again.code == 2 and old_id in again.stderr and "no live token" in again.stderr
+    unknown = await convograph(live_server, "token", "rotate", "no-such-id")
+    assert unknown.code == 2 and "no live token" in unknown.stderr
+    assert "cvg_" not in again.stdout + unknown.stdout
+    assert len(await listing(live_server)) == 2
+
+
+async def test_rotate_with_a_grace_keeps_both_tokens_working_until_it_ends(
+    live_server: LiveServer,
+) -> None:
+    old = await create(live_server, "graced", "--expires-in", "1d")
+    old_id = (await listed(live_server))["graced"].id
+    async with http(live_server) as client:
+        new = (await convograph(live_server, "token", "rotate", old_id, **{GRACE: "2"})).token
+        during = datetime.now(UTC)
+        assert await works(client, old) == await works(client, new)
+        rows = {row.id: row for row in await listing(live_server)}
+        (new_id,) = set(rows) - {old_id}
+        old_row, new_row = rows[old_id], rows[new_id]
+        assert old_row.expires_at is not None and new_row.expires_at is not None
+        assert during < old_row.expires_at, "too slow to test within the grace"
+        # The grace counts from the rotation; the successor lives as long as the old one did.
+        assert old_row.expires_at == new_row.created_at + timedelta(seconds=2)
+        assert new_row.expires_at == new_row.created_at + timedelta(days=1)
+        # (Its state may already say expired: `token list` can take longer than the grace.)
+        assert (old_row.label, new_row.label, old_row.revoked_at) == ("graced", "graced", None)
+        await until(old_row.expires_at)
+
+        assert (await viewer(client, old)).status_code == 401
+        assert (await works(client, new))["ownerKey"] == "alice"
+    assert {row.id: row.state for row in await listing(live_server)} == {
+        old_id: "expired",
+        new_id: "live",
+    }
+
+
+async def test_a_bad_grace_setting_is_refused(database: Database) -> None:
+    await create(database, "kept")
+    kept = (await listed(database))["kept"]
+    for value in ("-1", "soon", "inf", "nan"):
+        ran = await convograph(database, "token", "rotate", kept.id, **{GRACE: value})
+        assert ran.code == 2, ran
+        assert GRACE in ran.stderr, ran.stderr
+    assert await listed(database) == {"kept": kept}
+
+
+# -- the migration ---------------------------------------------------------------------------
+
+
+async def api_token_columns(settings: Settings, run: Any) -> list[str]:
+    engine = create_async_engine(settings.database_url, poolclass=pool.NullPool)
+    config: Config = alembic_config(settings)
+
+    def sync(connection: Any) -> list[str]:
+        config.attributes["connection"] = connection
+        run(config)
+        return [c["name"] for c in inspect(connection).get_columns("api_token")]
+
+    try:
+        async with engine.connect() as connection:
+            columns: list[str] = await connection.run_sync(sync)
+            await connection.commit()
+    finally:
+        await engine.dispose()
+    return columns
+
+
+async def test_the_migration_downgrades_and_upgrades(settings: Settings) -> None:
+    assert "expires_at" in await api_token_columns(settings, lambda c: None)
+    down = await api_token_columns(settings, lambda c: command.downgrade(c, "0006"))
+    assert "expires_at" not in down and "revoked_at" in down
+    assert "expires_at" in await api_token_columns(settings, lambda c: command.upgrade(c, "head"))
+
+
+def _errors(message: dict[str, Any]) -> list[dict[str, Any]]:
+    if message["type"] == "error":
+        return list(message["payload"])
+    if message["type"] == "next":
+        return list(message["payload"].get("errors") or [])
+    return []
