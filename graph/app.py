@@ -48,13 +48,17 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await services.start()
-        sweeper = asyncio.create_task(sweep_forever(services.uow, settings.sweep_interval_seconds))
+        stopping = asyncio.Event()
+        sweeper = asyncio.create_task(
+            sweep_forever(services.uow, settings.sweep_interval_seconds, stopping)
+        )
         try:
             yield
         finally:
-            sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sweeper
+            # A sweep under way commits whole; cancelled only if it outlasts the timeout.
+            stopping.set()
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(sweeper, settings.shutdown_timeout_seconds)
             await services.stop()
 
     app = Starlette(
