@@ -11,6 +11,7 @@ closing has begun is closed right after its accept.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Iterator
 
@@ -18,6 +19,9 @@ from starlette.types import Message, Send
 
 GOING_AWAY = 1001
 REASON = "server shutting down"
+# A client that reads nothing (its socket's buffer full) cannot hold the shutdown up: past
+# this, uvicorn's own close (1012, at the transport) ends its connection.
+CLOSE_WITHIN = 1.0
 
 
 class _Socket:
@@ -61,9 +65,14 @@ class OpenSockets:
         finally:
             self._open.discard(socket)
 
-    async def close_all(self) -> None:
+    async def close_all(self, within: float = CLOSE_WITHIN) -> None:
         """Close every open WebSocket with 1001, and any accepted from now on."""
         self.closing = True
-        for socket in list(self._open):
-            with contextlib.suppress(Exception):
-                await socket.close()
+        closing = [asyncio.ensure_future(socket.close()) for socket in self._open]
+        if not closing:
+            return
+        _, late = await asyncio.wait(closing, timeout=within)
+        for task in late:
+            task.cancel()
+        # Retrieved, so that a socket that failed to close is not reported as unhandled.
+        await asyncio.gather(*closing, return_exceptions=True)
