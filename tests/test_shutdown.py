@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 import httpx
+import pytest
 import websockets
 
 from tests.test_concurrency import APPEND, CREATE, REPLACE, tagged_transcript, turn
@@ -32,10 +33,10 @@ SLACK = 20.0
 PROMPTLY = 5.0
 
 
-async def terminate(server: LiveServer) -> float:
-    """SIGTERM; the time it was sent (loop time)."""
+async def terminate(server: LiveServer, sig: signal.Signals = signal.SIGTERM) -> float:
+    """SIGTERM (or `sig`); the time it was sent (loop time)."""
     assert server.process is not None
-    server.process.send_signal(signal.SIGTERM)
+    server.process.send_signal(sig)
     return asyncio.get_running_loop().time()
 
 
@@ -113,8 +114,9 @@ async def test_sigterm_under_write_load_loses_nothing_acknowledged(
     print(f"acknowledged appends: {ledger.acknowledged}, lost: 0")
 
 
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
 async def test_an_open_subscription_is_closed_1001_promptly(
-    live_servers: LiveServers, database_url: str
+    live_servers: LiveServers, database_url: str, sig: signal.Signals
 ) -> None:
     timeout = 30.0
     server = await live_servers.start(
@@ -123,7 +125,7 @@ async def test_an_open_subscription_is_closed_1001_promptly(
     async with server.client(await server.token()) as gql:
         cid = (await gql(CREATE, {"title": "watched"}))["createConversation"]["conversation"]["id"]
         async with subscribed(server, gql, cid) as socket:
-            sent = await terminate(server)
+            sent = await terminate(server, sig)
             code = await asyncio.wait_for(socket.close_code(), PROMPTLY)
             closed_after = asyncio.get_running_loop().time() - sent
         assert code == 1001
