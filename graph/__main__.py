@@ -224,6 +224,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from graph.app import create_app
     from graph.server.header_timeout import with_header_deadline
     from graph.server.logs import configure_logging
+    from graph.server.shutdown import serve
+    from graph.server.sockets import OpenSockets
     from graph.store.migrate import upgrade_blocking
 
     settings = _settings(args)
@@ -239,7 +241,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             "the Authorization header.\n",
             flush=True,
         )
-    app = create_app(settings)
+    sockets = OpenSockets()
+    app = create_app(settings, sockets=sockets)
     # What exists now (modules, the schema, SQLAlchemy's metadata) lives as long as the
     # process: frozen, full collections stop walking it (they paused large requests).
     gc.collect()
@@ -247,7 +250,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # A request carrying 5,000 messages allocates some 100,000 containers: with Python's
     # default threshold of 700 that is 150 young collections per request.
     gc.set_threshold(20_000, 10, 10)
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
         host=settings.host,
         port=settings.port,
@@ -262,8 +265,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # A WebSocket message carries one subscribe (a query and a few ids), not 16 MiB:
         # comments are lexed but not counted as tokens, so their length is what bounds them.
         ws_max_size=4 * settings.max_query_chars,
+        # SIGTERM or Ctrl-C: requests in flight get this long to finish (shutdown.py).
+        # Typed int, but uvicorn only hands it to asyncio.wait_for, which takes a float.
+        timeout_graceful_shutdown=settings.shutdown_timeout_seconds,  # type: ignore[arg-type]
     )
-    return 0
+    return serve(config, before_drain=sockets.close_all)
 
 
 def parser() -> argparse.ArgumentParser:

@@ -21,6 +21,7 @@ from graph.server.ide import ASSETS_DIR
 from graph.server.inspector.routes import routes as inspector_routes
 from graph.server.metrics import Metrics, metrics_endpoint
 from graph.server.request_id import RequestIdMiddleware
+from graph.server.sockets import OpenSockets
 from graph.services import Services, build_services
 from graph.settings import Settings
 from graph.store.retention import sweep_forever
@@ -28,13 +29,18 @@ from graph.store.retention import sweep_forever
 __all__ = ["build_services", "create_app"]
 
 
-def create_app(settings: Settings | None = None, services: Services | None = None) -> Starlette:
+def create_app(
+    settings: Settings | None = None,
+    services: Services | None = None,
+    sockets: OpenSockets | None = None,
+) -> Starlette:
     """The ASGI app: /graphql (HTTP + WebSocket), /healthz, /readyz, /metrics, GraphiQL's
-    assets, and the inspector at /ui."""
+    assets, and the inspector at /ui. `sockets` are its open WebSockets, for a shutdown to
+    close."""
     settings = settings or Settings.from_env()
     services = services or build_services(settings)
     backend = TokenBackend(services.uow)
-    endpoint = GraphQLEndpoint(services, backend, schema=build_schema(settings))
+    endpoint = GraphQLEndpoint(services, backend, sockets, schema=build_schema(settings))
     health = Health(services.db)
     metrics = Metrics(services.db)
     authenticated = [Middleware(AuthenticationMiddleware, backend=backend, on_error=refusal)]
@@ -42,13 +48,17 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await services.start()
-        sweeper = asyncio.create_task(sweep_forever(services.uow, settings.sweep_interval_seconds))
+        stopping = asyncio.Event()
+        sweeper = asyncio.create_task(
+            sweep_forever(services.uow, settings.sweep_interval_seconds, stopping)
+        )
         try:
             yield
         finally:
-            sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sweeper
+            # A sweep under way commits whole; cancelled only if it outlasts the timeout.
+            stopping.set()
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(sweeper, settings.shutdown_timeout_seconds)
             await services.stop()
 
     app = Starlette(

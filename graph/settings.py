@@ -63,6 +63,8 @@ class Settings(BaseModel):
     max_connections: int = Field(default=1000, gt=0)
     # A connection whose request headers have not ended by then is closed (slow loris).
     header_timeout_seconds: float = Field(default=10.0, gt=0)
+    # On SIGTERM or Ctrl-C, how long requests in flight get to finish before they are cancelled.
+    shutdown_timeout_seconds: float = Field(default=10.0, gt=0)
 
     # How often the retention sweep runs; 0 turns it off (`convograph sweep` still works).
     sweep_interval_seconds: float = Field(default=60.0, ge=0)

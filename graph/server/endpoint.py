@@ -46,6 +46,7 @@ from graph.server.negotiation import GRAPHQL_RESPONSE_JSON, JSON, SERVED, negoti
 from graph.server.parameters import check_operation_name, decode_query_params
 from graph.server.request_id import request_id_of
 from graph.server.response_status import shape
+from graph.server.sockets import OpenSockets
 from graph.services import Services
 
 REVOKED_STATE = "revoked"
@@ -93,7 +94,13 @@ class TextFrames(ASGIWebSocketAdapter):
 class GraphQLEndpoint(GraphQL[Context, None]):
     websocket_adapter_class = TextFrames
 
-    def __init__(self, services: Services, backend: TokenBackend, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        services: Services,
+        backend: TokenBackend,
+        sockets: OpenSockets | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(
             subscription_protocols=(GRAPHQL_TRANSPORT_WS_PROTOCOL,),
             graphql_ide="graphiql" if services.settings.graphiql else None,
@@ -102,6 +109,8 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         self.services = services
         self.backend = backend
         self.liveness = Liveness(services.uow)
+        # Closed with 1001 when the server shuts down (shutdown.py).
+        self.sockets = OpenSockets() if sockets is None else sockets
 
     # -- edges ---------------------------------------------------------------
 
@@ -199,7 +208,8 @@ class GraphQLEndpoint(GraphQL[Context, None]):
             await ws.accept(subprotocol=chosen)
             await ws.close(code=4401, reason="Unauthorized")
             return
-        await super().__call__(scope, receive, send)
+        with self.sockets.watch(send) as watched:
+            await super().__call__(scope, receive, watched)
 
     # -- strawberry hooks ------------------------------------------------------
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from datetime import UTC, datetime, timedelta
 
@@ -30,12 +31,16 @@ async def sweep(uow: UnitOfWork, *, now: datetime | None = None) -> int:
     return len(expired)
 
 
-async def sweep_forever(uow: UnitOfWork, interval: float) -> None:
-    """Sweep every `interval` seconds until cancelled; a failed sweep is logged and retried."""
+async def sweep_forever(uow: UnitOfWork, interval: float, stopping: asyncio.Event) -> None:
+    """Sweep every `interval` seconds until `stopping` is set (a sweep under way finishes
+    first) or cancelled; a failed sweep is logged and retried."""
     if interval <= 0:
         return
     while True:
-        await asyncio.sleep(interval)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stopping.wait(), interval)
+        if stopping.is_set():
+            return
         try:
             removed = await sweep(uow)
             if removed:
