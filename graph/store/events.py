@@ -36,6 +36,15 @@ class Event:
     at: datetime
     messages: tuple[Message, ...] | None = None
     delegation: Delegation | None = None
+    # The event's place in its tree's log (store/event_log.py), given just before commit.
+    position: int = 0
+    # The root's event counter as the row was written (a deleted root's last position).
+    head: int | None = None
+
+    @property
+    def root_id(self) -> str:
+        """The root of the event's tree: whose log holds it."""
+        return self.ancestry[0] if self.ancestry else self.conversation_id
 
     @classmethod
     def of(cls, kind: EventKind, conversation: Conversation, **extra: Any) -> Event:
@@ -48,15 +57,19 @@ class Event:
             workspace_id=conversation.workspace_id,
             version=conversation.version,
             at=conversation.updated_at,
+            head=None if conversation.ancestry else conversation.event_position,
             **extra,
         )
 
 
 class SubscriberTooSlow(DomainError):
-    """The subscriber's queue overflowed; the stream ends and the client should resubscribe."""
+    """The subscriber's queue overflowed; the stream ends and the client should resume."""
 
     def __init__(self) -> None:
-        super().__init__(ErrorCode.LIMIT_EXCEEDED, "too many events unread: resubscribe")
+        super().__init__(
+            ErrorCode.LIMIT_EXCEEDED,
+            "too many events unread: resume with `after` set to the last event's cursor",
+        )
 
 
 @dataclass(eq=False)

@@ -53,6 +53,7 @@ def decode_event(raw: bytes | str) -> Event:
         at=datetime.fromisoformat(e["at"]),
         messages=None if e["messages"] is None else tuple(_MESSAGES.load(m) for m in e["messages"]),
         delegation=None if e["delegation"] is None else _DELEGATIONS.load(e["delegation"]),
+        position=e["position"],
     )
 
 

@@ -34,7 +34,7 @@ from graph.domain.conversations import (
 from graph.domain.errors import DomainError, ErrorCode, not_found
 from graph.domain.events import EventKind
 from graph.domain.paging import Page
-from graph.store import scope
+from graph.store import event_log, scope
 from graph.store.keyring import new_lock_token
 from graph.store.repository.base import Part, alive
 from graph.store.repository.search import conversations_matching
@@ -228,6 +228,7 @@ class Conversations(Part):
         cid = ids.canonical(conversation_id)
         if cid is None:
             return False
+        await event_log.lock_tree(self.sql, cid)
         found = await self.sql.rows(
             delete(C)
             .where(C.c.id == cid, self.where(C, scope.Access.WRITE), alive(C))
