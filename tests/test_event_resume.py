@@ -7,11 +7,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pytest
 import websockets
+from sqlalchemy import select, update
 
 from graph.domain import cursors
 from graph.domain.messages import prepare_message
@@ -19,8 +20,10 @@ from graph.domain.principal import SYSTEM
 from graph.services import build_services
 from graph.settings import Settings
 from graph.store import event_log
+from graph.store.retention import sweep
 from graph.store.sql import Sql
-from tests.conftest import GraphQLClient
+from graph.store.tables import event_log as L
+from tests.conftest import GraphQLClient, Server
 from tests.test_subscriptions import (
     COMPLETE,
     PROTOCOL,
@@ -359,3 +362,37 @@ async def test_a_subscriber_cut_off_for_falling_behind_resumes_from_the_error_cu
     assert seeded["kind"] == "MESSAGES_APPENDED" and seeded["messages"][-1]["data"]["content"]
     assert created["kind"] == "DELEGATION_CREATED"
     assert created["delegation"]["id"] == resumed["delegation"]["id"]
+
+
+# -- the log itself --------------------------------------------------------------------
+
+
+async def logged(server: Server, root: str) -> list[int]:
+    async with server.services.uow.write(SYSTEM) as repo:
+        found = await repo.sql.rows(
+            select(L.c.position).where(L.c.root_id == root).order_by(L.c.position)
+        )
+    return [p for (p,) in found.values]
+
+
+async def test_the_sweep_prunes_a_prefix_of_each_tree_and_a_delete_takes_the_whole_log(
+    server: Server, gql: GraphQLClient
+) -> None:
+    root = await create(gql)
+    child = (await delegate(gql, root))["childConversation"]["id"]
+    for text in ("one", "two", "three"):
+        await append(gql, child, text)
+    assert await logged(server, root) == [1, 2, 3, 4, 5]
+    now = datetime.now(UTC)
+    keep = timedelta(seconds=server.settings.event_retention_seconds)
+    # Replicas' clocks differ: position 3 looks old, the ones around it do not.
+    async with server.services.uow.write(SYSTEM) as repo:
+        await repo.sql.execute(
+            update(L).where(L.c.root_id == root, L.c.position == 3).values(at=now - 2 * keep)
+        )
+    await sweep(server.services.uow, now=now)
+    assert await logged(server, root) == [4, 5]  # never a log with a hole
+    assert (await gql(DELETE, {"id": child}))["deleteConversation"]["deleted"]
+    assert await logged(server, root) == [4, 5, 6]  # a child's delete is in its tree's log
+    assert (await gql(DELETE, {"id": root}))["deleteConversation"]["deleted"]
+    assert await logged(server, root) == []

@@ -21,7 +21,7 @@ and the replayed event must be the one the subscribers were sent.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -50,6 +50,12 @@ _BUMP = Prepared(
 _INSERT = Prepared(L.insert(), column_keys=[*_COLUMNS, "payload"])
 _ANCESTRY = Prepared(select(C.c.ancestry).where(C.c.id == bindparam("id")))
 _LOCK = Prepared(select(C.c.id).where(C.c.id == bindparam("id")).with_for_update())
+_LOCK_MANY = Prepared(
+    select(C.c.id)
+    .where(C.c.id.in_(bindparam("ids", expanding=True)))
+    .order_by(C.c.id)
+    .with_for_update()
+)
 _AFTER = Prepared(
     select(*(L.c[k] for k in _COLUMNS), L.c.payload)
     .where(L.c.root_id == bindparam("root"), L.c.position > bindparam("after"))
@@ -84,6 +90,18 @@ async def lock_tree(sql: Sql, conversation_id: str) -> None:
         _ROOTS[conversation_id] = root
     if root != conversation_id:  # a write to the root locks it by itself
         await sql.rows(_LOCK, {"id": root})
+
+
+async def lock_trees(sql: Sql, conversations: Iterable[tuple[str, str]]) -> None:
+    """Lock the roots of the trees of several (id, ancestry) conversations, in id order (the
+    sweep): a writer holds one root at most, so taking them in one order cannot deadlock."""
+    if sql.is_sqlite:
+        return
+    roots = sorted(
+        {ancestry.split(" ", 1)[0] if ancestry else cid for cid, ancestry in conversations}
+    )
+    if roots:
+        await sql.rows(_LOCK_MANY, {"ids": roots})
 
 
 async def record(sql: Sql, events: Sequence[Event]) -> list[Event]:

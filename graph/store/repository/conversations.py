@@ -243,13 +243,15 @@ class Conversations(Part):
 
     async def delete_expired(self, now: datetime) -> list[Conversation]:
         """Retention (the process only): delete every conversation past its expiry."""
-        found = await self.sql.rows(
-            delete(C)
-            .where(self.where(C, scope.Access.WRITE), C.c.expires_at.is_not(None))
-            .where(C.c.expires_at <= now)
-            .returning(*C.c),
-            self.params(),
+        expired_now = and_(
+            self.where(C, scope.Access.WRITE), C.c.expires_at.is_not(None), C.c.expires_at <= now
         )
+        if not self.sql.is_sqlite:  # the trees' roots first, as every write does
+            doomed = await self.sql.rows(
+                select(C.c.id, C.c.ancestry).where(expired_now), self.params()
+            )
+            await event_log.lock_trees(self.sql, doomed.values)
+        found = await self.sql.rows(delete(C).where(expired_now).returning(*C.c), self.params())
         expired = CONVERSATIONS.many(found.keys, found.values)
         for conversation in expired:
             self.repo.publish(EventKind.CONVERSATION_DELETED, conversation)
