@@ -35,7 +35,12 @@ def build_services(settings: Settings) -> Services:
     db = Database(settings)
     keyring = Keyring(load_secret(settings))
     # In process on SQLite; on PostgreSQL, NOTIFY that every replica LISTENs to.
-    broker = EventBroker() if settings.is_sqlite else PostgresBroker(db, settings.asyncpg_dsn)
+    queue = settings.subscriber_queue_size
+    broker = (
+        EventBroker(queue_size=queue)
+        if settings.is_sqlite
+        else PostgresBroker(db, settings.asyncpg_dsn, queue_size=queue)
+    )
     search_index = SearchIndex(db)
     uow = UnitOfWork(
         db, keyring=keyring, settings=settings, broker=broker, search_index=search_index

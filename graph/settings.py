@@ -68,6 +68,12 @@ class Settings(BaseModel):
 
     # How often the retention sweep runs; 0 turns it off (`convograph sweep` still works).
     sweep_interval_seconds: float = Field(default=60.0, ge=0)
+    # How long the event log keeps an event for a stream to resume after it (24 hours);
+    # a cursor older than that is CURSOR_EXPIRED. The sweep prunes the log.
+    event_retention_seconds: float = Field(default=24 * 3600.0, gt=0)
+    # Unread events a subscriber may fall behind by before it is cut off (with the cursor
+    # of the last event it was sent, to resume from).
+    subscriber_queue_size: int = Field(default=1000, gt=0)
     pool_size: int = Field(default=10, gt=0)
     pool_timeout_seconds: float = Field(default=10.0, gt=0)
     statement_timeout_seconds: float = Field(default=30.0, gt=0)

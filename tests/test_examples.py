@@ -107,6 +107,14 @@ async def test_wordpress_example_with_url_and_token_from_the_environment(
     assert data == {"conversation": None}
 
 
+async def test_resume_example(live_server: LiveServer) -> None:
+    token = await live_server.token(workspace="site:7", owner="user:dashboard")
+    code, out, err = await run_example("resume_client.py", live_server.http_url, token)
+    assert code == 0, out + err
+    assert "disconnected" in out and out.rstrip().endswith("OK")
+    assert "resumed MESSAGES_APPENDED" in out and "live again" in out
+
+
 async def test_examples_exit_non_zero_on_errors(live_server: LiveServer) -> None:
     read_only = await live_server.token(scope="read")
     for example in ("entropic_client.py", "manglekit_client.py", "wordpress_client.py"):

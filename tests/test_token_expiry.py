@@ -426,7 +426,7 @@ async def api_token_columns(settings: Settings, run: Any) -> list[str]:
 
 async def test_the_migration_downgrades_and_upgrades(settings: Settings) -> None:
     assert "expires_at" in await api_token_columns(settings, lambda c: None)
-    down = await api_token_columns(settings, lambda c: command.downgrade(c, "0006"))
+    down = await api_token_columns(settings, lambda c: command.downgrade(c, "0007"))
     assert "expires_at" not in down and "revoked_at" in down
     assert "expires_at" in await api_token_columns(settings, lambda c: command.upgrade(c, "head"))
 

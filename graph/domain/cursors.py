@@ -78,3 +78,15 @@ def _utc_time(value: Any) -> datetime | None:
 
 def encode_keyset(created_at: datetime, record_id: str) -> str:
     return encode(created_at.isoformat(), record_id)
+
+
+def event(cursor: str, field: str) -> tuple[str, int]:
+    """An event stream cursor: (the root of the event's tree, its position in the log)."""
+    root_id, value = _decode(cursor, field, 2)
+    if not isinstance(root_id, str) or ids.canonical(root_id) != root_id:
+        raise invalid(NOT_OURS, field)
+    return root_id, _position(value, field)
+
+
+def encode_event(root_id: str, position: int) -> str:
+    return encode(root_id, position)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from typing import Any
 
 
 class ErrorCode(enum.Enum):
@@ -16,16 +17,26 @@ class ErrorCode(enum.Enum):
     FORBIDDEN = "FORBIDDEN"
     # The database cannot take the write (disk full, quota reached); nothing was written.
     STORAGE_FULL = "STORAGE_FULL"
+    CURSOR_EXPIRED = "CURSOR_EXPIRED"
 
 
 class DomainError(Exception):
     """An expected failure with a code and the path of the offending input field."""
 
-    def __init__(self, code: ErrorCode, message: str, field: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        code: ErrorCode,
+        message: str,
+        field: list[str] | None = None,
+        *,
+        extensions: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.field = field
+        # Told to the client beside the code and field (an event stream's last cursor).
+        self.extensions = extensions or {}
 
 
 def not_found(what: str, field: str | list[str]) -> DomainError:

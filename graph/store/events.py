@@ -19,6 +19,7 @@ from graph.domain.events import EventKind
 from graph.store.sql import Sql
 from graph.store.tables import Conversation, Delegation, Message
 
+# Unread events a subscriber may fall behind by before it is cut off (the default).
 QUEUE_SIZE = 1000
 
 
@@ -36,6 +37,15 @@ class Event:
     at: datetime
     messages: tuple[Message, ...] | None = None
     delegation: Delegation | None = None
+    # The event's place in its tree's log (store/event_log.py), given just before commit.
+    position: int = 0
+    # The root's event counter as the row was written (a deleted root's last position).
+    head: int | None = None
+
+    @property
+    def root_id(self) -> str:
+        """The root of the event's tree: whose log holds it."""
+        return self.ancestry[0] if self.ancestry else self.conversation_id
 
     @classmethod
     def of(cls, kind: EventKind, conversation: Conversation, **extra: Any) -> Event:
@@ -48,15 +58,19 @@ class Event:
             workspace_id=conversation.workspace_id,
             version=conversation.version,
             at=conversation.updated_at,
+            head=None if conversation.ancestry else conversation.event_position,
             **extra,
         )
 
 
 class SubscriberTooSlow(DomainError):
-    """The subscriber's queue overflowed; the stream ends and the client should resubscribe."""
+    """The subscriber's queue overflowed; the stream ends and the client should resume."""
 
     def __init__(self) -> None:
-        super().__init__(ErrorCode.LIMIT_EXCEEDED, "too many events unread: resubscribe")
+        super().__init__(
+            ErrorCode.LIMIT_EXCEEDED,
+            "too many events unread: resume with `after` set to the last event's cursor",
+        )
 
 
 @dataclass(eq=False)
@@ -65,13 +79,15 @@ class Listener:
 
     conversation_id: str
     include_descendants: bool
+    queue_size: int = QUEUE_SIZE
     # Set once the conversation is read: deleting an ancestor deletes this one too.
     ancestry: tuple[str, ...] = ()
     # None in the queue means the broker stopped.
-    queue: asyncio.Queue[Event | None] = field(
-        default_factory=lambda: asyncio.Queue(maxsize=QUEUE_SIZE)
-    )
+    queue: asyncio.Queue[Event | None] = field(init=False)
     overflowed: bool = False
+
+    def __post_init__(self) -> None:
+        self.queue = asyncio.Queue(maxsize=self.queue_size)
 
     def wants(self, event: Event) -> bool:
         if event.conversation_id == self.conversation_id or self.ends_with(event):
@@ -115,8 +131,9 @@ class Listener:
 class EventBroker:
     """Fans committed events out to this process's subscribers."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, queue_size: int = QUEUE_SIZE) -> None:
         self._listeners: set[Listener] = set()
+        self._queue_size = queue_size
 
     @property
     def active(self) -> int:
@@ -132,7 +149,7 @@ class EventBroker:
     async def subscribe(
         self, conversation_id: str, *, include_descendants: bool
     ) -> AsyncIterator[Listener]:
-        listener = Listener(conversation_id, include_descendants)
+        listener = Listener(conversation_id, include_descendants, self._queue_size)
         self._listeners.add(listener)
         try:
             yield listener

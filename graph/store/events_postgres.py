@@ -21,7 +21,7 @@ from sqlalchemy import insert, select, text
 
 from graph.domain.events import EventKind
 from graph.store.db import Database
-from graph.store.events import Event, EventBroker
+from graph.store.events import QUEUE_SIZE, Event, EventBroker
 from graph.store.rows import Builder, dump
 from graph.store.sql import Sql
 from graph.store.tables import Delegation, Message, event_outbox
@@ -53,14 +53,15 @@ def decode_event(raw: bytes | str) -> Event:
         at=datetime.fromisoformat(e["at"]),
         messages=None if e["messages"] is None else tuple(_MESSAGES.load(m) for m in e["messages"]),
         delegation=None if e["delegation"] is None else _DELEGATIONS.load(e["delegation"]),
+        position=e["position"],
     )
 
 
 class PostgresBroker(EventBroker):
     """Delivers every replica's committed events to this replica's subscribers."""
 
-    def __init__(self, db: Database, dsn: str) -> None:
-        super().__init__()
+    def __init__(self, db: Database, dsn: str, *, queue_size: int = QUEUE_SIZE) -> None:
+        super().__init__(queue_size=queue_size)
         self._db = db
         self._dsn = dsn
         self._task: asyncio.Task[None] | None = None

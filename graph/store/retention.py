@@ -1,4 +1,5 @@
-"""Retention: delete conversations past their `expiresAt`, with everything below them."""
+"""Retention: delete conversations past their `expiresAt`, with everything below them, and
+the events older than the event log's retention."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import delete
 
 from graph.domain.principal import SYSTEM
+from graph.store import event_log
 from graph.store.tables import event_outbox
 from graph.store.unit_of_work import UnitOfWork
 
@@ -21,10 +23,13 @@ logger = logging.getLogger("convograph.retention")
 
 async def sweep(uow: UnitOfWork, *, now: datetime | None = None) -> int:
     """Delete expired conversations (cascading to transcripts, snapshots and delegations),
-    announcing each deletion to subscribers as an explicit delete does; the count."""
+    announcing each deletion to subscribers (and in the log) as an explicit delete does, and
+    prune the event log; the count of conversations."""
     now = now or datetime.now(UTC)
     async with uow.write(SYSTEM) as repo:
         expired = await repo.conversations.delete_expired(now)
+        keep = timedelta(seconds=uow.settings.event_retention_seconds)
+        await event_log.prune(repo.sql, now - keep)
         await repo.sql.execute(
             delete(event_outbox).where(event_outbox.c.created_at < now - OUTBOX_KEEP)
         )

@@ -16,10 +16,10 @@ a principal is given by `RULES`, one row per table:
 - api_token and event_outbox belong to the process (SYSTEM: the sweep, the CLI,
   authentication).
 
-Child rows (messages, snapshots) have no owner columns: they are read and written only
-through a conversation read under these rules (the repositories take that record, never a
-bare id). The clauses are bound parameters, so a statement built from them is compiled once
-and serves every principal.
+Child rows (messages, snapshots, a tree's event log) have no owner columns: they are read
+and written only through a conversation read under these rules (the repositories take that
+record, never a bare id). The clauses are bound parameters, so a statement built from them
+is compiled once and serves every principal.
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ from sqlmodel import Field, SQLModel
 from graph.domain.checkpoints import ReflectOutcome
 from graph.domain.conversations import is_interactive, is_pending
 from graph.domain.delegations import DelegationStatus
+from graph.domain.events import EventKind
 from graph.domain.principal import OwnerType
 
 _BigId = BigInteger().with_variant(Integer(), "sqlite")
@@ -168,6 +169,10 @@ class Conversation(Owned, table=True):
     lock_digest: str | None = None
     locked_until: datetime | None = _ts(nullable=True)
     idempotency_key: str | None = None
+    # Of a root: how many events its tree has logged (see store/event_log.py).
+    event_position: int = Field(
+        default=0, sa_column=Column(Integer, nullable=False, default=0, server_default="0")
+    )
 
     @property
     def ancestors(self) -> tuple[str, ...]:
@@ -297,6 +302,30 @@ class EventOutbox(SQLModel, table=True):
     created_at: datetime = _ts(index=True)
 
 
+class EventLog(SQLModel, table=True):
+    """Every committed event of a tree (a root conversation and the transcripts below it),
+    numbered by `position` in the order the tree's transactions committed; see
+    store/event_log.py. Deleted with the root; pruned by the sweep after the retention."""
+
+    __tablename__ = "event_log"
+    __table_args__ = (Index("ix_event_log_at", "at"),)
+
+    root_id: str = Field(
+        sa_column=Column(
+            String(36), ForeignKey("conversation.id", ondelete="CASCADE"), primary_key=True
+        )
+    )
+    position: int = Field(sa_column=Column(Integer, primary_key=True, autoincrement=False))
+    # No foreign key: the events of a deleted child transcript stay in its tree's log.
+    conversation_id: str = Field(max_length=36)
+    ancestry: str = ""
+    kind: EventKind = Field(sa_type=EnumText(EventKind))
+    version: int
+    at: datetime = _ts()
+    # What the event carries besides its columns (messages, a delegation), as JSON.
+    payload: str | None = _text(nullable=True)
+
+
 def table(model: type[SQLModel]) -> Table:
     return model.__table__  # type: ignore[attr-defined,no-any-return]
 
@@ -308,4 +337,5 @@ delegation = table(Delegation)
 session_state = table(SessionState)
 api_token = table(ApiToken)
 event_outbox = table(EventOutbox)
+event_log = table(EventLog)
 metadata = SQLModel.metadata

@@ -16,7 +16,7 @@ from contextlib import asynccontextmanager
 
 from graph.domain.principal import Principal
 from graph.settings import Settings
-from graph.store import scope
+from graph.store import event_log, scope
 from graph.store.db import Database, ReadTransaction
 from graph.store.events import EventBroker
 from graph.store.full_disk import is_storage_full
@@ -81,11 +81,13 @@ class UnitOfWork:
                 sql = Sql(conn, self.db)
                 repo = self.repository(sql, principal)
                 yield repo
-                await self.broker.stage(sql, repo.events)
+                # Numbered and logged in the transaction: in the log if and only if it commits.
+                events = await event_log.record(sql, repo.events)
+                await self.broker.stage(sql, events)
         except Exception as exc:
             # Out of space: rolled back, so nothing was written; the caller says so.
             if is_storage_full(exc):
                 raise self.db.full_disk.refusal() from None
             raise
         self.db.full_disk.wrote()
-        self.broker.publish(repo.events)
+        self.broker.publish(events)

@@ -28,7 +28,11 @@ def masked(error: GraphQLError, request_id: str | None) -> GraphQLError:
     """`error` as a client may see it."""
     original = error.original_error
     if isinstance(original, DomainError):
-        error.extensions = {"code": original.code.value, "field": original.field}
+        error.extensions = {
+            "code": original.code.value,
+            "field": original.field,
+            **original.extensions,
+        }
         return error
     if is_expected(error):
         return error

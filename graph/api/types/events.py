@@ -9,6 +9,7 @@ import strawberry
 from graph.api.types.conversation import Message
 from graph.api.types.delegation import Delegation
 from graph.api.types.enums import EventKind
+from graph.domain import cursors
 from graph.store import events
 
 
@@ -23,6 +24,10 @@ class ConversationEvent:
     at: datetime
     messages: list[Message] | None
     delegation: Delegation | None
+    cursor: str = strawberry.field(
+        description="Opaque position of this event in the stream; pass it as `after` to "
+        "resume after it."
+    )
 
     @classmethod
     def of(cls, e: events.Event) -> ConversationEvent:
@@ -33,4 +38,5 @@ class ConversationEvent:
             at=e.at,
             messages=None if e.messages is None else [Message.of(m) for m in e.messages],
             delegation=None if e.delegation is None else Delegation.of(e.delegation),
+            cursor=cursors.encode_event(e.root_id, e.position),
         )

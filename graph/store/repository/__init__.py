@@ -20,6 +20,7 @@ from graph.store.repository.checkpoints import Checkpoints
 from graph.store.repository.conversations import Conversations
 from graph.store.repository.delegations import Delegations
 from graph.store.repository.figures import WorkspaceFigures
+from graph.store.repository.replay import Replay
 from graph.store.repository.snapshots import Snapshots
 from graph.store.repository.tokens import Tokens
 from graph.store.repository.transcripts import Transcripts
@@ -98,6 +99,10 @@ class Repository:
     @once
     def checkpoints(self) -> Checkpoints:
         return Checkpoints(self)
+
+    @once
+    def replay(self) -> Replay:
+        return Replay(self)
 
     @once
     def tokens(self) -> Tokens:

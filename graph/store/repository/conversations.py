@@ -34,7 +34,7 @@ from graph.domain.conversations import (
 from graph.domain.errors import DomainError, ErrorCode, not_found
 from graph.domain.events import EventKind
 from graph.domain.paging import Page
-from graph.store import scope
+from graph.store import event_log, scope
 from graph.store.keyring import new_lock_token
 from graph.store.repository.base import Part, alive
 from graph.store.repository.search import conversations_matching
@@ -228,6 +228,7 @@ class Conversations(Part):
         cid = ids.canonical(conversation_id)
         if cid is None:
             return False
+        await event_log.lock_tree(self.sql, cid)
         found = await self.sql.rows(
             delete(C)
             .where(C.c.id == cid, self.where(C, scope.Access.WRITE), alive(C))
@@ -242,13 +243,15 @@ class Conversations(Part):
 
     async def delete_expired(self, now: datetime) -> list[Conversation]:
         """Retention (the process only): delete every conversation past its expiry."""
-        found = await self.sql.rows(
-            delete(C)
-            .where(self.where(C, scope.Access.WRITE), C.c.expires_at.is_not(None))
-            .where(C.c.expires_at <= now)
-            .returning(*C.c),
-            self.params(),
+        expired_now = and_(
+            self.where(C, scope.Access.WRITE), C.c.expires_at.is_not(None), C.c.expires_at <= now
         )
+        if not self.sql.is_sqlite:  # the trees' roots first, as every write does
+            doomed = await self.sql.rows(
+                select(C.c.id, C.c.ancestry).where(expired_now), self.params()
+            )
+            await event_log.lock_trees(self.sql, doomed.values)
+        found = await self.sql.rows(delete(C).where(expired_now).returning(*C.c), self.params())
         expired = CONVERSATIONS.many(found.keys, found.values)
         for conversation in expired:
             self.repo.publish(EventKind.CONVERSATION_DELETED, conversation)

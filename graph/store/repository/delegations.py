@@ -25,7 +25,7 @@ from graph.domain.delegations import (
 from graph.domain.errors import DomainError, ErrorCode, not_found
 from graph.domain.events import EventKind
 from graph.domain.messages import PreparedMessage
-from graph.store import scope
+from graph.store import event_log, scope
 from graph.store.repository.base import Part, alive
 from graph.store.rows import Builder
 from graph.store.tables import Delegation
@@ -218,6 +218,10 @@ class Delegations(Part):
         check_completion(status, summary)
         did = ids.parse(delegation_id, what="delegation", field="delegationId")
         mine = self._visible(scope.Access.WRITE)
+        if not self.sql.is_sqlite:  # the tree's root is locked before this row
+            above = await self.sql.rows(select(D.c.parent_conversation_id).where(D.c.id == did))
+            if above.values:
+                await event_log.lock_tree(self.sql, above.values[0][0])
         found = await self.sql.rows(
             update(D)
             .where(D.c.id == did, mine, D.c.status.in_(OPEN))

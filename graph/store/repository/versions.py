@@ -16,7 +16,7 @@ from sqlalchemy import bindparam, or_, select, update
 
 from graph.domain import ids
 from graph.domain.errors import DomainError, ErrorCode, conflict, not_found
-from graph.store import scope
+from graph.store import event_log, scope
 from graph.store.repository.base import Part, alive
 from graph.store.rows import Builder
 from graph.store.sql import Prepared
@@ -76,6 +76,8 @@ class Versions(Part):
         bump_version: bool,
     ) -> Conversation:
         cid = ids.parse(conversation_id, what="conversation", field=field)
+        if bump_version:  # a write with an event: its tree's root is locked first
+            await event_log.lock_tree(self.sql, cid)
         reach = self.reach(C, scope.Access.WRITE)
         statement = _statement(
             tuple(sorted(values)),

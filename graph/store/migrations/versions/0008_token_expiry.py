@@ -5,11 +5,8 @@ opened. NULL is a token that never expires, which every token stored before this
 is. Rotation's grace is the old token's expires_at set to now + grace, so nothing has to
 run later to end it.
 
-The file is numbered 0008: another branch adds 0007 (the event log); whichever is merged
-second re-chains its down_revision onto the other.
-
 Revision ID: 0008
-Revises: 0006
+Revises: 0007
 """
 
 from collections.abc import Sequence
@@ -18,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0008"
-down_revision: str | None = "0006"
+down_revision: str | None = "0007"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

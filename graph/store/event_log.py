@@ -1,0 +1,218 @@
+"""The durable event log: every committed event, numbered within its tree, for resuming.
+
+A tree is a root conversation and every child transcript below it. Its events are numbered
+1, 2, 3… by the counter on the root row (`conversation.event_position`), which a write
+transaction bumps, once, just before it commits, and the log rows go in with it (one
+insert): an event is in the log if and only if its change committed. The root row stays
+locked from then until the commit, so the transactions of one tree take their positions in
+the order they commit, and the positions have no gap (a rolled-back bump is undone with the
+rest): a reader that has seen position p has seen every position below it, on any replica.
+
+On PostgreSQL a write locks its tree's root before any other row of the tree (`lock_tree`,
+called first by every write that has events), so that taking the position last cannot
+deadlock with a writer that holds the root and waits for a row below it (a delete, an
+expiry change). SQLite has one writer at a time: nothing to lock.
+
+A row is small: the event's columns, plus what it carries besides them (its messages as
+stored, its delegation) as JSON: the transcript may since have been replaced or deleted,
+and the replayed event must be the one the subscribers were sent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+from sqlalchemy import bindparam, delete, func, select, update
+
+from graph.domain.events import EventKind
+from graph.store.events import Event
+from graph.store.rows import Builder, dump
+from graph.store.sql import Prepared, Sql
+from graph.store.tables import Delegation, Message
+from graph.store.tables import conversation as C
+from graph.store.tables import event_log as L
+
+_MESSAGES = Builder(Message)
+_DELEGATIONS = Builder(Delegation)
+_MESSAGE_KEYS = ("seq", "role", "data", "created_at")
+_COLUMNS = ("root_id", "position", "conversation_id", "ancestry", "kind", "version", "at")
+
+_BUMP = Prepared(
+    update(C)
+    .where(C.c.id == bindparam("root"))
+    .values(event_position=C.c.event_position + bindparam("count"))
+    .returning(C.c.event_position)
+)
+_INSERT = Prepared(L.insert(), column_keys=[*_COLUMNS, "payload"])
+_ANCESTRY = Prepared(select(C.c.ancestry).where(C.c.id == bindparam("id")))
+_LOCK = Prepared(select(C.c.id).where(C.c.id == bindparam("id")).with_for_update())
+_LOCK_MANY = Prepared(
+    select(C.c.id)
+    .where(C.c.id.in_(bindparam("ids", expanding=True)))
+    .order_by(C.c.id)
+    .with_for_update()
+)
+_AFTER = Prepared(
+    select(*(L.c[k] for k in _COLUMNS), L.c.payload)
+    .where(L.c.root_id == bindparam("root"), L.c.position > bindparam("after"))
+    .order_by(L.c.position)
+    .limit(bindparam("limit"))
+)
+_BOUNDS = Prepared(
+    select(
+        C.c.event_position,
+        select(func.min(L.c.position)).where(L.c.root_id == C.c.id).scalar_subquery(),
+    ).where(C.c.id == bindparam("root"))
+)
+
+# The root of each conversation this process has written to: ancestry never changes.
+_ROOTS: dict[str, str] = {}
+_ROOTS_KEPT = 100_000
+
+
+async def lock_tree(sql: Sql, conversation_id: str) -> None:
+    """Lock the root of `conversation_id`'s tree, first (PostgreSQL; see the module doc)."""
+    if sql.is_sqlite:
+        return
+    root = _ROOTS.get(conversation_id)
+    if root is None:
+        found = await sql.rows(_ANCESTRY, {"id": conversation_id})
+        if not found.values:
+            return  # the write itself finds it missing and says so
+        ancestry: str = found.values[0][0]
+        root = ancestry.split(" ", 1)[0] if ancestry else conversation_id
+        if len(_ROOTS) >= _ROOTS_KEPT:
+            _ROOTS.clear()
+        _ROOTS[conversation_id] = root
+    if root != conversation_id:  # a write to the root locks it by itself
+        await sql.rows(_LOCK, {"id": root})
+
+
+async def lock_trees(sql: Sql, conversations: Iterable[tuple[str, str]]) -> None:
+    """Lock the roots of the trees of several (id, ancestry) conversations, in id order (the
+    sweep): a writer holds one root at most, so taking them in one order cannot deadlock."""
+    if sql.is_sqlite:
+        return
+    roots = sorted(
+        {ancestry.split(" ", 1)[0] if ancestry else cid for cid, ancestry in conversations}
+    )
+    if roots:
+        await sql.rows(_LOCK_MANY, {"ids": roots})
+
+
+async def record(sql: Sql, events: Sequence[Event]) -> list[Event]:
+    """Number `events` in their trees' logs and write them (inside the write transaction).
+
+    The events of a tree whose root this transaction deleted get the positions that follow
+    its last one and no row: the whole log of that tree is gone with it.
+    """
+    trees: dict[str, list[Event]] = {}
+    for event in events:
+        trees.setdefault(event.root_id, []).append(event)
+    numbered: list[Event] = []
+    rows: list[dict[str, Any]] = []
+    for root, mine in trees.items():
+        bumped = await sql.rows(_BUMP, {"root": root, "count": len(mine)})
+        if bumped.values:
+            last = int(bumped.values[0][0])
+        else:
+            last = max((e.head or 0 for e in mine), default=0) + len(mine)
+        for offset, event in enumerate(mine):
+            event = dataclasses.replace(event, position=last - len(mine) + 1 + offset)
+            numbered.append(event)
+            if bumped.values:
+                rows.append(_row(event))
+    if rows:
+        await sql.execute_many(_INSERT, rows)
+    return numbered
+
+
+def _row(event: Event) -> dict[str, Any]:
+    carried: dict[str, Any] = {}
+    if event.messages is not None:
+        carried["m"] = [[getattr(m, k) for k in _MESSAGE_KEYS] for m in event.messages]
+    if event.delegation is not None:
+        carried["d"] = dump(event.delegation)
+    return {
+        "root_id": event.root_id,
+        "position": event.position,
+        "conversation_id": event.conversation_id,
+        "ancestry": " ".join(event.ancestry),
+        "kind": event.kind,
+        "version": event.version,
+        "at": event.at,
+        "payload": orjson.dumps(carried).decode() if carried else None,
+    }
+
+
+def _event(row: Sequence[Any], *, workspace: tuple[str, str]) -> Event:
+    _root, position, conversation_id, ancestry, kind, version, at, payload = row
+    carried = orjson.loads(payload) if payload else {}
+    messages = None
+    if "m" in carried:
+        messages = tuple(
+            _MESSAGES.load(
+                {"conversation_id": conversation_id, **dict(zip(_MESSAGE_KEYS, m, strict=True))}
+            )
+            for m in carried["m"]
+        )
+    delegation = _DELEGATIONS.load(carried["d"]) if "d" in carried else None
+    return Event(
+        kind=kind if isinstance(kind, EventKind) else EventKind(kind),
+        conversation_id=conversation_id,
+        ancestry=tuple(ancestry.split()),
+        workspace_type=workspace[0],
+        workspace_id=workspace[1],
+        version=version,
+        at=at if isinstance(at, datetime) else _utc(at),
+        messages=messages,
+        delegation=delegation,
+        position=position,
+    )
+
+
+def _utc(text: str) -> datetime:
+    at = datetime.fromisoformat(text)
+    return at if at.tzinfo else at.replace(tzinfo=UTC)
+
+
+async def after(
+    sql: Sql, root_id: str, position: int, *, limit: int, workspace: tuple[str, str]
+) -> list[Event]:
+    """Up to `limit` logged events of the tree of `root_id` after `position`, in order."""
+    found = await sql.rows(_AFTER, {"root": root_id, "after": position, "limit": limit})
+    return [_event(row, workspace=workspace) for row in found.values]
+
+
+async def bounds(sql: Sql, root_id: str) -> tuple[int, int] | None:
+    """(the oldest retained position, the last position) of a tree; None without its root.
+
+    With nothing retained the oldest is the one after the last.
+    """
+    found = await sql.rows(_BOUNDS, {"root": root_id})
+    if not found.values:
+        return None
+    head, oldest = found.values[0]
+    return (head + 1 if oldest is None else int(oldest)), int(head)
+
+
+async def prune(sql: Sql, before: datetime) -> int:
+    """Delete the events older than `before`, and every earlier one of their trees.
+
+    Clocks differ between replicas, so `at` need not grow with the position: what is kept of
+    a tree is always a run of positions up to its last one, never a log with holes.
+    """
+    older = L.alias("older")
+    upto = (
+        select(func.max(older.c.position))
+        .where(older.c.root_id == L.c.root_id, older.c.at < bindparam("before"))
+        .scalar_subquery()
+    )
+    trees = select(older.c.root_id).where(older.c.at < bindparam("before"))
+    return await sql.execute(
+        delete(L).where(L.c.root_id.in_(trees), L.c.position <= upto), {"before": before}
+    )

@@ -1,0 +1,56 @@
+"""Replay: the logged events of a conversation's tree after a cursor, for a resumed stream.
+
+The conversation is one read under the scope rules (the caller's, or one its token may
+read): its tree's log is reached only through it, as its transcript is.
+"""
+
+from __future__ import annotations
+
+from graph.domain.cursors import NOT_OURS
+from graph.domain.errors import DomainError, ErrorCode, invalid, not_found
+from graph.store import event_log
+from graph.store.events import Event
+from graph.store.repository.base import Part
+from graph.store.tables import Conversation
+
+EXPIRED = "the events after this cursor are no longer retained: read the state, subscribe anew"
+
+
+def root_of(conversation: Conversation) -> str:
+    return conversation.ancestors[0] if conversation.ancestry else conversation.id
+
+
+def expired() -> DomainError:
+    return DomainError(ErrorCode.CURSOR_EXPIRED, EXPIRED, ["after"])
+
+
+class Replay(Part):
+    async def head(self, conversation: Conversation, root_id: str, position: int) -> int:
+        """The last position of the tree, once the cursor (`root_id`, `position`) is known
+        to resume `conversation`'s stream: INVALID_INPUT for a cursor this tree never
+        issued, CURSOR_EXPIRED when the events after it are no longer retained."""
+        if root_id != root_of(conversation):
+            raise invalid(NOT_OURS, "after")
+        found = await event_log.bounds(self.sql, root_id)
+        if found is None:
+            raise not_found("conversation", "conversationId")
+        oldest, head = found
+        if position > head:
+            raise invalid(NOT_OURS, "after")
+        if position + 1 < oldest:
+            raise expired()
+        return head
+
+    async def page(self, conversation: Conversation, after: int, *, limit: int) -> list[Event]:
+        """Up to `limit` logged events of the tree after position `after`, in order;
+        CURSOR_EXPIRED if the sweep pruned the next one meanwhile (positions have no gap)."""
+        events = await event_log.after(
+            self.sql,
+            root_of(conversation),
+            after,
+            limit=limit,
+            workspace=(conversation.workspace_type, conversation.workspace_id),
+        )
+        if events and events[0].position != after + 1:
+            raise expired()
+        return events

@@ -1,0 +1,398 @@
+"""Resumable event streams: `conversationEvents(after: cursor)` replays the durable event log,
+then goes on live, with no gap and no duplicate; over real WebSockets to real server processes
+(two replicas over one PostgreSQL for the cross-replica cases)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import websockets
+from sqlalchemy import select, update
+
+from graph.domain import cursors
+from graph.domain.messages import prepare_message
+from graph.domain.principal import SYSTEM
+from graph.services import build_services
+from graph.settings import Settings
+from graph.store import event_log
+from graph.store.retention import sweep
+from graph.store.sql import Sql
+from graph.store.tables import event_log as L
+from tests.conftest import GraphQLClient, Server
+from tests.test_subscriptions import (
+    COMPLETE,
+    PROTOCOL,
+    RECEIVE_TIMEOUT,
+    SYNC_TIMEOUT,
+    Socket,
+    append,
+    create,
+    delegate,
+    touch,
+)
+
+if TYPE_CHECKING:
+    from tests.live_server import LiveServer, LiveServers
+
+pytest_plugins = ["tests.live_server"]
+
+# Only what an event carries itself: nested records would be read afresh at delivery.
+FIELDS = "kind conversationId version cursor messages { seq role data } delegation { id status }"
+SUBSCRIBE = f"""
+subscription($id: ID!, $after: String) {{
+  conversationEvents(conversationId: $id, after: $after) {{ {FIELDS} }}
+}}"""
+UPDATE = """mutation($id: ID!, $title: String) { updateConversation(input: {id: $id,
+  title: $title}) { conversation { version } userErrors { code } } }"""
+REPLACE = """mutation($id: ID!, $m: [JSON!]!) { replaceTranscript(input: {conversationId: $id,
+  messages: $m}) { conversation { version } userErrors { code } } }"""
+DELETE = """mutation($id: ID!) { deleteConversation(input: {id: $id}) { deleted } }"""
+
+
+@contextlib.asynccontextmanager
+async def stream(
+    server: LiveServer, gql: GraphQLClient, cid: str, after: str | None
+) -> AsyncIterator[Socket]:
+    # No keep-alive pings from this side: a test's client may stop reading for a while.
+    async with websockets.connect(
+        server.ws_url,
+        subprotocols=[websockets.Subprotocol(PROTOCOL)],
+        additional_headers={"Authorization": f"Bearer {gql.token}"},
+        open_timeout=RECEIVE_TIMEOUT,
+        close_timeout=2,
+        ping_interval=None,
+    ) as ws:
+        socket = Socket(ws)
+        await socket.init()
+        await socket.send(
+            {
+                "id": "1",
+                "type": "subscribe",
+                "payload": {"query": SUBSCRIBE, "variables": {"id": cid, "after": after}},
+            }
+        )
+        yield socket
+
+
+async def live_stream(
+    stack: contextlib.AsyncExitStack, server: LiveServer, gql: GraphQLClient, cid: str
+) -> tuple[Socket, str]:
+    """A subscription known to be receiving, and the cursor of the event that proved it."""
+    socket = await stack.enter_async_context(stream(server, gql, cid, None))
+    for _ in range(int(RECEIVE_TIMEOUT / SYNC_TIMEOUT)):
+        version = await touch(gql, cid)
+        with contextlib.suppress(TimeoutError):
+            while True:
+                event = await socket.event(within=SYNC_TIMEOUT)
+                if event["conversationId"] == cid and event["version"] == version:
+                    return socket, event["cursor"]
+    raise AssertionError("the subscription never delivered an event")
+
+
+async def events(socket: Socket, count: int) -> list[dict[str, Any]]:
+    return [await socket.event() for _ in range(count)]
+
+
+async def nothing_more(socket: Socket) -> None:
+    with pytest.raises(TimeoutError):
+        await socket.receive(within=SYNC_TIMEOUT)
+
+
+async def refused(server: LiveServer, gql: GraphQLClient, cid: str, after: str) -> dict[str, Any]:
+    """The error of a subscription refused at its start."""
+    async with stream(server, gql, cid, after) as socket:
+        message = await socket.receive()
+        if message["type"] == "error":
+            error: dict[str, Any] = message["payload"][0]
+            return error
+        assert message["type"] == "next" and message["payload"]["data"] is None, message
+        return dict(message["payload"]["errors"][0])
+
+
+@pytest.fixture
+async def alice(live_server: LiveServer) -> AsyncIterator[GraphQLClient]:
+    async with live_server.client(await live_server.token()) as gql:
+        yield gql
+
+
+async def write_200_across_the_tree(alice: GraphQLClient, root: str, child: str) -> int:
+    """Appends to the root and two child transcripts, delegations made and completed, a
+    rename, a replaced transcript and a deleted child transcript: 200 events."""
+    delegation = await delegate(alice, root, "second")
+    second = delegation["childConversation"]["id"]
+    written = 1
+    while written < 195:
+        await append(alice, (root, child, second)[written % 3], f"m{written}")
+        written += 1
+    await alice(UPDATE, {"id": child, "title": "renamed"})
+    await alice(REPLACE, {"id": second, "m": [{"role": "user", "content": "replaced"}]})
+    done = await alice(COMPLETE, {"id": delegation["id"], "summary": "found it"})
+    assert done["completeDelegation"]["delegation"]["status"] == "COMPLETED"
+    third = (await delegate(alice, root, "third"))["childConversation"]["id"]
+    assert (await alice(DELETE, {"id": third}))["deleteConversation"]["deleted"]
+    return written + 5
+
+
+async def test_a_resumed_stream_gets_exactly_the_missed_events_in_order_then_live_ones(
+    live_server: LiveServer, alice: GraphQLClient
+) -> None:
+    root = await create(alice)
+    child = (await delegate(alice, root))["childConversation"]["id"]
+    async with contextlib.AsyncExitStack() as stack:
+        # A witness that never disconnects: what the resumed stream must match.
+        witness, _ = await live_stream(stack, live_server, alice, root)
+        async with contextlib.AsyncExitStack() as lost:
+            _, cursor = await live_stream(lost, live_server, alice, root)
+        while (await witness.event())["cursor"] != cursor:
+            pass
+        count = await write_200_across_the_tree(alice, root, child)
+        missed = await events(witness, count)
+        assert len({e["cursor"] for e in missed}) == count == 200
+        kinds = {e["kind"] for e in missed}
+        assert {"MESSAGES_APPENDED", "DELEGATION_CREATED", "DELEGATION_COMPLETED"} <= kinds
+        assert {"CONVERSATION_UPDATED", "TRANSCRIPT_REPLACED", "CONVERSATION_DELETED"} <= kinds
+
+        async with stream(live_server, alice, root, cursor) as resumed:
+            # The same events as the witness, in the same order, with the same content.
+            assert await events(resumed, count) == missed
+            await nothing_more(resumed)
+            live = await append(alice, child, "after the seam")
+            (event,) = await events(resumed, 1)
+            assert event["messages"] == live["messages"]
+            assert event == (await events(witness, 1))[0]
+            await nothing_more(resumed)
+
+
+async def test_a_client_reconnecting_every_50_events_gets_every_event_exactly_once(
+    live_server: LiveServer, alice: GraphQLClient
+) -> None:
+    root = await create(alice)
+    children = [(await delegate(alice, root, f"t{i}"))["childConversation"]["id"] for i in range(3)]
+    targets = [root, *children]
+    async with contextlib.AsyncExitStack() as stack:
+        _, cursor = await live_stream(stack, live_server, alice, root)
+    per_writer = 250
+
+    async def writer(cid: str) -> None:
+        for i in range(per_writer):
+            await append(alice, cid, f"{cid[:4]}-{i}")
+
+    writers = asyncio.gather(*(writer(cid) for cid in targets))
+    received: list[dict[str, Any]] = []
+    reconnects = 0
+    while len(received) < per_writer * len(targets):
+        async with stream(live_server, alice, root, cursor) as socket:
+            for _ in range(50):
+                event = await socket.event(within=RECEIVE_TIMEOUT * 3)
+                received.append(event)
+                cursor = event["cursor"]
+                if len(received) == per_writer * len(targets):
+                    break
+        reconnects += 1
+    await writers
+
+    assert reconnects >= 20
+    keys = [(e["conversationId"], e["version"]) for e in received]
+    assert len(set(keys)) == len(keys) == 1000  # none twice, none lost
+    for cid in targets:
+        versions = [v for c, v in keys if c == cid]
+        texts = [
+            e["messages"][0]["data"]["content"] for e in received if e["conversationId"] == cid
+        ]
+        assert versions == list(range(versions[0], versions[0] + per_writer))
+        assert texts == [f"{cid[:4]}-{i}" for i in range(per_writer)]
+    async with stream(live_server, alice, root, cursor) as socket:
+        await nothing_more(socket)
+
+
+# -- cursors that cannot resume --------------------------------------------------------
+
+
+async def test_expired_forged_and_foreign_cursors_are_refused(
+    live_servers: LiveServers, database_url: str
+) -> None:
+    server = await live_servers.start(database_url, env={"CONVOGRAPH_EVENT_RETENTION_SECONDS": "1"})
+    async with server.client(await server.token()) as alice:
+        cid = await create(alice)
+        other = await create(alice, "other")
+        async with contextlib.AsyncExitStack() as stack:
+            _, old = await live_stream(stack, server, alice, cid)
+        await append(alice, cid, "soon pruned")
+        await asyncio.sleep(1.5)
+        async with contextlib.AsyncExitStack() as stack:
+            _, recent = await live_stream(stack, server, alice, cid)
+        await server.cli("sweep")
+
+        error = await refused(server, alice, cid, old)
+        assert error["extensions"]["code"] == "CURSOR_EXPIRED"
+        assert error["extensions"]["field"] == ["after"]
+        # The newest cursor still resumes: nothing missed, then live.
+        async with stream(server, alice, cid, recent) as socket:
+            await nothing_more(socket)
+            await append(alice, cid, "live")
+            assert (await socket.event())["kind"] == "MESSAGES_APPENDED"
+
+        root_id, position = cursors.event(recent, "after")
+        for forged in (
+            "not a cursor",
+            cursors.encode_event(root_id, position + 1000),  # a position never issued
+            cursors.encode_event(root_id, -1),
+            cursors.encode_event("elsewhere", position),
+            cursors.encode_keyset(datetime.now(UTC), root_id),
+            recent,  # a cursor of another conversation's stream
+        ):
+            target = other if forged == recent else cid
+            error = await refused(server, alice, target, forged)
+            assert error["extensions"]["code"] == "INVALID_INPUT", forged
+            assert error["extensions"]["field"] == ["after"]
+
+        async with server.client(await server.token(owner="user:bob")) as bob:
+            error = await refused(server, bob, cid, recent)
+            assert error["extensions"]["code"] == "NOT_FOUND"
+            assert error["message"] == "conversation not found"
+            assert "cursor" not in str(error)
+
+
+# -- two replicas over one PostgreSQL ------------------------------------------------
+
+
+@pytest.fixture
+async def replicas(database_url: str, live_servers: LiveServers) -> list[LiveServer]:
+    if database_url.startswith("sqlite"):
+        pytest.skip("replicas share a PostgreSQL database")
+    return list(
+        await asyncio.gather(live_servers.start(database_url), live_servers.start(database_url))
+    )
+
+
+async def test_a_stream_resumes_on_another_replica_and_never_passes_a_later_commit(
+    replicas: list[LiveServer], database_url: str
+) -> None:
+    a, b = replicas
+    token = await a.token()
+    async with a.client(token) as through_a, b.client(token) as through_b:
+        root = await create(through_a)
+        child = (await delegate(through_a, root))["childConversation"]["id"]
+        async with contextlib.AsyncExitStack() as stack:
+            _, cursor = await live_stream(stack, a, through_a, root)
+        written = [await append(through_a, (root, child)[i % 2], f"a{i}") for i in range(20)]
+        async with stream(b, through_b, root, cursor) as resumed:
+            replayed = await events(resumed, 20)
+            assert [e["messages"] for e in replayed] == [w["messages"] for w in written]
+            cursor = replayed[-1]["cursor"]
+
+            # A transaction in this process takes its position and stays open; a write
+            # through replica A to the same tree comes after it in the log, however late
+            # the first one commits.
+            services = build_services(Settings(database_url=database_url, secret=a.secret))
+            taken, release = asyncio.Event(), asyncio.Event()
+
+            async def held_open() -> None:
+                async with services.uow.read(SYSTEM) as repo:
+                    principal = await repo.tokens.authenticate(token)
+                assert principal is not None
+                message = prepare_message(
+                    {"role": "user", "content": "held"}, field=[], max_bytes=1 << 20
+                )
+                async with services.db.write() as conn:
+                    sql = Sql(conn, services.db)
+                    repo = services.uow.repository(sql, principal)
+                    await repo.transcripts.append(child, [message], expected_version=None)
+                    numbered = await event_log.record(sql, repo.events)
+                    await services.broker.stage(sql, numbered)
+                    taken.set()
+                    await release.wait()
+
+            try:
+                holder = asyncio.create_task(held_open())
+                await asyncio.wait_for(taken.wait(), RECEIVE_TIMEOUT)
+                later = asyncio.create_task(append(through_a, root, "committed first"))
+                await asyncio.sleep(1.0)
+                # The later write waits for the tree; nothing passes the open transaction.
+                assert not later.done()
+                await nothing_more(resumed)
+                release.set()
+                await holder
+                await later
+            finally:
+                release.set()
+                await services.stop()
+            first, second = await events(resumed, 2)
+            assert first["messages"][0]["data"]["content"] == "held"
+            assert second["messages"][0]["data"]["content"] == "committed first"
+            await nothing_more(resumed)
+
+        # Resuming on B from before both replays them in the same order.
+        async with stream(b, through_b, root, cursor) as again:
+            assert await events(again, 2) == [first, second]
+            await nothing_more(again)
+
+
+RESUME = """mutation($id: ID!) { resumeDelegation(input: {delegationId: $id, task: "again"}) {
+  delegation { id } userErrors { code } } }"""
+
+
+async def test_a_subscriber_cut_off_for_falling_behind_resumes_from_the_error_cursor(
+    live_servers: LiveServers, database_url: str
+) -> None:
+    # A queue of one event: a transaction with two (a delegation resumed: its seeded child
+    # transcript, then the delegation) overflows it before the stream can read the first.
+    server = await live_servers.start(database_url, env={"CONVOGRAPH_SUBSCRIBER_QUEUE_SIZE": "1"})
+    async with server.client(await server.token()) as alice:
+        cid = await create(alice)
+        delegation = await delegate(alice, cid)
+        await alice(COMPLETE, {"id": delegation["id"], "summary": "done"})
+        async with contextlib.AsyncExitStack() as stack:
+            socket, cursor = await live_stream(stack, server, alice, cid)
+            resumed = (await alice(RESUME, {"id": delegation["id"]}))["resumeDelegation"]
+            assert resumed["userErrors"] == []
+            message = await socket.receive()
+        payload = message["payload"]
+        errors = payload if message["type"] == "error" else payload["errors"]
+        assert errors[0]["extensions"]["code"] == "LIMIT_EXCEEDED", message
+        assert errors[0]["extensions"]["cursor"] == cursor  # the last event it was sent
+        async with stream(server, alice, cid, cursor) as again:
+            seeded, created = await events(again, 2)
+            await nothing_more(again)
+    assert seeded["kind"] == "MESSAGES_APPENDED" and seeded["messages"][-1]["data"]["content"]
+    assert created["kind"] == "DELEGATION_CREATED"
+    assert created["delegation"]["id"] == resumed["delegation"]["id"]
+
+
+# -- the log itself --------------------------------------------------------------------
+
+
+async def logged(server: Server, root: str) -> list[int]:
+    async with server.services.uow.write(SYSTEM) as repo:
+        found = await repo.sql.rows(
+            select(L.c.position).where(L.c.root_id == root).order_by(L.c.position)
+        )
+    return [p for (p,) in found.values]
+
+
+async def test_the_sweep_prunes_a_prefix_of_each_tree_and_a_delete_takes_the_whole_log(
+    server: Server, gql: GraphQLClient
+) -> None:
+    root = await create(gql)
+    child = (await delegate(gql, root))["childConversation"]["id"]
+    for text in ("one", "two", "three"):
+        await append(gql, child, text)
+    assert await logged(server, root) == [1, 2, 3, 4, 5]
+    now = datetime.now(UTC)
+    keep = timedelta(seconds=server.settings.event_retention_seconds)
+    # Replicas' clocks differ: position 3 looks old, the ones around it do not.
+    async with server.services.uow.write(SYSTEM) as repo:
+        await repo.sql.execute(
+            update(L).where(L.c.root_id == root, L.c.position == 3).values(at=now - 2 * keep)
+        )
+    await sweep(server.services.uow, now=now)
+    assert await logged(server, root) == [4, 5]  # never a log with a hole
+    assert (await gql(DELETE, {"id": child}))["deleteConversation"]["deleted"]
+    assert await logged(server, root) == [4, 5, 6]  # a child's delete is in its tree's log
+    assert (await gql(DELETE, {"id": root}))["deleteConversation"]["deleted"]
+    assert await logged(server, root) == []
