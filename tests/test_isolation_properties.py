@@ -155,10 +155,14 @@ async def op_create(world: World, who: Who, client: GraphQLClient, _: str) -> No
 
 
 async def op_append(world: World, who: Who, client: GraphQLClient, cid: str) -> None:
+    # The message names the conversation's word, so that a search for it finds what the
+    # model says it finds: a child transcript's word is in no message until one is appended.
+    conv = world.convs.get(cid)
+    content = f"more {conv.word}" if conv is not None else "more"
     payload = await mutate(
         client,
         "appendMessages",
-        {"conversationId": cid, "messages": [{"role": "user", "content": "more"}]},
+        {"conversationId": cid, "messages": [{"role": "user", "content": content}]},
     )
     if not world.writable(who, cid):
         refused(who, payload)
@@ -190,7 +194,7 @@ async def op_delegate(world: World, who: Who, client: GraphQLClient, cid: str) -
     child = payload["delegation"]["childConversation"]["id"]
     world.convs[cid].children.append(child)
     # A child transcript belongs to its tree's owner (whoever may write to the tree made
-    # it); it has no messages, so its word matches nothing in a search.
+    # it); it has no messages, so its word matches nothing in a search until one is appended.
     parent = world.convs[cid]
     world.convs[child] = Conv(parent.owner, f"child-of-{cid}", title="Delegation: b — t")
 

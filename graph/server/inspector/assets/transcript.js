@@ -45,6 +45,8 @@ export class TranscriptView {
     this.hasAfter = false;
     this.total = 0;
     this.loading = false;
+    // A jump asked for while a load is in flight: it runs when that load ends.
+    this.pendingJump = null;
     this.unseen = 0;
     this.nearEnd = true;
     this.destroyed = false;
@@ -133,6 +135,11 @@ export class TranscriptView {
       this.loading = false;
       this.el.removeAttribute("aria-busy");
       this.update();
+      if (this.pendingJump && !this.destroyed) {
+        const { where, focus } = this.pendingJump;
+        this.pendingJump = null;
+        this.jump(where, { focus });
+      }
       if (!this.destroyed) {
         // An edge still in view after a load would not be reported again: observe anew, so
         // that the observer says once more where the edges are.
@@ -145,6 +152,11 @@ export class TranscriptView {
   }
 
   async jump(where, { focus = true } = {}) {
+    if (this.loading) {
+      // The reader's click must not be lost to a page the observer is loading: it waits.
+      this.pendingJump = { where, focus };
+      return;
+    }
     await this.guard(async () => {
       const conv =
         where === "first"
