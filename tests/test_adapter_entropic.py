@@ -15,7 +15,6 @@ pkg-config libcurl4-openssl-dev nlohmann-json3-dev) every test here skips, loudl
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import os
@@ -28,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from tests.commands import run_command
 from tests.conftest import GraphQLClient
 
 if TYPE_CHECKING:
@@ -96,21 +96,8 @@ def cxx_toolchain() -> None:
 
 
 async def run(*args: str, env: dict[str, str] | None = None, limit: float) -> tuple[int, str, str]:
-    """Run a command; its return code, stdout and stderr."""
-    process = await asyncio.create_subprocess_exec(
-        *args,
-        cwd=ADAPTER,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        out, err = await asyncio.wait_for(process.communicate(), limit)
-    except TimeoutError:
-        process.kill()
-        await process.wait()
-        raise AssertionError(f"`{' '.join(args)}` did not finish in {limit:.0f} s") from None
-    return process.returncode or 0, out.decode(errors="replace"), err.decode(errors="replace")
+    """Run a command in the adapter's directory; its return code, stdout and stderr."""
+    return await run_command(*args, cwd=ADAPTER, env=env, limit=limit)
 
 
 async def make(*targets: str) -> str:

@@ -14,7 +14,6 @@ GOTOOLCHAIN=local, with GOCACHE and GOPATH in a temporary directory.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
@@ -27,6 +26,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from tests.commands import run_command
 
 if TYPE_CHECKING:
     from tests.live_server import LiveServer, LiveServers
@@ -137,7 +138,7 @@ async def go_test(go_home: Path, env: dict[str, str], *args: str) -> GoRun:
         CGO_ENABLED="0",
         **env,
     )
-    process = await asyncio.create_subprocess_exec(
+    code, text, _ = await run_command(
         GO,
         "test",
         "-json",
@@ -146,17 +147,11 @@ async def go_test(go_home: Path, env: dict[str, str], *args: str) -> GoRun:
         "./...",
         cwd=ADAPTER,
         env=child_env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
+        limit=GO_TIMEOUT,
+        merge_stderr=True,
     )
-    try:
-        out, _ = await asyncio.wait_for(process.communicate(), GO_TIMEOUT)
-    except TimeoutError:
-        process.kill()
-        await process.wait()
-        raise AssertionError(f"go test did not finish in {GO_TIMEOUT}s") from None
     events, lines = [], []
-    for line in out.decode(errors="replace").splitlines():
+    for line in text.splitlines():
         try:
             event = json.loads(line)
         except ValueError:
@@ -164,8 +159,7 @@ async def go_test(go_home: Path, env: dict[str, str], *args: str) -> GoRun:
             continue
         events.append(event)
         lines.append(event.get("Output", "").rstrip("\n"))
-    assert process.returncode is not None
-    return GoRun(process.returncode, events, "\n".join(lines))
+    return GoRun(code, events, "\n".join(lines))
 
 
 async def read_back(server: LiveServer, token: str, session_id: str) -> dict[str, Any]:

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 
+from tests.commands import run_command
 from tests.conftest import GraphQLClient
 
 if TYPE_CHECKING:
@@ -130,23 +131,11 @@ async def run_contract(
         CONVOGRAPH_RESULT_FILE=str(result),
         **extra,
     )
-    process = await asyncio.create_subprocess_exec(
-        "php",
-        str(PROGRAM),
-        cwd=ADAPTER,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
+    code, text, err = await run_command(
+        "php", str(PROGRAM), cwd=ADAPTER, env=env, limit=RUN_TIMEOUT
     )
-    try:
-        out, err = await asyncio.wait_for(process.communicate(), RUN_TIMEOUT)
-    except TimeoutError:
-        process.kill()
-        await process.wait()
-        raise AssertionError(f"store_contract.php did not finish in {RUN_TIMEOUT:.0f} s") from None
-    text = out.decode(errors="replace")
-    assert process.returncode == 0, f"store_contract.php failed:\n{text}\n{err.decode()}"
-    assert err == b"", err.decode()
+    assert code == 0, f"store_contract.php failed:\n{text}\n{err}"
+    assert err == "", err
     report: dict[str, Any] = json.loads(result.read_text())
     assert report["failed"] == [], report["failed"]
     assert report["passed"] >= 400, f"only {report['passed']} checks ran:\n{text}"

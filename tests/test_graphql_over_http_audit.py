@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
+from tests.commands import run_command
+
 if TYPE_CHECKING:
     from tests.live_server import LiveServer
 
@@ -62,23 +64,6 @@ def skip_loudly(why: str) -> NoReturn:
     )
     warnings.warn(message, stacklevel=2)
     pytest.skip(message)
-
-
-async def run(*args: str, cwd: Path, env: dict[str, str], limit: float) -> tuple[int, str, str]:
-    process = await asyncio.create_subprocess_exec(
-        *args,
-        cwd=cwd,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        out, err = await asyncio.wait_for(process.communicate(), limit)
-    except TimeoutError:
-        process.kill()
-        await process.wait()
-        raise AssertionError(f"`{' '.join(args)}` took more than {limit}s") from None
-    return process.returncode or 0, out.decode(errors="replace"), err.decode(errors="replace")
 
 
 def installed_package() -> Path:
@@ -124,7 +109,7 @@ async def audit(server: LiveServer) -> list[dict[str, Any]]:
         "AUDIT_TOKEN": await server.token(),
         "NODE_PATH": str(package / "node_modules"),
     }
-    code, out, err = await run(
+    code, out, err = await run_command(
         "node", "-e", AUDIT_SCRIPT, cwd=package, env=env, limit=AUDIT_TIMEOUT
     )
     assert code == 0, f"the audit failed to run ({code}):\n{err}\n{server.logs()[-3000:]}"

@@ -15,13 +15,11 @@ from typing import Any
 import httpx
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import inspect, pool
-from sqlalchemy.ext.asyncio import create_async_engine
 
 from graph.app import create_app
 from graph.settings import Settings
-from graph.store.migrate import alembic_config
 from tests.conftest import GraphQLClient, Server
+from tests.migrations import columns_after
 
 FIGURES = "{ workspaceFigures { conversations messages tokenCount } }"
 CREATE = """mutation { createConversation(input: {title: "old"}) { conversation { id } } }"""
@@ -46,21 +44,7 @@ async def running(settings: Settings) -> AsyncIterator[tuple[Server, httpx.Async
 
 async def alembic(settings: Settings, run: Callable[[Config], None]) -> list[str]:
     """Run an Alembic command on the database; the conversation table's columns after it."""
-    engine = create_async_engine(settings.database_url, poolclass=pool.NullPool)
-    config = alembic_config(settings)
-
-    def sync(connection: Any) -> list[str]:
-        config.attributes["connection"] = connection
-        run(config)
-        return [c["name"] for c in inspect(connection).get_columns("conversation")]
-
-    try:
-        async with engine.connect() as connection:
-            columns: list[str] = await connection.run_sync(sync)
-            await connection.commit()
-    finally:
-        await engine.dispose()
-    return columns
+    return await columns_after(settings, "conversation", run)
 
 
 def said(text: str, tokens: Any = None, **extra: Any) -> dict[str, Any]:

@@ -25,13 +25,10 @@ import httpx
 import pytest
 import websockets
 from alembic import command
-from alembic.config import Config
-from sqlalchemy import inspect, pool
-from sqlalchemy.ext.asyncio import create_async_engine
 from websockets.exceptions import ConnectionClosed
 
 from graph.settings import Settings
-from graph.store.migrate import alembic_config
+from tests.migrations import columns_after
 from tests.test_revocation import (
     CREATE,
     live_until_an_event,
@@ -407,21 +404,7 @@ async def test_a_bad_grace_setting_is_refused(database: Database) -> None:
 
 
 async def api_token_columns(settings: Settings, run: Any) -> list[str]:
-    engine = create_async_engine(settings.database_url, poolclass=pool.NullPool)
-    config: Config = alembic_config(settings)
-
-    def sync(connection: Any) -> list[str]:
-        config.attributes["connection"] = connection
-        run(config)
-        return [c["name"] for c in inspect(connection).get_columns("api_token")]
-
-    try:
-        async with engine.connect() as connection:
-            columns: list[str] = await connection.run_sync(sync)
-            await connection.commit()
-    finally:
-        await engine.dispose()
-    return columns
+    return await columns_after(settings, "api_token", run)
 
 
 async def test_the_migration_downgrades_and_upgrades(settings: Settings) -> None:

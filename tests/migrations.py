@@ -1,0 +1,32 @@
+"""Alembic commands run on a test's database, for the tests of one migration."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from alembic.config import Config
+from sqlalchemy import inspect, pool
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from graph.settings import Settings
+from graph.store.migrate import alembic_config
+
+
+async def columns_after(settings: Settings, table: str, run: Callable[[Config], Any]) -> list[str]:
+    """Run an Alembic command (`run(config)`) on the database; `table`'s columns after it."""
+    engine = create_async_engine(settings.database_url, poolclass=pool.NullPool)
+    config = alembic_config(settings)
+
+    def sync(connection: Any) -> list[str]:
+        config.attributes["connection"] = connection
+        run(config)
+        return [c["name"] for c in inspect(connection).get_columns(table)]
+
+    try:
+        async with engine.connect() as connection:
+            columns: list[str] = await connection.run_sync(sync)
+            await connection.commit()
+    finally:
+        await engine.dispose()
+    return columns
