@@ -1,9 +1,12 @@
 """Which failures are the database's, not the request's: the layers above tell clients
-"retry" for these instead of "unexpected error"."""
+"retry" (unavailable) or STORAGE_FULL (out of space) for these instead of "unexpected
+error"."""
 
 from __future__ import annotations
 
 import asyncio
+import errno
+import sqlite3
 
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
@@ -21,3 +24,24 @@ def is_unavailable(exc: BaseException | None) -> bool:
             return True
         return isinstance(exc.orig, ConnectionError | OSError) or "connect" in str(exc.orig).lower()
     return isinstance(exc, OSError)
+
+
+DISK_FULL_SQLSTATE = "53100"
+
+
+def is_storage_full(exc: BaseException | None) -> bool:
+    """Whether `exc` (or the driver error it wraps) says the database has no space left."""
+    seen = 0
+    while exc is not None and seen < 5:
+        if isinstance(exc, sqlite3.Error) and (
+            getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+            or "database or disk is full" in str(exc)
+        ):
+            return True
+        if getattr(exc, "sqlstate", None) == DISK_FULL_SQLSTATE:
+            return True  # asyncpg's DiskFullError, whichever wrapper carries it
+        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+            return True
+        exc = exc.orig if isinstance(exc, DBAPIError) else exc.__cause__
+        seen += 1
+    return False

@@ -2,44 +2,21 @@
 
 SQLite says SQLITE_FULL ("database or disk is full") when its file or journal cannot grow;
 PostgreSQL says SQLSTATE 53100 (disk_full) when a relation or the WAL cannot. Either way
-the transaction rolled back, so nothing was written: the unit of work answers such a write
-with STORAGE_FULL instead of an unexpected error, and nothing has to be restarted once
-space returns, since every write tries again. `FullDisk` remembers the last refusal until
-a write succeeds, for /healthz, /readyz and /metrics.
+the transaction rolled back, so nothing was written: the unit of work (told by
+errors.is_storage_full) answers such a write with STORAGE_FULL instead of an unexpected
+error, and nothing has to be restarted once space returns, since every write tries again.
+`FullDisk` remembers the last refusal until a write succeeds, for /healthz, /readyz and
+/metrics.
 """
 
 from __future__ import annotations
 
-import errno
 import logging
-import sqlite3
 from datetime import UTC, datetime
-
-from sqlalchemy.exc import DBAPIError
 
 from graph.domain.errors import DomainError, ErrorCode
 
 logger = logging.getLogger("convograph.storage")
-
-DISK_FULL_SQLSTATE = "53100"
-
-
-def is_storage_full(exc: BaseException | None) -> bool:
-    """Whether `exc` (or the driver error it wraps) says the database has no space left."""
-    seen = 0
-    while exc is not None and seen < 5:
-        if isinstance(exc, sqlite3.Error) and (
-            getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
-            or "database or disk is full" in str(exc)
-        ):
-            return True
-        if getattr(exc, "sqlstate", None) == DISK_FULL_SQLSTATE:
-            return True  # asyncpg's DiskFullError, whichever wrapper carries it
-        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
-            return True
-        exc = exc.orig if isinstance(exc, DBAPIError) else exc.__cause__
-        seen += 1
-    return False
 
 
 class FullDisk:

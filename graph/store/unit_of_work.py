@@ -18,8 +18,8 @@ from graph.domain.principal import Principal
 from graph.settings import Settings
 from graph.store import event_log, scope
 from graph.store.db import Database, ReadTransaction
+from graph.store.errors import is_storage_full
 from graph.store.events import EventBroker
-from graph.store.full_disk import is_storage_full
 from graph.store.keyring import Keyring
 from graph.store.repository import Repository
 from graph.store.search_index import SearchIndex
