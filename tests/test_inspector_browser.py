@@ -19,6 +19,7 @@ browser is Debian's, `playwright install` is never run. Without them the test is
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import shutil
@@ -820,6 +821,34 @@ async def test_live_updates_resume_after_the_websocket_drops(
             assert len(sockets) == 3
             await expect(formatter).to_contain_text("Failed", timeout=LIVE_MS)
             await expect(formatter).to_contain_text("No table")
+
+
+async def test_a_link_followed_while_signing_in_opens_once_signed_in(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    """The address changes to a conversation while sign-in is still asking the server what it
+    offers: the page opens that conversation when sign-in ends, without an error."""
+    token = await live_server.token(workspace="site:inspector", owner="user:ada")
+    async with live_server.client(token) as gql:
+        seeded = await seed(gql)
+    asked = asyncio.Event()
+    answer = asyncio.Event()
+
+    async def hold_capabilities(route: Route) -> None:
+        if "InspectorCapabilities" in (route.request.post_data or ""):
+            asked.set()
+            await answer.wait()
+        await route.fallback()
+
+    async with inspector(live_server, tmp_path / "profile", "inspector-early-link.png") as b:
+        page = b.page
+        await page.route("**/graphql", hold_capabilities)
+        await sign_in(page, token)
+        await asyncio.wait_for(asked.wait(), TIMEOUT_MS / 1000)
+        await page.goto(f"{live_server.base_url}/ui#/c/{seeded.root}")
+        answer.set()
+        await expect(page.locator(".tabpanel-transcript .msg")).to_have_count(5, timeout=TIMEOUT_MS)
+        await expect(page.locator("#conv-title")).to_have_text("Release planning")
 
 
 async def test_the_page_has_no_inline_code_and_its_assets_are_local(

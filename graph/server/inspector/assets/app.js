@@ -154,7 +154,8 @@ async function detectCapabilities() {
 }
 
 async function start(viewer) {
-  state.viewer = viewer;
+  // state.viewer is set last: until the page is built, the router and the key handlers wait
+  // (an address followed meanwhile is routed by the route() call below).
   state.capabilities = await detectCapabilities();
   state.ws = new TransportWS({
     url: websocketUrl(endpoint),
@@ -180,6 +181,7 @@ async function start(viewer) {
   state.list = new ConversationList({ request, canFilterOwner, onAuthError });
   state.detailSlot = h("div", { class: "detail-slot" });
   fill(dom.app, state.list.el, state.detailSlot);
+  state.viewer = viewer;
   state.list.load();
   loadFigures();
   route({ focus: true });
