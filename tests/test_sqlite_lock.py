@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ import httpx
 import pytest
 
 if TYPE_CHECKING:
+    from graph.settings import Settings
     from tests.live_server import LiveServer, LiveServers
 
 pytest_plugins = ["tests.live_server"]
@@ -131,3 +133,39 @@ async def test_a_write_refused_after_busy_timeout_is_clear_and_writes_nothing(
     assert "retry" in error["message"]
     assert 0.25 < took < 1.4, took
     assert stored["conversation"] == {"messageCount": 0, "transcript": []}
+
+
+# Another process that opens the file, reads and closes it, again and again (as `token
+# list` or a monitoring script would): each last close checkpoints and removes the WAL.
+CHURN = """
+import sqlite3, sys
+while True:
+    c = sqlite3.connect(sys.argv[1], isolation_level=None)
+    c.execute("PRAGMA journal_mode=WAL")
+    c.execute("SELECT count(*) FROM api_token").fetchall()
+    c.close()
+"""
+
+
+async def test_the_writer_opens_the_file_while_another_process_opens_and_closes_it(
+    settings: Settings,
+) -> None:
+    """Opening the writer's connection used to fail at once ("database is locked") when it
+    met another process's last close; a server then failed its start or its first write."""
+    from graph.store.db import Database
+
+    path = sqlite_path(settings.database_url)
+    churn = await asyncio.create_subprocess_exec(sys.executable, "-c", CHURN, path)
+    db = Database(settings)
+    try:
+        await asyncio.sleep(0.2)  # the other process is opening and closing the file now
+        assert churn.returncode is None, "the other process stopped"
+        for _ in range(300):
+            async with db.writer.connect() as conn:
+                await conn.exec_driver_sql("SELECT 1")
+            await db.writer.dispose()  # the next round opens a new connection
+        assert churn.returncode is None, "the other process stopped"
+    finally:
+        churn.kill()
+        await churn.wait()
+        await db.dispose()

@@ -68,10 +68,15 @@ def _sqlite_engine(settings: Settings, *, writer: bool) -> AsyncEngine:
     @event.listens_for(engine.sync_engine, "connect")
     def _pragmas(dbapi_connection: Any, _record: Any) -> None:
         cursor = dbapi_connection.cursor()
-        cursor.execute(f"PRAGMA busy_timeout={int(busy)}")
+        # Opening the file waits like a reader: while another process closes its last
+        # connection (checkpointing and removing the WAL) or recovers the WAL, setting the
+        # journal mode is refused at once without a timeout.
+        cursor.execute(f"PRAGMA busy_timeout={int(settings.sqlite_busy_timeout_ms)}")
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=FULL")
         cursor.execute("PRAGMA foreign_keys=ON")
+        if busy != settings.sqlite_busy_timeout_ms:
+            cursor.execute(f"PRAGMA busy_timeout={int(busy)}")
         cursor.close()
 
     # No BEGIN from SQLAlchemy (the dialect's do_begin is a no-op): the writer's
