@@ -42,7 +42,7 @@ def create_app(
     backend = TokenBackend(services.uow)
     endpoint = GraphQLEndpoint(services, backend, sockets, schema=build_schema(settings))
     health = Health(services.db)
-    metrics = Metrics(services.db)
+    metrics = Metrics(services.db, services.uow.quotas)
     authenticated = [Middleware(AuthenticationMiddleware, backend=backend, on_error=refusal)]
 
     @contextlib.asynccontextmanager

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from graph.settings import Settings
@@ -11,6 +12,8 @@ from graph.store.events_postgres import PostgresBroker
 from graph.store.keyring import Keyring, load_secret
 from graph.store.search_index import SearchIndex
 from graph.store.unit_of_work import UnitOfWork
+
+logger = logging.getLogger("convograph.quotas")
 
 
 @dataclass(frozen=True)
@@ -24,6 +27,9 @@ class Services:
 
     async def start(self) -> None:
         await self.broker.start()
+        if self.settings.quotas_on:
+            counted = await self.uow.count_usage()
+            logger.info("workspace quotas on: counted the usage of %d workspaces", counted)
 
     async def stop(self) -> None:
         await self.broker.stop()

@@ -82,6 +82,11 @@ class Settings(BaseModel):
     # COMMIT (fsync) in a worker thread instead of on the event loop (for slow disks).
     sqlite_commit_in_thread: bool = False
     graphiql: bool = True
+
+    # Workspace quotas (store/quotas.py), off when unset: the messages of every live
+    # transcript in a workspace, and the bytes of their JSON and of its snapshots' JSON.
+    workspace_max_messages: int | None = Field(default=None, gt=0)
+    workspace_max_bytes: int | None = Field(default=None, gt=0)
     # `token rotate`: how long the old token keeps working beside its successor (0: not at all).
     token_rotation_grace_seconds: float = Field(default=0.0, ge=0, le=366 * 24 * 3600)
 
@@ -109,6 +114,10 @@ class Settings(BaseModel):
     def replace(self, **changes: Any) -> Settings:
         """A copy with `changes`, checked like any other settings."""
         return type(self)(**{**self.model_dump(), **changes})
+
+    @property
+    def quotas_on(self) -> bool:
+        return self.workspace_max_messages is not None or self.workspace_max_bytes is not None
 
     @property
     def is_sqlite(self) -> bool:

@@ -27,6 +27,7 @@ from starlette.responses import JSONResponse, Response
 from graph.server.auth import principal_of
 from graph.settings import Settings
 from graph.store.db import Database
+from graph.store.quotas import Quotas
 
 # No `*_created` series: they double the output and Prometheus does not need them.
 disable_created_metrics()  # type: ignore[no-untyped-call]
@@ -86,12 +87,18 @@ class PoolCollector(Collector):
 
 
 class StorageCollector(Collector):
-    """Writes the database refused for want of space, and whether it still does."""
+    """Writes refused for want of space (the database's, or a workspace quota's)."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, quotas: Quotas) -> None:
         self.db = db
+        self.quotas = quotas
 
     def collect(self) -> Iterator[Metric]:
+        yield CounterMetricFamily(
+            "convograph_quota_refusals",
+            "Writes answered STORAGE_FULL: they would have passed a workspace quota",
+            value=self.quotas.refused,
+        )
         full_disk = self.db.full_disk
         yield CounterMetricFamily(
             "convograph_storage_full_refusals",
@@ -108,7 +115,7 @@ class StorageCollector(Collector):
 class Metrics:
     """The metrics of one app, and the helpers that record into them."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, quotas: Quotas) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
         self.operations = Counter(
@@ -161,7 +168,7 @@ class Metrics:
             registry=r,
         )
         r.register(PoolCollector(db))
-        r.register(StorageCollector(db))
+        r.register(StorageCollector(db, quotas))
         ProcessCollector(registry=r)
         self._watch_database_errors(db)
         self._operation_names: set[str] = set()

@@ -146,6 +146,14 @@ class Conversation(Owned, table=True):
     token_count: int = Field(
         default=0, sa_column=Column(BigInteger, nullable=False, server_default="0")
     )
+    # The UTF-8 bytes of the live transcript's JSON and of the snapshots' JSON, kept with
+    # every write as message_count is: workspace quotas add these up (store/quotas.py).
+    message_bytes: int = Field(
+        default=0, sa_column=Column(BigInteger, nullable=False, server_default="0")
+    )
+    snapshot_bytes: int = Field(
+        default=0, sa_column=Column(BigInteger, nullable=False, server_default="0")
+    )
     parent_delegation_id: str | None = Field(
         default=None,
         sa_column=Column(
@@ -326,6 +334,18 @@ class EventLog(SQLModel, table=True):
     payload: str | None = _text(nullable=True)
 
 
+class WorkspaceUsage(SQLModel, table=True):
+    """What a workspace stores, counted while workspace quotas are on (store/quotas.py): the
+    sums of its conversations' message_count and message_bytes + snapshot_bytes."""
+
+    __tablename__ = "workspace_usage"
+
+    workspace_type: str = Field(primary_key=True)
+    workspace_id: str = Field(primary_key=True)
+    messages: int = Field(sa_column=Column(BigInteger, nullable=False))
+    bytes: int = Field(sa_column=Column(BigInteger, nullable=False))
+
+
 def table(model: type[SQLModel]) -> Table:
     return model.__table__  # type: ignore[attr-defined,no-any-return]
 
@@ -338,4 +358,5 @@ session_state = table(SessionState)
 api_token = table(ApiToken)
 event_outbox = table(EventOutbox)
 event_log = table(EventLog)
+workspace_usage = table(WorkspaceUsage)
 metadata = SQLModel.metadata

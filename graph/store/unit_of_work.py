@@ -2,7 +2,8 @@
 
 `write(principal)` is one transaction: it commits when the block ends, rolls back if it
 raises, and publishes the events of what it wrote once (and only if) it committed. A write
-the database refuses for want of space is STORAGE_FULL (see full_disk.py).
+the database refuses for want of space, or that passes a workspace quota, is STORAGE_FULL
+(see full_disk.py and quotas.py).
 `read(principal)` reads on a connection of its own; `read_transaction(principal)` gives
 one read transaction that several reads share (a GraphQL query's resolvers and loaders),
 so that they all see one committed state. The GraphQL context, the retention sweep, the
@@ -14,13 +15,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from graph.domain.principal import Principal
+from graph.domain.principal import SYSTEM, Principal
 from graph.settings import Settings
-from graph.store import event_log, scope
+from graph.store import event_log, quotas, scope
 from graph.store.db import Database, ReadTransaction
 from graph.store.errors import is_storage_full
 from graph.store.events import EventBroker
 from graph.store.keyring import Keyring
+from graph.store.quotas import Quotas
 from graph.store.repository import Repository
 from graph.store.search_index import SearchIndex
 from graph.store.sql import Sql
@@ -55,6 +57,7 @@ class UnitOfWork:
         self.settings = settings
         self.broker = broker
         self.search_index = search_index
+        self.quotas = Quotas(settings)
 
     def repository(self, sql: Sql, principal: Principal) -> Repository:
         return Repository(sql, principal, keyring=self.keyring, settings=self.settings)
@@ -81,6 +84,8 @@ class UnitOfWork:
                 sql = Sql(conn, self.db)
                 repo = self.repository(sql, principal)
                 yield repo
+                # Last but the log: a quota's row stays locked the shortest time.
+                await self.quotas.settle(sql, repo.usage)
                 # Numbered and logged in the transaction: in the log if and only if it commits.
                 events = await event_log.record(sql, repo.events)
                 await self.broker.stage(sql, events)
@@ -91,3 +96,9 @@ class UnitOfWork:
             raise
         self.db.full_disk.wrote()
         self.broker.publish(events)
+
+    async def count_usage(self) -> int:
+        """Count every workspace's usage again (a process starting with quotas on, since
+        one without them does not count); how many workspaces."""
+        async with self.write(SYSTEM) as repo:
+            return await quotas.recount_all(repo.sql)

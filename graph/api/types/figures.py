@@ -29,6 +29,11 @@ class WorkspaceFigures:
         description="The sum of `token_count` over those messages, where a message carries "
         "one (a whole number from 0 to 2^31 - 1 at its top level)."
     )
+    stored_bytes: BigInt = strawberry.field(
+        description="The UTF-8 bytes of those messages' JSON and of their conversations' "
+        "compaction snapshots' JSON: what a workspace byte quota counts (which also counts "
+        "expired conversations until the sweep deletes them)."
+    )
     delegations: list[DelegationStatusCount] = strawberry.field(
         description="Delegations by status: every status, in the order of DelegationStatus, "
         "0 where none has it."
@@ -40,6 +45,7 @@ class WorkspaceFigures:
             conversations=figures.conversations,
             messages=figures.messages,
             token_count=BigInt(figures.token_count),
+            stored_bytes=BigInt(figures.stored_bytes),
             delegations=[
                 DelegationStatusCount(status=status, count=count)
                 for status, count in figures.delegations

@@ -16,6 +16,7 @@ from graph.settings import Settings
 from graph.store import scope
 from graph.store.events import Event
 from graph.store.keyring import Keyring
+from graph.store.quotas import UsageChange
 from graph.store.repository.checkpoints import Checkpoints
 from graph.store.repository.conversations import Conversations
 from graph.store.repository.delegations import Delegations
@@ -64,6 +65,11 @@ class Repository:
         self.is_sqlite = sql.is_sqlite
         # Filled by writes, published by the unit of work once the transaction commits.
         self.events: list[Event] = []
+
+    @once
+    def usage(self) -> UsageChange:
+        """Filled by writes, settled against the workspace quotas before the commit."""
+        return UsageChange()
 
     @once
     def scope_params(self) -> dict[str, Any]:

@@ -238,6 +238,7 @@ class Conversations(Part):
         if not found.values:
             return False
         deleted = CONVERSATIONS.many(found.keys, found.values)[0]
+        self.repo.usage.deleted(deleted)
         self.repo.publish(EventKind.CONVERSATION_DELETED, deleted)
         return True
 
@@ -254,6 +255,7 @@ class Conversations(Part):
         found = await self.sql.rows(delete(C).where(expired_now).returning(*C.c), self.params())
         expired = CONVERSATIONS.many(found.keys, found.values)
         for conversation in expired:
+            self.repo.usage.deleted(conversation)
             self.repo.publish(EventKind.CONVERSATION_DELETED, conversation)
         return expired
 

@@ -3,8 +3,8 @@
 Three aggregate statements, each under the scope rules like every read (the owner's records;
 ADMIN's and SERVICE's whole workspace), none reading a message row:
 
-- a conversation keeps its message count and the sum of its messages' token counts, so one
-  statement adds up one row per readable conversation;
+- a conversation keeps its message count, the sum of its messages' token counts and its
+  stored bytes, so one statement adds up one row per readable conversation;
 - delegations are counted by status from the index that starts with the owner columns and
   holds the status (ix_delegation_owner_tier), without a look at the table;
 - less those below a conversation past its expiry that the sweep has not deleted yet (a
@@ -35,6 +35,7 @@ class Figures:
     conversations: int
     messages: int
     token_count: int
+    stored_bytes: int
     # Every status, in the enum's order; a status with no delegation counts 0.
     delegations: tuple[tuple[DelegationStatus, int], ...]
 
@@ -48,11 +49,12 @@ class WorkspaceFigures(Part):
         by_status = dict((await self.sql.rows(_delegations(delegations_reach), params)).values)
         for status, gone in (await self.sql.rows(_expired(delegations_reach), params)).values:
             by_status[status] -= gone
-        conversations, messages, tokens = totals
+        conversations, messages, tokens, stored = totals
         return Figures(
             conversations=int(conversations),
             messages=int(messages),
             token_count=int(tokens),
+            stored_bytes=int(stored),
             delegations=tuple(
                 (status, int(by_status.get(status, 0))) for status in DelegationStatus
             ),
@@ -66,6 +68,7 @@ def _conversation_totals(reach: scope.Reach) -> Prepared:
             func.count(),
             func.coalesce(func.sum(C.c.message_count), 0),
             func.coalesce(func.sum(C.c.token_count), 0),
+            func.coalesce(func.sum(C.c.message_bytes + C.c.snapshot_bytes), 0),
         ).where(scope.clause(C, reach), alive(C))
     )
 

@@ -21,12 +21,16 @@ SNAPSHOTS = Builder(Snapshot)
 
 class Snapshots(Part):
     async def save(self, conversation_id: str, messages: Sequence[PreparedMessage]) -> Snapshot:
-        conversation = await self.repo.versions.bump(conversation_id, field="conversationId")
+        encoded = b"[" + b",".join(m.encoded for m in messages) + b"]"
+        conversation = await self.repo.versions.bump(
+            conversation_id, field="conversationId", add={"snapshot_bytes": len(encoded)}
+        )
+        self.repo.usage.add(conversation, size=len(encoded))
         values = {
             "id": ids.new_id(),
             "conversation_id": conversation.id,
             "message_count": len(messages),
-            "messages": "[" + ",".join(m.text for m in messages) + "]",
+            "messages": encoded.decode("utf-8"),
             "created_at": self.repo.now(),
         }
         await self.sql.execute(S.insert().values(values))

@@ -12,6 +12,7 @@ from graph.domain.errors import invalid
 from graph.domain.events import EventKind
 from graph.domain.messages import PreparedMessage
 from graph.domain.paging import Page
+from graph.store.quotas import byte_length
 from graph.store.repository.base import Part
 from graph.store.rows import Builder
 from graph.store.search_index import index_waiting
@@ -57,13 +58,18 @@ class Transcripts(Part):
         """Store only the new messages: the cost does not grow with the transcript."""
         if not messages:
             raise invalid("`messages` must hold at least one message", "messages")
+        size = sum(len(m.encoded) for m in messages)
         conversation = await self.repo.versions.bump(
             conversation_id,
             field="conversationId",
             expected_version=expected_version,
-            add_messages=len(messages),
-            add_tokens=sum(m.token_count for m in messages),
+            add={
+                "message_count": len(messages),
+                "token_count": sum(m.token_count for m in messages),
+                "message_bytes": size,
+            },
         )
+        self.repo.usage.add(conversation, messages=len(messages), size=size)
         stored = await self._insert(
             conversation, messages, conversation.message_count - len(messages) + 1
         )
@@ -79,6 +85,7 @@ class Transcripts(Part):
         expected_version: int | None,
     ) -> Conversation:
         """Replace the live transcript, writing only what differs from the stored one."""
+        sizes = [len(m.encoded) for m in messages]
         conversation = await self.repo.versions.bump(
             conversation_id,
             field="conversationId",
@@ -87,6 +94,7 @@ class Transcripts(Part):
                 **changes,
                 "message_count": len(messages),
                 "token_count": sum(m.token_count for m in messages),
+                "message_bytes": sum(sizes),
             },
         )
         stored = (await self.sql.rows(_DIGESTS, {"id": conversation.id})).scalars()
@@ -95,10 +103,18 @@ class Transcripts(Part):
             if old != new.digest:
                 break
             keep += 1
+        removed = 0
         if keep < len(stored):
-            await self.sql.execute(
-                delete(M).where(M.c.conversation_id == conversation.id, M.c.seq > keep)
+            gone = await self.sql.rows(
+                delete(M)
+                .where(M.c.conversation_id == conversation.id, M.c.seq > keep)
+                .returning(byte_length(M.c.data, is_sqlite=self.sql.is_sqlite))
             )
+            removed = sum(gone.scalars())
+        # The kept messages are the same texts (same digests): only the rest changes.
+        self.repo.usage.add(
+            conversation, messages=len(messages) - len(stored), size=sum(sizes[keep:]) - removed
+        )
         written = await self._insert(conversation, messages[keep:], keep + 1)
         if written and self.sql.is_sqlite:
             # A save writes many rows at once, or one that a search soon asks for: indexing

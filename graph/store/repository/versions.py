@@ -34,18 +34,16 @@ class Versions(Part):
         field: str = "id",
         expected_version: int | None = None,
         values: dict[str, Any] | None = None,
-        add_messages: int = 0,
-        add_tokens: int = 0,
+        add: dict[str, int] | None = None,
     ) -> Conversation:
         """Bump the version of a writable conversation (and set `values`), atomically;
-        `add_messages` appended messages carrying `add_tokens` tokens between them."""
+        `add` is added to counters (message_count, token_count, message_bytes, ...)."""
         return await self._write(
             conversation_id,
             field=field,
             expected_version=expected_version,
             values=values or {},
-            add_messages=add_messages,
-            add_tokens=add_tokens,
+            add=add or {},
             require_unlocked=False,
             bump_version=True,
         )
@@ -57,8 +55,7 @@ class Versions(Part):
             field="conversationId",
             expected_version=None,
             values={"lock_digest": digest, "locked_until": until},
-            add_messages=0,
-            add_tokens=0,
+            add={},
             require_unlocked=True,
             bump_version=False,
         )
@@ -70,8 +67,7 @@ class Versions(Part):
         field: str,
         expected_version: int | None,
         values: dict[str, Any],
-        add_messages: int,
-        add_tokens: int,
+        add: dict[str, int],
         require_unlocked: bool,
         bump_version: bool,
     ) -> Conversation:
@@ -82,7 +78,7 @@ class Versions(Part):
         statement = _statement(
             tuple(sorted(values)),
             reach=reach,
-            add_messages=bool(add_messages),
+            counters=tuple(sorted(add)),
             conditional=expected_version is not None,
             require_unlocked=require_unlocked,
             bump_version=bump_version,
@@ -90,9 +86,8 @@ class Versions(Part):
         params = self.params(
             cid=cid,
             expected=expected_version,
-            add_messages=add_messages,
-            add_tokens=add_tokens,
             **{f"set_{name}": value for name, value in values.items()},
+            **{f"add_{name}": value for name, value in add.items()},
         )
         found = await self.sql.rows(statement, params)
         if found.values:
@@ -114,7 +109,7 @@ def _statement(
     columns: tuple[str, ...],
     *,
     reach: scope.Reach,
-    add_messages: bool,
+    counters: tuple[str, ...],
     conditional: bool,
     require_unlocked: bool,
     bump_version: bool,
@@ -130,9 +125,9 @@ def _statement(
         name: bindparam(f"set_{name}", type_=C.c[CONVERSATIONS.column(name)].type)
         for name in columns
     }
-    if add_messages:
-        changes["message_count"] = C.c.message_count + bindparam("add_messages")
-        changes["token_count"] = C.c.token_count + bindparam("add_tokens")
+    for name in counters:
+        column = C.c[CONVERSATIONS.column(name)]
+        changes[name] = column + bindparam(f"add_{name}", type_=column.type)
     if bump_version:
         changes.update(version=C.c.version + 1, updated_at=now)
     return Prepared(

@@ -1,0 +1,283 @@
+"""Workspace quotas: a runaway agent loop fills its own workspace's quota, not the disk.
+
+With CONVOGRAPH_WORKSPACE_MAX_MESSAGES / _MAX_BYTES, a write that would take a workspace past
+a quota is STORAGE_FULL naming the quota, writes nothing, and leaves reads and deletes
+working; deleting makes room again. The database decides: concurrent writers, and replicas
+over one database, stop exactly at the quota.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import pytest
+
+from graph.app import create_app
+from graph.settings import Settings, SettingsError
+from graph.store.retention import sweep
+from tests.conftest import GraphQLClient, Server
+
+if TYPE_CHECKING:
+    from tests.live_server import LiveServers
+
+pytest_plugins = ["tests.live_server"]
+
+CREATE = """mutation($title: String) { createConversation(input: {title: $title}) {
+  conversation { id } } }"""
+APPEND = """mutation($id: ID!, $messages: [JSON!]!) {
+  appendMessages(input: {conversationId: $id, messages: $messages}) {
+    conversation { messageCount version } userErrors { code message field } } }"""
+REPLACE = """mutation($id: ID!, $messages: [JSON!]!) {
+  replaceTranscript(input: {conversationId: $id, messages: $messages}) {
+    conversation { messageCount } userErrors { code message } } }"""
+SNAPSHOT = """mutation($id: ID!, $messages: [JSON!]!) {
+  saveSnapshot(input: {conversationId: $id, messages: $messages}) {
+    snapshot { id } userErrors { code message } } }"""
+DELETE = """mutation($id: ID!) { deleteConversation(input: {id: $id}) {
+  deleted userErrors { code } } }"""
+DELEGATE = """mutation($id: ID!) { createDelegation(input: {parentConversationId: $id,
+  delegatingTier: "lead", targetTier: "helper", task: "dig"}) {
+  delegation { childConversation { id } } userErrors { code } } }"""
+EXPIRE = """mutation($id: ID!, $at: DateTime) { updateConversation(input: {id: $id,
+  expiresAt: $at}) { userErrors { code } } }"""
+READ = """query($id: ID!) { conversation(id: $id) { messageCount version transcript
+  snapshots { totalCount } } }"""
+FIGURES = "{ workspaceFigures { messages storedBytes } }"
+
+
+def said(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+def size_of(messages: list[dict[str, Any]]) -> int:
+    """The bytes a quota counts for these messages: their compact JSON, in UTF-8."""
+    return sum(
+        len(json.dumps(m, separators=(",", ":"), ensure_ascii=False).encode()) for m in messages
+    )
+
+
+@asynccontextmanager
+async def running(settings: Settings) -> AsyncIterator[Server]:
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        yield Server(app, settings)
+
+
+@asynccontextmanager
+async def client(
+    server: Server, workspace: str = "site:1", owner: str = "user:alice", scope: str = "write"
+) -> AsyncIterator[GraphQLClient]:
+    transport = httpx.ASGITransport(app=server.app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+        yield GraphQLClient(http, await server.token(workspace, owner, scope))
+
+
+async def new_conversation(gql: GraphQLClient, title: str = "t") -> str:
+    cid: str = (await gql(CREATE, {"title": title}))["createConversation"]["conversation"]["id"]
+    return cid
+
+
+async def append(gql: GraphQLClient, cid: str, *texts: str) -> dict[str, Any]:
+    payload: dict[str, Any] = (
+        await gql(APPEND, {"id": cid, "messages": [said(t) for t in texts]})
+    )["appendMessages"]
+    return payload
+
+
+def refused(payload: dict[str, Any]) -> str:
+    """The message of the one STORAGE_FULL error in `payload`."""
+    (error,) = payload["userErrors"]
+    assert error["code"] == "STORAGE_FULL", error
+    message: str = error["message"]
+    return message
+
+
+async def test_a_write_past_the_message_quota_writes_nothing_and_a_delete_makes_room(
+    settings: Settings,
+) -> None:
+    async with (
+        running(settings.replace(workspace_max_messages=10)) as server,
+        client(server) as gql,
+    ):
+        cid = await new_conversation(gql)
+        assert (await append(gql, cid, *"abcdef"))["userErrors"] == []
+        payload = await append(gql, cid, *"ghijk")
+        message = refused(payload)
+        assert "site:1" in message and "quota of 10 messages" in message, message
+        assert "6 stored" in message and "adds 5" in message, message
+        assert payload["conversation"] is None
+        # Nothing of the refused write is stored; reads go on.
+        read = (await gql(READ, {"id": cid}))["conversation"]
+        assert read["messageCount"] == 6 and len(read["transcript"]) == 6
+        assert read["version"] == 2
+        # Up to the quota exactly, then not one more.
+        assert (await append(gql, cid, *"ghij"))["userErrors"] == []
+        refused(await append(gql, cid, "k"))
+        # A replace that adds messages is refused too; one that keeps the count is not.
+        refused(
+            (await gql(REPLACE, {"id": cid, "messages": [said(c) for c in "abcdefghijk"]}))[
+                "replaceTranscript"
+            ]
+        )
+        kept = [said(c) for c in "abcdefghiZ"]
+        assert (await gql(REPLACE, {"id": cid, "messages": kept}))["replaceTranscript"][
+            "userErrors"
+        ] == []
+        # A delegation's child transcript counts in its workspace.
+        child = (await gql(DELEGATE, {"id": cid}))["createDelegation"]["delegation"]
+        refused(await append(gql, child["childConversation"]["id"], "child"))
+        # Deleting makes room again.
+        assert (await gql(DELETE, {"id": cid}))["deleteConversation"]["deleted"] is True
+        other = await new_conversation(gql)
+        assert (await append(gql, other, *"0123456789"))["userErrors"] == []
+        refused(await append(gql, other, "x"))
+
+
+async def test_the_byte_quota_counts_message_and_snapshot_json_in_utf8(
+    settings: Settings,
+) -> None:
+    first = [said("héllo wörld"), said("naïve café ☕")]
+    snapshot = [said("before compaction")]
+    snapshot_bytes = size_of(snapshot) + 2  # a JSON array: [ and ]
+    quota = size_of(first) + snapshot_bytes + 10
+    async with (
+        running(settings.replace(workspace_max_bytes=quota)) as server,
+        client(server) as gql,
+    ):
+        cid = await new_conversation(gql)
+        assert (await gql(APPEND, {"id": cid, "messages": first}))["appendMessages"][
+            "userErrors"
+        ] == []
+        saved = (await gql(SNAPSHOT, {"id": cid, "messages": snapshot}))["saveSnapshot"]
+        assert saved["userErrors"] == []
+        stored = size_of(first) + snapshot_bytes
+        assert (await gql(FIGURES))["workspaceFigures"] == {
+            "messages": 2,
+            "storedBytes": stored,
+        }
+        # 10 bytes left: {"role":"user","content":"x"} is 29.
+        message = refused(await append(gql, cid, "x"))
+        assert f"quota of {quota:,} bytes" in message, message
+        assert f"{stored:,} stored" in message and "adds 29" in message, message
+        refused((await gql(SNAPSHOT, {"id": cid, "messages": snapshot}))["saveSnapshot"])
+        # Replacing the transcript with a shorter one frees what it no longer holds.
+        shorter = [said("héllo wörld")]
+        assert (await gql(REPLACE, {"id": cid, "messages": shorter}))["replaceTranscript"][
+            "userErrors"
+        ] == []
+        freed = size_of(first) - size_of(shorter)
+        assert (await gql(FIGURES))["workspaceFigures"]["storedBytes"] == stored - freed
+        assert (await append(gql, cid, "x"))["userErrors"] == []
+
+
+async def test_each_workspace_has_its_own_quota(settings: Settings) -> None:
+    async with running(settings.replace(workspace_max_messages=3)) as server:
+        async with client(server, "site:full") as full, client(server, "site:other") as other:
+            cid = await new_conversation(full)
+            await append(full, cid, "a", "b", "c")
+            refused(await append(full, cid, "d"))
+            theirs = await new_conversation(other)
+            assert (await append(other, theirs, "a", "b", "c"))["userErrors"] == []
+        # Another owner of the full workspace shares its quota.
+        async with client(server, "site:full", "user:bob") as bob:
+            refused(await append(bob, await new_conversation(bob), "a"))
+
+
+async def test_concurrent_writers_stop_exactly_at_the_quota(settings: Settings) -> None:
+    async with (
+        running(settings.replace(workspace_max_messages=20)) as server,
+        client(server) as gql,
+    ):
+        conversations = [await new_conversation(gql, f"c{i}") for i in range(5)]
+        payloads = await asyncio.gather(
+            *(append(gql, conversations[i % 5], f"m{i}") for i in range(60))
+        )
+        accepted = [p for p in payloads if not p["userErrors"]]
+        assert len(accepted) == 20
+        assert all(refused(p) for p in payloads if p["userErrors"])
+        assert (await gql(FIGURES))["workspaceFigures"]["messages"] == 20
+
+
+async def test_replicas_over_one_database_share_the_quota(
+    database_url: str, live_servers: LiveServers
+) -> None:
+    env = {"CONVOGRAPH_WORKSPACE_MAX_MESSAGES": "30"}
+    first = await live_servers.start(database_url, env=env)
+    second = await live_servers.start(database_url, env=env)
+    token = await first.token(workspace="site:shared", owner="user:ada")
+    async with first.client(token) as one, second.client(token) as two:
+        conversations = [await new_conversation(one, f"c{i}") for i in range(6)]
+        writes = [
+            append(one if i % 2 else two, conversations[i % 6], f"m{i}", f"n{i}") for i in range(40)
+        ]
+        payloads = await asyncio.gather(*writes)
+        assert sum(1 for p in payloads if not p["userErrors"]) == 15
+        for p in payloads:
+            if p["userErrors"]:
+                refused(p)
+        assert (await one(FIGURES))["workspaceFigures"]["messages"] == 30
+        assert (await two(FIGURES))["workspaceFigures"]["messages"] == 30
+
+
+async def test_a_server_started_with_quotas_counts_what_is_already_stored(
+    settings: Settings,
+) -> None:
+    async with running(settings) as server, client(server) as gql:
+        cid = await new_conversation(gql)
+        # Without quotas nothing is refused, and nothing counts: 8 stored.
+        await append(gql, cid, *"abcdefgh")
+    async with running(settings.replace(workspace_max_messages=5)) as server, client(server) as gql:
+        message = refused(await append(gql, await new_conversation(gql), "i"))
+        assert "8 stored" in message, message
+        assert (await gql(READ, {"id": cid}))["conversation"]["messageCount"] == 8
+        assert (await gql(DELETE, {"id": cid}))["deleteConversation"]["deleted"] is True
+        assert (await append(gql, await new_conversation(gql), *"abcde"))["userErrors"] == []
+
+
+async def test_the_sweep_of_expired_conversations_makes_room(settings: Settings) -> None:
+    async with running(settings.replace(workspace_max_messages=4)) as server, client(server) as gql:
+        doomed = await new_conversation(gql)
+        await append(gql, doomed, "a", "b", "c", "d")
+        soon = (datetime.now(UTC) + timedelta(minutes=1)).isoformat()
+        assert (await gql(EXPIRE, {"id": doomed, "at": soon}))["updateConversation"][
+            "userErrors"
+        ] == []
+        fresh = await new_conversation(gql)
+        refused(await append(gql, fresh, "e"))
+        removed = await sweep(server.services.uow, now=datetime.now(UTC) + timedelta(hours=1))
+        assert removed == 1
+        assert (await append(gql, fresh, "e", "f", "g", "h"))["userErrors"] == []
+
+
+async def test_refusals_are_counted_in_the_metrics(settings: Settings) -> None:
+    async with running(settings.replace(workspace_max_messages=1)) as server, client(server) as gql:
+        cid = await new_conversation(gql)
+        await append(gql, cid, "a")
+        refused(await append(gql, cid, "b"))
+        refused(await append(gql, cid, "c"))
+        metrics = (await gql.http.get("/metrics")).text
+    assert "convograph_quota_refusals_total 2.0" in metrics, metrics
+
+
+async def test_off_by_default(settings: Settings) -> None:
+    assert settings.workspace_max_messages is None and settings.workspace_max_bytes is None
+    async with running(settings) as server, client(server) as gql:
+        cid = await new_conversation(gql)
+        for start in range(0, 3000, 1000):
+            batch = [f"m{i}" for i in range(start, start + 1000)]
+            assert (await append(gql, cid, *batch))["userErrors"] == []
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "lots"])
+def test_a_bad_quota_setting_names_its_variable(
+    value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CONVOGRAPH_WORKSPACE_MAX_BYTES", value)
+    with pytest.raises(SettingsError, match="CONVOGRAPH_WORKSPACE_MAX_BYTES"):
+        Settings.from_env()
