@@ -11,13 +11,210 @@ measured.
 
 from __future__ import annotations
 
+import asyncio
+import re
+import time
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+import httpx
 import pytest
 
 from graph.settings import Settings, SettingsError
 
+if TYPE_CHECKING:
+    from tests.live_server import LiveServer, LiveServers
+
+pytest_plugins = ["tests.live_server"]
+
 RATE = "CONVOGRAPH_RATE_LIMIT_PER_SECOND"
 BURST = "CONVOGRAPH_RATE_LIMIT_BURST"
 CAP = "CONVOGRAPH_MAX_SUBSCRIPTIONS_PER_TOKEN"
+# A bucket that gains one request every 100 s: nothing refills during a test.
+NO_REFILL = "0.01"
+
+VIEWER = "{ viewer { ownerKey } }"
+CREATE = """mutation($title: String) { createConversation(input: {title: $title}) {
+  conversation { id } userErrors { code } } }"""
+TITLES = "{ conversations(first: 100) { nodes { title } } }"
+
+
+# -- HTTP ------------------------------------------------------------------------------------
+
+
+@asynccontextmanager
+async def http(server: LiveServer) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as client:
+        yield client
+
+
+def bearer(token: str, **headers: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}", **headers}
+
+
+async def post(
+    client: httpx.AsyncClient,
+    token: str,
+    query: str = VIEWER,
+    variables: dict[str, Any] | None = None,
+    *,
+    acting_for: str | None = None,
+) -> httpx.Response:
+    headers = bearer(token)
+    if acting_for is not None:
+        headers["Convograph-Owner"] = acting_for
+    return await client.post(
+        "/graphql", json={"query": query, "variables": variables or {}}, headers=headers
+    )
+
+
+async def data(client: httpx.AsyncClient, token: str, query: str, **variables: Any) -> Any:
+    response = await post(client, token, query, variables)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert "errors" not in body, body
+    return body["data"]
+
+
+async def statuses(responses: Iterable[Any]) -> list[int]:
+    return [r.status_code for r in await asyncio.gather(*responses)]
+
+
+def rate_limited_error(rate: str, burst: int, seconds: int) -> dict[str, Any]:
+    """The error a refused request gets, in full."""
+    return {
+        "message": (
+            f"rate limit exceeded for this token: {rate} requests per second, burst {burst}; "
+            f"retry after {seconds} s"
+        ),
+        "extensions": {"code": "RATE_LIMITED", "retryAfterSeconds": seconds},
+    }
+
+
+async def metric(client: httpx.AsyncClient, name: str) -> float:
+    """One sample of /metrics (open from loopback)."""
+    response = await client.get("/metrics")
+    assert response.status_code == 200, response.text
+    found = re.search(rf"^{name} (\S+)$", response.text, re.MULTILINE)
+    assert found, f"{name} not in /metrics"
+    return float(found.group(1))
+
+
+async def start(live_servers: LiveServers, database_url: str, **env: str) -> LiveServer:
+    return await live_servers.start(database_url, env=env)
+
+
+# -- off by default --------------------------------------------------------------------------
+
+
+async def test_nothing_is_limited_without_the_settings(live_server: LiveServer) -> None:
+    token = await live_server.token()
+    async with http(live_server) as client:
+        assert set(await statuses(post(client, token) for _ in range(60))) == {200}
+        assert await metric(client, "convograph_rate_limit_refusals_total") == 0
+
+
+# -- the rate limit over HTTP ----------------------------------------------------------------
+
+
+async def test_over_the_rate_a_request_is_429_with_retry_after_and_a_json_body(
+    live_servers: LiveServers, database_url: str
+) -> None:
+    server = await start(live_servers, database_url, **{RATE: NO_REFILL, BURST: "3"})
+    token = await server.token()
+    async with http(server) as client:
+        # Refused before the limit: not counted against any bucket.
+        anonymous = await client.post("/graphql", json={"query": VIEWER})
+        unknown = await post(client, "cvg_no-such-token")
+        assert (anonymous.status_code, unknown.status_code) == (401, 401)
+
+        assert await statuses(post(client, token) for _ in range(3)) == [200, 200, 200]
+        refused = await post(client, token)
+        assert refused.status_code == 429, refused.text
+        seconds = int(refused.headers["retry-after"])
+        # One request comes back every 100 s; the last one went a moment ago.
+        assert 90 <= seconds <= 100
+        assert refused.headers["content-type"] == "application/json"
+        assert refused.json() == {"errors": [rate_limited_error(NO_REFILL, 3, seconds)]}
+
+        # GET is limited alike, and answers in the media type asked for.
+        got = await client.get(
+            "/graphql",
+            params={"query": VIEWER},
+            headers=bearer(token, Accept="application/graphql-response+json"),
+        )
+        assert got.status_code == 429
+        assert got.headers["content-type"].startswith("application/graphql-response+json")
+        assert got.json()["errors"][0]["extensions"]["code"] == "RATE_LIMITED"
+
+        # What is not an operation is not limited, even with the spent token.
+        for path, accept in [
+            ("/healthz", "*/*"),
+            ("/readyz", "*/*"),
+            ("/metrics", "*/*"),
+            ("/graphql", "text/html"),  # GraphiQL
+            ("/ui", "text/html"),
+        ]:
+            page = await client.get(path, headers=bearer(token, Accept=accept))
+            assert page.status_code == 200, (path, page.status_code)
+        assert await metric(client, "convograph_rate_limit_refusals_total") == 2
+
+
+async def test_a_refused_mutation_writes_nothing(
+    live_servers: LiveServers, database_url: str
+) -> None:
+    # No burst set: twice the rate rounded up, so 1 here.
+    server = await start(live_servers, database_url, **{RATE: NO_REFILL})
+    spent, reader = await server.token(label="spent"), await server.token(label="reader")
+    async with http(server) as client:
+        assert (await data(client, spent, CREATE, title="kept"))["createConversation"][
+            "userErrors"
+        ] == []
+        refused = await post(client, spent, CREATE, {"title": "refused"})
+        assert refused.status_code == 429
+        (error,) = refused.json()["errors"]
+        assert error == rate_limited_error(NO_REFILL, 1, int(refused.headers["retry-after"]))
+        # The same owner's other token has a bucket of its own, and sees one conversation.
+        titles = (await data(client, reader, TITLES))["conversations"]["nodes"]
+    assert titles == [{"title": "kept"}]
+
+
+async def test_of_many_requests_at_once_exactly_the_burst_gets_through(
+    live_servers: LiveServers, database_url: str
+) -> None:
+    server = await start(live_servers, database_url, **{RATE: NO_REFILL, BURST: "10"})
+    first, second = await server.token(label="first"), await server.token(label="second")
+    service = await server.token(owner="system:app", scope="service", label="service")
+    async with http(server) as client:
+        sent = [post(client, token) for _ in range(50) for token in (first, second)]
+        # A SERVICE token has one bucket, whichever owner it acts for.
+        sent += [post(client, service, acting_for=f"user:u{n}") for n in range(50)]
+        answered = await statuses(sent)
+        assert set(answered) == {200, 429}
+        assert answered[0:100:2].count(200) == 10  # first
+        assert answered[1:100:2].count(200) == 10  # second
+        assert answered[100:].count(200) == 10  # service
+        assert await metric(client, "convograph_rate_limit_refusals_total") == 120
+
+
+async def test_the_bucket_refills_at_the_rate(live_servers: LiveServers, database_url: str) -> None:
+    rate, burst = 4.0, 4
+    server = await start(live_servers, database_url, **{RATE: str(rate), BURST: str(burst)})
+    token = await server.token()
+    async with http(server) as client:
+        for _ in range(2):
+            started = time.perf_counter()
+            answered = await statuses(post(client, token) for _ in range(40))
+            took = time.perf_counter() - started
+            # A full bucket, plus what flowed in while the requests were being answered.
+            assert burst <= answered.count(200) <= burst + rate * took + 1, (answered, took)
+            assert answered.count(200) + answered.count(429) == 40
+            # Empty now; full again after burst / rate = 1 s.
+            await asyncio.sleep(1.5)
+        answers = await asyncio.gather(*(post(client, token) for _ in range(20)))
+        waits = {r.headers["retry-after"] for r in answers if r.status_code == 429}
+    assert waits <= {"1"}  # less than a second to wait, said in whole seconds
 
 
 # -- settings --------------------------------------------------------------------------------

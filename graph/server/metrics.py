@@ -25,6 +25,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from graph.server.auth import principal_of
+from graph.server.rate_limit import RateLimit
 from graph.settings import Settings
 from graph.store.db import Database
 
@@ -102,6 +103,20 @@ class StorageCollector(Collector):
             "convograph_storage_full",
             "1 while the database refuses writes for want of space (until one succeeds)",
             value=int(full_disk.is_full),
+        )
+
+
+class LimitsCollector(Collector):
+    """Requests refused by the per-token limits, read at scrape time."""
+
+    def __init__(self, rate_limit: RateLimit) -> None:
+        self.rate_limit = rate_limit
+
+    def collect(self) -> Iterator[Metric]:
+        yield CounterMetricFamily(
+            "convograph_rate_limit_refusals",
+            "HTTP requests refused with 429 because their token was over its rate limit",
+            value=self.rate_limit.refused,
         )
 
 
