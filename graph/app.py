@@ -43,7 +43,7 @@ def create_app(
     endpoint = GraphQLEndpoint(services, backend, sockets, schema=build_schema(settings))
     health = Health(services.db)
     metrics = Metrics(services.db)
-    metrics.registry.register(LimitsCollector(endpoint.rate_limit))
+    metrics.registry.register(LimitsCollector(endpoint.rate_limit, endpoint.subscription_slots))
     authenticated = [Middleware(AuthenticationMiddleware, backend=backend, on_error=refusal)]
 
     @contextlib.asynccontextmanager

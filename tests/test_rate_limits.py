@@ -14,14 +14,18 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
+import websockets
+from websockets.exceptions import ConnectionClosed
 
 from graph.settings import Settings, SettingsError
+from tests.test_subscriptions import PROTOCOL, RECEIVE_TIMEOUT, SUBSCRIBE, Socket
 
 if TYPE_CHECKING:
     from tests.live_server import LiveServer, LiveServers
@@ -38,6 +42,10 @@ VIEWER = "{ viewer { ownerKey } }"
 CREATE = """mutation($title: String) { createConversation(input: {title: $title}) {
   conversation { id } userErrors { code } } }"""
 TITLES = "{ conversations(first: 100) { nodes { title } } }"
+TOUCH = """mutation($id: ID!) { updateConversation(input: {id: $id, markRead: true}) {
+  conversation { version } userErrors { code } } }"""
+DELETE = "mutation($id: ID!) { deleteConversation(input: {id: $id}) { deleted } }"
+CAP_REASON = "too many subscriptions for this token (limit {})"
 
 
 # -- HTTP ------------------------------------------------------------------------------------
@@ -105,6 +113,74 @@ async def start(live_servers: LiveServers, database_url: str, **env: str) -> Liv
     return await live_servers.start(database_url, env=env)
 
 
+# -- WebSockets ------------------------------------------------------------------------------
+
+
+@asynccontextmanager
+async def connect(server: LiveServer, token: str) -> AsyncIterator[Socket]:
+    """A socket authenticated as `token` (connection_init acknowledged)."""
+    async with websockets.connect(
+        server.ws_url,
+        subprotocols=[websockets.Subprotocol(PROTOCOL)],
+        additional_headers=bearer(token),
+        open_timeout=RECEIVE_TIMEOUT,
+        close_timeout=2,
+    ) as ws:
+        socket = Socket(ws)
+        await socket.init()
+        yield socket
+
+
+async def subscribe(socket: Socket, op: str, cid: str, query: str = SUBSCRIBE) -> None:
+    payload = {"query": query, "variables": {"id": cid}}
+    await socket.send({"id": op, "type": "subscribe", "payload": payload})
+
+
+async def closed_with(socket: Socket) -> tuple[int, str]:
+    """The code and reason the server closes the socket with."""
+    try:
+        while True:
+            await socket.receive()
+    except ConnectionClosed as closed:
+        assert closed.rcvd is not None, "the client closed, not the server"
+        return closed.rcvd.code, closed.rcvd.reason
+
+
+async def all_live(
+    client: httpx.AsyncClient, writer: str, cid: str, streams: dict[Socket, set[str]]
+) -> None:
+    """Write to `cid` until every operation in `streams` (socket -> ids) delivered the same
+    event: then each of them is registered and streaming."""
+    for _ in range(30):
+        version = (await data(client, writer, TOUCH, id=cid))["updateConversation"]
+        version = version["conversation"]["version"]
+        waiting = {socket: set(ops) for socket, ops in streams.items()}
+        try:
+            for socket, ops in waiting.items():
+                while ops:
+                    message = await socket.receive(within=0.5)
+                    assert message["type"] == "next", message
+                    event = message["payload"]["data"]["conversationEvents"]
+                    if event["version"] == version:
+                        ops.discard(message["id"])
+            return
+        except TimeoutError:
+            continue
+    raise AssertionError(f"not every subscription delivered: {waiting}")
+
+
+async def ended(socket: Socket, op: str) -> list[dict[str, Any]]:
+    """The messages of operation `op` until the server ends it (`complete` or `error`)."""
+    received = []
+    while True:
+        message = await socket.receive()
+        if message.get("id") != op:
+            continue
+        received.append(message)
+        if message["type"] in ("complete", "error"):
+            return received
+
+
 # -- off by default --------------------------------------------------------------------------
 
 
@@ -112,7 +188,15 @@ async def test_nothing_is_limited_without_the_settings(live_server: LiveServer) 
     token = await live_server.token()
     async with http(live_server) as client:
         assert set(await statuses(post(client, token) for _ in range(60))) == {200}
+        cid = (await data(client, token, CREATE, title="t"))["createConversation"]
+        cid = cid["conversation"]["id"]
+        async with connect(live_server, token) as socket:
+            ops = {str(n) for n in range(8)}
+            for op in sorted(ops):
+                await subscribe(socket, op, cid)
+            await all_live(client, token, cid, {socket: ops})
         assert await metric(client, "convograph_rate_limit_refusals_total") == 0
+        assert await metric(client, "convograph_subscription_cap_refusals_total") == 0
 
 
 # -- the rate limit over HTTP ----------------------------------------------------------------
@@ -215,6 +299,95 @@ async def test_the_bucket_refills_at_the_rate(live_servers: LiveServers, databas
         answers = await asyncio.gather(*(post(client, token) for _ in range(20)))
         waits = {r.headers["retry-after"] for r in answers if r.status_code == 429}
     assert waits <= {"1"}  # less than a second to wait, said in whole seconds
+
+
+# -- the cap on subscriptions ----------------------------------------------------------------
+
+
+async def test_the_cap_counts_a_tokens_subscriptions_over_all_its_sockets(
+    live_servers: LiveServers, database_url: str
+) -> None:
+    server = await start(live_servers, database_url, **{CAP: "3"})
+    capped, other = await server.token(label="capped"), await server.token(label="other")
+    async with http(server) as client:
+        cid = (await data(client, other, CREATE, title="t"))["createConversation"]
+        cid = cid["conversation"]["id"]
+        async with connect(server, capped) as a, connect(server, capped) as b:
+            await subscribe(a, "1", cid)
+            await subscribe(a, "2", cid)
+            await subscribe(b, "1", cid)
+            await all_live(client, other, cid, {a: {"1", "2"}, b: {"1"}})
+
+            async with connect(server, capped) as c:
+                await subscribe(c, "1", cid)
+                assert await closed_with(c) == (4429, CAP_REASON.format(3))
+            # Another token is not held back by this one's subscriptions.
+            async with connect(server, other) as d:
+                await subscribe(d, "1", cid)
+                await all_live(client, other, cid, {d: {"1"}})
+            # Those that were under the cap stream on.
+            await all_live(client, other, cid, {a: {"1", "2"}, b: {"1"}})
+
+            # The client's `complete` gives its slot back at once: a `subscribe` right after
+            # it on the same socket fits.
+            await a.send({"id": "2", "type": "complete"})
+            await subscribe(a, "3", cid)
+            await all_live(client, other, cid, {a: {"1", "3"}, b: {"1"}})
+            async with connect(server, capped) as e:
+                await subscribe(e, "1", cid)
+                assert await closed_with(e) == (4429, CAP_REASON.format(3))
+        assert await metric(client, "convograph_subscription_cap_refusals_total") == 2
+
+        # Sockets that closed gave back all their slots (the server notices a moment later).
+        await fits(server, client, capped, other, cid, ops=3)
+
+
+async def fits(
+    server: LiveServer, client: httpx.AsyncClient, token: str, writer: str, cid: str, ops: int
+) -> None:
+    """`ops` subscriptions of `token` on one socket are accepted, within a few seconds."""
+    deadline = time.perf_counter() + RECEIVE_TIMEOUT
+    while True:
+        async with connect(server, token) as socket:
+            for op in range(ops):
+                await subscribe(socket, str(op), cid)
+            try:
+                await all_live(client, writer, cid, {socket: {str(op) for op in range(ops)}})
+                return
+            except ConnectionClosed as closed:
+                assert closed.rcvd is not None and closed.rcvd.code == 4429, closed
+                assert time.perf_counter() < deadline, "slots were not given back"
+        await asyncio.sleep(0.1)
+
+
+async def test_every_way_a_subscription_ends_gives_its_slot_back(
+    live_servers: LiveServers, database_url: str
+) -> None:
+    server = await start(live_servers, database_url, **{CAP: "1"})
+    token, writer = await server.token(label="capped"), await server.token(label="writer")
+    async with http(server) as client:
+        cid = (await data(client, writer, CREATE, title="t"))["createConversation"]
+        cid = cid["conversation"]["id"]
+        doomed = (await data(client, writer, CREATE, title="doomed"))["createConversation"]
+        doomed = doomed["conversation"]["id"]
+        async with connect(server, token) as socket:
+            # A document that does not validate: an `error` before it runs.
+            await subscribe(socket, "invalid", cid, query="subscription { nope }")
+            assert [m["type"] for m in await ended(socket, "invalid")] == ["error"]
+            # A conversation that does not exist: the resolver fails.
+            await subscribe(socket, "missing", str(uuid.uuid4()))
+            assert (await ended(socket, "missing"))[-1]["type"] in ("complete", "error")
+            # The server completes it: its conversation was deleted.
+            await subscribe(socket, "deleted", doomed)
+            await all_live(client, writer, doomed, {socket: {"deleted"}})
+            await data(client, writer, DELETE, id=doomed)
+            assert (await ended(socket, "deleted"))[-1]["type"] == "complete"
+            # Each of those gave its slot back: the one slot is free.
+            await subscribe(socket, "kept", cid)
+            await all_live(client, writer, cid, {socket: {"kept"}})
+        assert await metric(client, "convograph_subscription_cap_refusals_total") == 0
+        # The socket closed: its slot comes back too.
+        await fits(server, client, token, writer, cid, ops=1)
 
 
 # -- settings --------------------------------------------------------------------------------

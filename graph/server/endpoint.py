@@ -1,10 +1,10 @@
 """The GraphQL endpoint: strawberry's ASGI app, with convograph's edges around it.
 
 Authentication (auth.py, as middleware on this route), the per-token rate limit
-(rate_limit.py), body limits, the media type of the answer (negotiation.py,
-response_status.py), the request parameters' types (parameters.py) and JSON errors for
-malformed requests live here, so that the resolvers only ever see an authenticated,
-well-formed request within its limits.
+(rate_limit.py) and, over WebSockets, the cap on subscriptions (transport_ws.py), body
+limits, the media type of the answer (negotiation.py, response_status.py), the request
+parameters' types (parameters.py) and JSON errors for malformed requests live here, so that
+the resolvers only ever see an authenticated, well-formed request within its limits.
 """
 
 from __future__ import annotations
@@ -49,6 +49,8 @@ from graph.server.rate_limit import RateLimit, too_many_requests
 from graph.server.request_id import request_id_of
 from graph.server.response_status import shape
 from graph.server.sockets import OpenSockets
+from graph.server.subscription_cap import SubscriptionSlots
+from graph.server.transport_ws import limited_handler
 from graph.services import Services
 
 REVOKED_STATE = "revoked"
@@ -113,8 +115,10 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         self.liveness = Liveness(services.uow)
         # Closed with 1001 when the server shuts down (shutdown.py).
         self.sockets = OpenSockets() if sockets is None else sockets
-        # The per-token rate limit of the process.
+        # The per-token limits, shared by HTTP and every WebSocket of the process.
         self.rate_limit = RateLimit.from_settings(services.settings)
+        self.subscription_slots = SubscriptionSlots(services.settings.max_subscriptions_per_token)
+        self.graphql_transport_ws_handler_class = limited_handler(self.subscription_slots)
 
     # -- edges ---------------------------------------------------------------
 

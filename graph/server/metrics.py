@@ -26,6 +26,7 @@ from starlette.responses import JSONResponse, Response
 
 from graph.server.auth import principal_of
 from graph.server.rate_limit import RateLimit
+from graph.server.subscription_cap import SubscriptionSlots
 from graph.settings import Settings
 from graph.store.db import Database
 
@@ -107,16 +108,23 @@ class StorageCollector(Collector):
 
 
 class LimitsCollector(Collector):
-    """Requests refused by the per-token limits, read at scrape time."""
+    """Requests and subscriptions refused by the per-token limits, read at scrape time."""
 
-    def __init__(self, rate_limit: RateLimit) -> None:
+    def __init__(self, rate_limit: RateLimit, slots: SubscriptionSlots) -> None:
         self.rate_limit = rate_limit
+        self.slots = slots
 
     def collect(self) -> Iterator[Metric]:
         yield CounterMetricFamily(
             "convograph_rate_limit_refusals",
             "HTTP requests refused with 429 because their token was over its rate limit",
             value=self.rate_limit.refused,
+        )
+        yield CounterMetricFamily(
+            "convograph_subscription_cap_refusals",
+            "WebSocket operations refused because their token ran as many as its cap "
+            "(socket closed with 4429)",
+            value=self.slots.refused,
         )
 
 
