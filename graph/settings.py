@@ -87,8 +87,8 @@ class Settings(BaseModel):
     token_rotation_grace_seconds: float = Field(default=0.0, ge=0, le=366 * 24 * 3600)
 
     # -- per-token limits (all off by default) ----------------------------------------------
-    # Requests per second one API token may make to /graphql (a token bucket, kept by each
-    # process on its own); 0 turns the limit off.
+    # Requests per second one API token may make to /graphql, HTTP requests and WebSocket
+    # operations alike (a token bucket, kept by each process on its own); 0 turns it off.
     rate_limit_per_second: float = Field(default=0.0, ge=0, le=1_000_000, allow_inf_nan=False)
     # Requests a token may make at once after a quiet spell (the bucket's size); unset, it
     # is twice the rate, rounded up (see `rate_limit_burst_size`).

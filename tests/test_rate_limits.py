@@ -301,6 +301,32 @@ async def test_the_bucket_refills_at_the_rate(live_servers: LiveServers, databas
     assert waits <= {"1"}  # less than a second to wait, said in whole seconds
 
 
+# -- the rate limit over WebSockets ----------------------------------------------------------
+
+
+async def test_an_operation_over_a_websocket_is_charged_to_the_token_too(
+    live_servers: LiveServers, database_url: str
+) -> None:
+    server = await start(live_servers, database_url, **{RATE: NO_REFILL, BURST: "2"})
+    watcher, writer = await server.token(label="watcher"), await server.token(label="writer")
+    async with http(server) as client:
+        cid = (await data(client, writer, CREATE, title="t"))["createConversation"]
+        cid = cid["conversation"]["id"]
+        async with connect(server, watcher) as socket:
+            await subscribe(socket, "1", cid)
+            await subscribe(socket, "2", cid)
+            await subscribe(socket, "3", cid)
+            (refused,) = await ended(socket, "3")
+            # The socket stays open, and the two operations within the limit stream on.
+            await all_live(client, writer, cid, {socket: {"1", "2"}})
+        spent = await post(client, watcher)
+    assert refused["type"] == "error"
+    (error,) = refused["payload"]
+    assert error == rate_limited_error(NO_REFILL, 2, error["extensions"]["retryAfterSeconds"])
+    assert 90 <= error["extensions"]["retryAfterSeconds"] <= 100
+    assert spent.status_code == 429  # one bucket for HTTP and WebSockets
+
+
 # -- the cap on subscriptions ----------------------------------------------------------------
 
 

@@ -1,7 +1,7 @@
 """The GraphQL endpoint: strawberry's ASGI app, with convograph's edges around it.
 
 Authentication (auth.py, as middleware on this route), the per-token rate limit
-(rate_limit.py) and, over WebSockets, the cap on subscriptions (transport_ws.py), body
+(rate_limit.py; over WebSockets, transport_ws.py, with the cap on subscriptions), body
 limits, the media type of the answer (negotiation.py, response_status.py), the request
 parameters' types (parameters.py) and JSON errors for malformed requests live here, so that
 the resolvers only ever see an authenticated, well-formed request within its limits.
@@ -118,7 +118,9 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         # The per-token limits, shared by HTTP and every WebSocket of the process.
         self.rate_limit = RateLimit.from_settings(services.settings)
         self.subscription_slots = SubscriptionSlots(services.settings.max_subscriptions_per_token)
-        self.graphql_transport_ws_handler_class = limited_handler(self.subscription_slots)
+        self.graphql_transport_ws_handler_class = limited_handler(
+            self.rate_limit, self.subscription_slots
+        )
 
     # -- edges ---------------------------------------------------------------
 

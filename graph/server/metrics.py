@@ -117,7 +117,8 @@ class LimitsCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         yield CounterMetricFamily(
             "convograph_rate_limit_refusals",
-            "HTTP requests refused with 429 because their token was over its rate limit",
+            "Requests refused because their token was over its rate limit (HTTP 429, or a "
+            "RATE_LIMITED error for a WebSocket operation)",
             value=self.rate_limit.refused,
         )
         yield CounterMetricFamily(

@@ -1,12 +1,13 @@
 """Per-token rate limits: a token bucket for each API token, and the 429 that refuses.
 
 A token may make CONVOGRAPH_RATE_LIMIT_PER_SECOND requests per second on average, and up
-to CONVOGRAPH_RATE_LIMIT_BURST at once after a quiet spell. Each bucket is one number, the
-moment it will be full again (the "theoretical arrival time" of GCRA): a request moves it
-one interval (1 / rate) later, and is refused when that would put it more than `burst`
-intervals past now. The check and the take happen with no await between them, so requests
-that arrive together on the event loop are counted one by one: of any number sent at once,
-exactly `burst` get through.
+to CONVOGRAPH_RATE_LIMIT_BURST at once after a quiet spell; an HTTP request to /graphql and
+an operation sent over a WebSocket (transport_ws.py) each count as one. Each bucket is one
+number, the moment it will be full again (the "theoretical arrival time" of GCRA): a
+request moves it one interval (1 / rate) later, and is refused when that would put it more
+than `burst` intervals past now. The check and the take happen with no await between them,
+so requests that arrive together on the event loop are counted one by one: of any number
+sent at once, exactly `burst` get through.
 
 Buckets are keyed by the token's id (never its secret) and live in this process: each
 replica limits on its own. A bucket that has filled up again is the same as none, so such

@@ -1,6 +1,9 @@
-"""graphql-transport-ws with the cap on operations per token: each `subscribe` holds a
-slot under its token's cap (subscription_cap.py); past the cap, the socket is closed with
-4429 and the operation never runs.
+"""graphql-transport-ws with the per-token limits: each `subscribe` is charged to the
+token's rate limit (rate_limit.py) and holds a slot under its cap (subscription_cap.py).
+
+Over the rate, the operation is answered with an `error` message (code RATE_LIMITED, with
+`retryAfterSeconds`) and the socket stays open, as an HTTP request gets a 429. Past the
+cap, the socket is closed with 4429. Either way the operation never runs.
 
 The slot is given back when strawberry forgets the operation (the client's `complete`, the
 server's `complete` or `error`, the socket closing) and, for every other way its task can
@@ -18,9 +21,13 @@ from typing import Any
 from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
     BaseGraphQLTransportWSHandler,
 )
-from strawberry.subscriptions.protocols.graphql_transport_ws.types import SubscribeMessage
+from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
+    ErrorMessage,
+    SubscribeMessage,
+)
 
 from graph.api.context import Context
+from graph.server.rate_limit import RateLimit, rate_limited_error
 from graph.server.subscription_cap import CLOSE_CODE, Slot, SubscriptionSlots
 
 logger = logging.getLogger("convograph.limits")
@@ -28,8 +35,8 @@ logger = logging.getLogger("convograph.limits")
 Handler = BaseGraphQLTransportWSHandler[Context, None]
 
 
-def limited_handler(slots: SubscriptionSlots) -> type[Handler]:
-    """The handler class for GraphQLEndpoint, bound to the process's slots."""
+def limited_handler(rate_limit: RateLimit, slots: SubscriptionSlots) -> type[Handler]:
+    """The handler class for GraphQLEndpoint, bound to the process's limits."""
 
     class Limited(Handler):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -46,6 +53,12 @@ def limited_handler(slots: SubscriptionSlots) -> type[Handler]:
             ):
                 # Not authenticated yet, or a duplicate id: strawberry closes the socket.
                 await super().handle_subscribe(message)
+                return
+            wait = rate_limit.take(principal.token_id)
+            if wait:
+                error = rate_limited_error(rate_limit, wait)
+                refused = ErrorMessage(id=message["id"], type="error", payload=[error])
+                await self.send_message(refused)
                 return
             slot = slots.take(principal.token_id)
             if slot is None:
