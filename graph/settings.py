@@ -8,6 +8,7 @@ with a message naming the variable, never silently replaced by a default.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Literal
 
@@ -89,6 +90,24 @@ class Settings(BaseModel):
     workspace_max_bytes: int | None = Field(default=None, gt=0)
     # `token rotate`: how long the old token keeps working beside its successor (0: not at all).
     token_rotation_grace_seconds: float = Field(default=0.0, ge=0, le=366 * 24 * 3600)
+
+    # -- per-token limits (all off by default) ----------------------------------------------
+    # Requests per second one API token may make to /graphql, HTTP requests and WebSocket
+    # operations alike (a token bucket, kept by each process on its own); 0 turns it off.
+    rate_limit_per_second: float = Field(default=0.0, ge=0, le=1_000_000, allow_inf_nan=False)
+    # Requests a token may make at once after a quiet spell (the bucket's size); unset, it
+    # is twice the rate, rounded up (see `rate_limit_burst_size`).
+    rate_limit_burst: int | None = Field(default=None, gt=0)
+    # Operations one token may run at once over all of this process's WebSockets; past it a
+    # `subscribe` closes its socket with 4429. 0 turns the cap off.
+    max_subscriptions_per_token: int = Field(default=0, ge=0)
+
+    @property
+    def rate_limit_burst_size(self) -> int:
+        """The bucket's size: CONVOGRAPH_RATE_LIMIT_BURST, else twice the rate (at least 1)."""
+        if self.rate_limit_burst is not None:
+            return self.rate_limit_burst
+        return max(1, math.ceil(2 * self.rate_limit_per_second))
 
     @field_validator("log_level", "log_format", "metrics", mode="before")
     @classmethod

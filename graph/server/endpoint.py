@@ -1,9 +1,10 @@
 """The GraphQL endpoint: strawberry's ASGI app, with convograph's edges around it.
 
-Authentication (auth.py, as middleware on this route), body limits, the media type of the
-answer (negotiation.py, response_status.py), the request parameters' types (parameters.py)
-and JSON errors for malformed requests live here, so that the resolvers only ever see an
-authenticated, well-formed request.
+Authentication (auth.py, as middleware on this route), the per-token rate limit
+(rate_limit.py; over WebSockets, transport_ws.py, with the cap on subscriptions), body
+limits, the media type of the answer (negotiation.py, response_status.py), the request
+parameters' types (parameters.py) and JSON errors for malformed requests live here, so that
+the resolvers only ever see an authenticated, well-formed request within its limits.
 """
 
 from __future__ import annotations
@@ -44,9 +45,12 @@ from graph.server.errors import error_response, internal_error
 from graph.server.ide import graphiql_html
 from graph.server.negotiation import GRAPHQL_RESPONSE_JSON, JSON, SERVED, negotiate
 from graph.server.parameters import check_operation_name, decode_query_params
+from graph.server.rate_limit import RateLimit, too_many_requests
 from graph.server.request_id import request_id_of
 from graph.server.response_status import shape
 from graph.server.sockets import OpenSockets
+from graph.server.subscription_cap import SubscriptionSlots
+from graph.server.transport_ws import limited_handler
 from graph.services import Services
 
 REVOKED_STATE = "revoked"
@@ -111,6 +115,12 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         self.liveness = Liveness(services.uow)
         # Closed with 1001 when the server shuts down (shutdown.py).
         self.sockets = OpenSockets() if sockets is None else sockets
+        # The per-token limits, shared by HTTP and every WebSocket of the process.
+        self.rate_limit = RateLimit.from_settings(services.settings)
+        self.subscription_slots = SubscriptionSlots(services.settings.max_subscriptions_per_token)
+        self.graphql_transport_ws_handler_class = limited_handler(
+            self.rate_limit, self.subscription_slots
+        )
 
     # -- edges ---------------------------------------------------------------
 
@@ -125,7 +135,8 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         if self._wants_ide(request):
             await self._respond(request, scope, receive, send)
             return
-        if principal_of(request) is None:
+        principal = principal_of(request)
+        if principal is None:
             await unauthorized()(scope, receive, send)
             return
         media_type = negotiate(request.headers.get("accept"))
@@ -133,6 +144,13 @@ class GraphQLEndpoint(GraphQL[Context, None]):
             await error_response(406, NOT_ACCEPTABLE)(scope, receive, send)
             return
         scope[MEDIA_TYPE] = media_type
+        # Before the body is read: a refused request costs the server next to nothing.
+        wait = self.rate_limit.take(principal.token_id)
+        if wait:
+            await _in_media_type(too_many_requests(self.rate_limit, wait), scope)(
+                scope, receive, send
+            )
+            return
         limit = self.services.settings.max_body_bytes
         length = request.headers.get("content-length", "")
         try:

@@ -25,6 +25,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from graph.server.auth import principal_of
+from graph.server.rate_limit import RateLimit
+from graph.server.subscription_cap import SubscriptionSlots
 from graph.settings import Settings
 from graph.store.db import Database
 from graph.store.quotas import Quotas
@@ -109,6 +111,28 @@ class StorageCollector(Collector):
             "convograph_storage_full",
             "1 while the database refuses writes for want of space (until one succeeds)",
             value=int(full_disk.is_full),
+        )
+
+
+class LimitsCollector(Collector):
+    """Requests and subscriptions refused by the per-token limits, read at scrape time."""
+
+    def __init__(self, rate_limit: RateLimit, slots: SubscriptionSlots) -> None:
+        self.rate_limit = rate_limit
+        self.slots = slots
+
+    def collect(self) -> Iterator[Metric]:
+        yield CounterMetricFamily(
+            "convograph_rate_limit_refusals",
+            "Requests refused because their token was over its rate limit (HTTP 429, or a "
+            "RATE_LIMITED error for a WebSocket operation)",
+            value=self.rate_limit.refused,
+        )
+        yield CounterMetricFamily(
+            "convograph_subscription_cap_refusals",
+            "WebSocket operations refused because their token ran as many as its cap "
+            "(socket closed with 4429)",
+            value=self.slots.refused,
         )
 
 

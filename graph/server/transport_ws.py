@@ -1,0 +1,106 @@
+"""graphql-transport-ws with the per-token limits: each `subscribe` is charged to the
+token's rate limit (rate_limit.py) and holds a slot under its cap (subscription_cap.py).
+
+Over the rate, the operation is answered with an `error` message (code RATE_LIMITED, with
+`retryAfterSeconds`) and the socket stays open, as an HTTP request gets a 429. Past the
+cap, the socket is closed with 4429. Either way the operation never runs.
+
+The slot is given back when strawberry forgets the operation (the client's `complete`, the
+server's `complete` or `error`, the socket closing) and, for every other way its task can
+end, when the task is done (a task cancelled before it started runs no `finally`, but its
+done callback runs): the protocol's order is kept (a `complete` then a `subscribe` on one
+socket always fits under the cap) and no path keeps a slot.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
+    BaseGraphQLTransportWSHandler,
+)
+from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
+    ErrorMessage,
+    SubscribeMessage,
+)
+
+from graph.api.context import Context
+from graph.server.rate_limit import RateLimit, rate_limited_error
+from graph.server.subscription_cap import CLOSE_CODE, Slot, SubscriptionSlots
+
+logger = logging.getLogger("convograph.limits")
+
+Handler = BaseGraphQLTransportWSHandler[Context, None]
+
+
+def limited_handler(rate_limit: RateLimit, slots: SubscriptionSlots) -> type[Handler]:
+    """The handler class for GraphQLEndpoint, bound to the process's limits."""
+
+    class Limited(Handler):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            # The slots of the operations strawberry knows, by id.
+            self.slots: dict[str, Slot] = {}
+
+        async def handle_subscribe(self, message: SubscribeMessage) -> None:
+            principal = self.context.principal_
+            if (
+                not self.connection_acknowledged
+                or principal is None
+                or message["id"] in self.operations
+            ):
+                # Not authenticated yet, or a duplicate id: strawberry closes the socket.
+                await super().handle_subscribe(message)
+                return
+            wait = rate_limit.take(principal.token_id)
+            if wait:
+                error = rate_limited_error(rate_limit, wait)
+                refused = ErrorMessage(id=message["id"], type="error", payload=[error])
+                await self.send_message(refused)
+                return
+            slot = slots.take(principal.token_id)
+            if slot is None:
+                logger.info(
+                    "closed a WebSocket with %d: token %s has %d operations running (limit %d)",
+                    CLOSE_CODE,
+                    principal.token_id,
+                    slots.held(principal.token_id),
+                    slots.cap,
+                )
+                await self.websocket.close(code=CLOSE_CODE, reason=slots.reason)
+                return
+            try:
+                await super().handle_subscribe(message)
+            finally:
+                operation = self.operations.get(message["id"])
+                if operation is None or operation.task is None:
+                    slot.release()  # refused by strawberry (a bad payload, its own limit)
+                else:
+                    self.slots[message["id"]] = slot
+                    operation.task.add_done_callback(self._on_done(message["id"], slot))
+
+        def forget_id(self, id: str) -> None:
+            super().forget_id(id)
+            self._release(id)
+
+        async def cleanup_operation(self, operation_id: str) -> None:
+            await super().cleanup_operation(operation_id)
+            self._release(operation_id)
+
+        def _on_done(self, operation_id: str, slot: Slot) -> Callable[[object], None]:
+            def done(_: object) -> None:
+                # The id may be in use again by then, by another operation with its own slot.
+                if self.slots.get(operation_id) is slot:
+                    del self.slots[operation_id]
+                slot.release()
+
+            return done
+
+        def _release(self, operation_id: str) -> None:
+            slot = self.slots.pop(operation_id, None)
+            if slot is not None:
+                slot.release()
+
+    return Limited
