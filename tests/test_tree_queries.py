@@ -163,11 +163,6 @@ async def test_records_loaded_once_are_not_loaded_again(server: Server, gql: Gra
     assert child["delegations"]["nodes"][0]["parentConversation"]["id"] == child["id"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Conversation.messages (types.py) reads its page with its own statement per "
-    "conversation; it needs a batched page loader (repository/messages.py)",
-)
 async def test_message_pages_in_a_tree_do_not_grow_with_the_tree(
     server: Server, gql: GraphQLClient
 ) -> None:
@@ -177,4 +172,38 @@ async def test_message_pages_in_a_tree_do_not_grow_with_the_tree(
         async with statements(server) as seen:
             await gql(tree_query(2, extra="messages(first: 5) { nodes { seq } }"), {"id": root})
         counts.append(len(data_statements(seen)))
+    assert counts[0] == counts[1], counts
+
+
+DASHBOARD = """query($n: Int!) { conversations(first: $n, filter: {rootOnly: true}) {
+  nodes { id title
+  delegations(first: 10) { nodes { status targetTier summary childConversation { messageCount } } }
+  messages(last: 1) { totalCount pageInfo { hasPreviousPage } nodes { seq content } } } } }"""
+
+
+async def test_a_dashboard_list_with_last_messages_costs_the_same_for_any_page_size(
+    server: Server, gql: GraphQLClient
+) -> None:
+    """`conversations(first: N)` with each one's delegations and its last message: the
+    statements do not depend on N, and each conversation gets its own last message."""
+    last_said: dict[str, str] = {}
+    for i in range(12):
+        cid = (await gql(CREATE))["createConversation"]["conversation"]["id"]
+        turns = [{"role": "user", "content": f"c{i} turn {t}"} for t in range(i % 3 + 1)]
+        await gql(APPEND, {"id": cid, "m": turns})
+        last_said[cid] = turns[-1]["content"]
+        await gql(DELEGATE, {"id": cid, "task": f"task {i}"})
+    counts = []
+    for n in (3, 12):
+        async with statements(server) as seen:
+            data = await gql(DASHBOARD, {"n": n})
+        counts.append(len(data_statements(seen)))
+        nodes = data["conversations"]["nodes"]
+        assert len(nodes) == n
+        for node in nodes:
+            page = node["messages"]
+            assert [m["content"] for m in page["nodes"]] == [last_said[node["id"]]]
+            assert page["nodes"][0]["seq"] == page["totalCount"]
+            assert page["pageInfo"]["hasPreviousPage"] is (page["totalCount"] > 1)
+            assert len(node["delegations"]["nodes"]) == 1
     assert counts[0] == counts[1], counts

@@ -10,8 +10,9 @@ from typing import Any
 from strawberry.dataloader import DataLoader
 
 from graph.domain.delegations import DelegationStatus
+from graph.domain.paging import SeqWindow
 from graph.store.repository import Repository
-from graph.store.tables import Conversation, Delegation, Snapshot
+from graph.store.tables import Conversation, Delegation, Message, Snapshot
 
 # Keys per statement: far above any realistic tree level, safely below the bound-parameter
 # limits of SQLite (32766) and asyncpg (32767), which a huge level would otherwise hit.
@@ -51,6 +52,15 @@ class Loaders:
         # only through it.
         return self._loader(
             lambda repo, keys: repo.transcripts.texts(keys),
+            default=list,
+            key=lambda k: (k[0].id, k[1]),
+        )
+
+    @cached_property
+    def message_pages(self) -> DataLoader[tuple[Conversation, SeqWindow], list[Message]]:
+        # A list's `messages(last: 1)`: one statement for every conversation of the page.
+        return self._loader(
+            lambda repo, keys: repo.transcripts.pages(keys),
             default=list,
             key=lambda k: (k[0].id, k[1]),
         )

@@ -50,3 +50,44 @@ def keyset_slice(
         has_next_page=start + size < len(items),
         has_previous_page=start > 0,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class SeqWindow:
+    """The messages of one transcript page, as a range of `seq` (low > high: none)."""
+
+    low: int
+    high: int
+    has_next_page: bool
+    has_previous_page: bool
+
+
+def seq_window(
+    count: int, *, first: int | None, after: int | None, last: int | None, before: int | None
+) -> SeqWindow:
+    """The page of a transcript of `count` messages that first/after/last/before select.
+
+    A transcript's seq runs 1…count without a gap (appends number on, a replace rewrites
+    the tail), so a page is a range computed from the count: a list of conversations can
+    read the pages of all of them in one statement. `first` wins over `last` when both
+    are given; without `first` and with `last`, the page is taken from the end.
+    """
+    lowest = max(after or 0, 0) + 1
+    highest = min(before if before is not None else count + 1, count + 1) - 1
+    available = max(highest - lowest + 1, 0)
+    backward = last is not None and first is None
+    size = last if backward else first
+    assert size is not None
+    more = available > size
+    if backward:
+        low, high = max(lowest, highest - size + 1), highest
+    else:
+        low, high = lowest, min(highest, lowest + size - 1)
+    if size == 0:
+        low, high = lowest, lowest - 1
+    return SeqWindow(
+        low=low,
+        high=high,
+        has_next_page=more if not backward else before is not None,
+        has_previous_page=more if backward else after is not None,
+    )

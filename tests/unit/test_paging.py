@@ -3,6 +3,7 @@ cursors it hands out yields every item once, in order."""
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -115,3 +116,39 @@ def test_walking_every_page_yields_every_item_once_in_order(
             break
         after = page.cursors[-1]
     assert seen == all_items
+
+
+def _reference_page(
+    count: int, *, first: int | None, after: int | None, last: int | None, before: int | None
+) -> tuple[list[int], bool, bool]:
+    """A transcript page the way a keyset query reads it: filter, order, limit + 1."""
+    rows = [s for s in range(1, count + 1) if (after is None or s > after)]
+    rows = [s for s in rows if before is None or s < before]
+    backward = last is not None and first is None
+    limit = last if backward else first
+    assert limit is not None
+    chosen = (rows[::-1] if backward else rows)[: limit + 1]
+    more = len(chosen) > limit
+    items = sorted(chosen[:limit])
+    return (
+        items,
+        more if not backward else before is not None,
+        more if backward else after is not None,
+    )
+
+
+@pytest.mark.parametrize("count", [0, 1, 2, 5])
+def test_a_seq_window_selects_what_a_keyset_query_would(count: int) -> None:
+    sizes = [None, 0, 1, 2, 7]
+    marks = [None, -3, 0, 1, 2, count, count + 1, count + 4]
+    for first, last, after, before in itertools.product(sizes, sizes, marks, marks):
+        if first is None and last is None:
+            continue
+        window = paging.seq_window(count, first=first, after=after, last=last, before=before)
+        got = (
+            list(range(window.low, window.high + 1)),
+            window.has_next_page,
+            window.has_previous_page,
+        )
+        want = _reference_page(count, first=first, after=after, last=last, before=before)
+        assert got == want, (count, first, after, last, before)

@@ -12,8 +12,9 @@ from graph.api.types.base import Info, Wraps
 from graph.api.types.enums import DelegationStatus, OwnerType
 from graph.api.types.principal import Workspace
 from graph.api.types.relay import Connection, Node
+from graph.domain import cursors
 from graph.domain.jsoncodec import RawJSON, RawJSONArray, loads
-from graph.domain.paging import keyset_slice, page_size
+from graph.domain.paging import Page, keyset_slice, page_size, seq_window
 from graph.store import tables
 
 if TYPE_CHECKING:
@@ -122,15 +123,22 @@ class Conversation(Node, Wraps[tables.Conversation]):
         size_last = (
             None if last is None else page_size(last, default=limit, maximum=limit, field="last")
         )
-        async with info.context.read() as repo:
-            page = await repo.transcripts.page(
-                self._row,
-                first=None if last is not None and first is None else size_first,
-                after=after,
-                last=size_last,
-                before=before,
-            )
-        # message_count is the number of stored messages (kept with every write).
+        # message_count is the number of stored messages (kept with every write), and
+        # their seq runs 1…message_count: the page is a range of seq (paging.seq_window).
+        window = seq_window(
+            self._row.message_count,
+            first=None if last is not None and first is None else size_first,
+            after=None if after is None else cursors.position(after, "after"),
+            last=size_last,
+            before=None if before is None else cursors.position(before, "before"),
+        )
+        items = await info.context.loaders.message_pages.load((self._row, window))
+        page = Page(
+            items=items,
+            cursors=[cursors.encode_position(m.seq) for m in items],
+            has_next_page=window.has_next_page,
+            has_previous_page=window.has_previous_page,
+        )
         return Connection.of(page, Message.of, total=self._row.message_count)
 
     @strawberry.field(

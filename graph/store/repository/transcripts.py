@@ -5,13 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from operator import itemgetter
 
-from sqlalchemy import bindparam, delete, select
+from sqlalchemy import and_, bindparam, delete, or_, select
 
-from graph.domain import cursors
 from graph.domain.errors import invalid
 from graph.domain.events import EventKind
 from graph.domain.messages import PreparedMessage
-from graph.domain.paging import Page
+from graph.domain.paging import SeqWindow
 from graph.store.quotas import byte_length
 from graph.store.repository.base import Part
 from graph.store.rows import Builder
@@ -146,36 +145,35 @@ class Transcripts(Part):
             MESSAGES.one(_INSERTED_ATTRIBUTES, [row[k] for k in _INSERTED]) for row in rows
         )
 
-    async def page(
-        self,
-        conversation: Conversation,
-        *,
-        first: int | None,
-        after: str | None,
-        last: int | None,
-        before: str | None,
-    ) -> Page[Message]:
-        """A page of the messages of `conversation` (read under the scope rules)."""
-        where = [M.c.conversation_id == conversation.id]
-        if after is not None:
-            where.append(M.c.seq > cursors.position(after, "after"))
-        if before is not None:
-            where.append(M.c.seq < cursors.position(before, "before"))
-        backward = last is not None and first is None
-        limit = last if backward else first
-        assert limit is not None
-        order = M.c.seq.desc() if backward else M.c.seq
-        found = await self.sql.rows(select(M).where(*where).order_by(order).limit(limit + 1))
-        more = len(found.values) > limit
-        items = MESSAGES.many(found.keys, found.values[:limit])
-        if backward:
-            items.reverse()
-        return Page(
-            items=items,
-            cursors=[cursors.encode_position(m.seq) for m in items],
-            has_next_page=more if not backward else before is not None,
-            has_previous_page=more if backward else after is not None,
-        )
+    async def pages(
+        self, wanted: Sequence[tuple[Conversation, SeqWindow]]
+    ) -> dict[tuple[str, SeqWindow], list[Message]]:
+        """The messages of each (conversation read under the scope rules, seq window), for
+        a list of conversations in one statement: each window is a range of the unique
+        (conversation_id, seq) index."""
+        ranges = sorted({(c.id, w.low, w.high) for c, w in wanted if w.low <= w.high})
+        by_range: dict[tuple[str, int, int], list[Message]] = {r: [] for r in ranges}
+        if ranges:
+            found = await self.sql.rows(
+                select(M)
+                .where(
+                    or_(
+                        *(
+                            and_(M.c.conversation_id == cid, M.c.seq.between(low, high))
+                            for cid, low, high in ranges
+                        )
+                    )
+                )
+                .order_by(M.c.conversation_id, M.c.seq)
+            )
+            by_conversation: dict[str, list[Message]] = {}
+            for message in MESSAGES.many(found.keys, found.values):
+                by_conversation.setdefault(message.conversation_id, []).append(message)
+            for cid, low, high in ranges:
+                by_range[(cid, low, high)] = [
+                    m for m in by_conversation.get(cid, ()) if low <= m.seq <= high
+                ]
+        return {(c.id, w): by_range.get((c.id, w.low, w.high), []) for c, w in wanted}
 
     async def texts(
         self, wanted: Sequence[tuple[Conversation, int]]
