@@ -17,6 +17,7 @@ from graph.api.execution.observer import Observer
 from graph.api.execution.reads import OperationReads
 from graph.api.execution.search_gate import SearchGate
 from graph.api.mutations import Mutation
+from graph.api.names import CachedNames
 from graph.api.queries import Query
 from graph.api.scalars import SCALAR_MAP
 from graph.api.subscriptions import Subscription
@@ -53,7 +54,11 @@ def build_schema(settings: Settings | None = None) -> Schema:
             partial(SearchGate, cache=documents),
             OperationReads,
         ],
-        config=StrawberryConfig(scalar_map=dict(SCALAR_MAP), default_resolver=field_value),
+        config=StrawberryConfig(
+            scalar_map=dict(SCALAR_MAP),
+            default_resolver=field_value,
+            name_converter=CachedNames(),
+        ),
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from operator import itemgetter
 
@@ -44,6 +45,34 @@ _DIGESTS = Prepared(
 _ALL_TEXTS = Prepared(
     select(M.c.data).where(M.c.conversation_id == bindparam("id")).order_by(M.c.seq)
 )
+
+
+# Ranges per statement of `pages`; its statements are compiled for powers of two up to it.
+_MOST_RANGES = 128
+
+
+def _slots(ranges: int) -> int:
+    return 1 << max(ranges - 1, 0).bit_length()
+
+
+@functools.cache
+def _ranges(slots: int) -> Prepared:
+    """The messages of `slots` (conversation, lowest seq, highest seq) ranges."""
+    return Prepared(
+        select(M)
+        .where(
+            or_(
+                *(
+                    and_(
+                        M.c.conversation_id == bindparam(f"c{i}"),
+                        M.c.seq.between(bindparam(f"l{i}"), bindparam(f"h{i}")),
+                    )
+                    for i in range(slots)
+                )
+            )
+        )
+        .order_by(M.c.conversation_id, M.c.seq)
+    )
 
 
 class Transcripts(Part):
@@ -152,27 +181,22 @@ class Transcripts(Part):
         a list of conversations in one statement: each window is a range of the unique
         (conversation_id, seq) index."""
         ranges = sorted({(c.id, w.low, w.high) for c, w in wanted if w.low <= w.high})
-        by_range: dict[tuple[str, int, int], list[Message]] = {r: [] for r in ranges}
-        if ranges:
-            found = await self.sql.rows(
-                select(M)
-                .where(
-                    or_(
-                        *(
-                            and_(M.c.conversation_id == cid, M.c.seq.between(low, high))
-                            for cid, low, high in ranges
-                        )
-                    )
-                )
-                .order_by(M.c.conversation_id, M.c.seq)
-            )
-            by_conversation: dict[str, list[Message]] = {}
+        by_conversation: dict[str, list[Message]] = {}
+        for start in range(0, len(ranges), _MOST_RANGES):
+            chunk = ranges[start : start + _MOST_RANGES]
+            slots = _slots(len(chunk))
+            params: dict[str, object] = {}
+            for i in range(slots):
+                # Unused slots repeat the first range: the same rows, read once.
+                cid, low, high = chunk[i] if i < len(chunk) else chunk[0]
+                params.update({f"c{i}": cid, f"l{i}": low, f"h{i}": high})
+            found = await self.sql.rows(_ranges(slots), params)
             for message in MESSAGES.many(found.keys, found.values):
                 by_conversation.setdefault(message.conversation_id, []).append(message)
-            for cid, low, high in ranges:
-                by_range[(cid, low, high)] = [
-                    m for m in by_conversation.get(cid, ()) if low <= m.seq <= high
-                ]
+        by_range = {
+            (cid, low, high): [m for m in by_conversation.get(cid, ()) if low <= m.seq <= high]
+            for cid, low, high in ranges
+        }
         return {(c.id, w): by_range.get((c.id, w.low, w.high), []) for c, w in wanted}
 
     async def texts(
