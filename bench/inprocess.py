@@ -32,7 +32,6 @@ def bench_settings(workdir: Path) -> Settings:
         secret="bench",
         secret_file=str(workdir / "secret"),
         sweep_interval_seconds=0,
-        log_level="warning",
     )
 
 

@@ -85,7 +85,8 @@ def run(server: Convograph, *, reps: int) -> Figure:
             f"waits for the search index, HTTP, medians of "
             f"{reps}); rows written by the save: {sorted(set(written))}, {STORED:,} kept rows "
             f"untouched (id, digest, createdAt); one appendMessages of 1: "
-            f"{ms(median(append_ms)):.2f} ms"
+            f"{ms(median(append_ms)):.2f} ms; CONVOGRAPH_MAX_MESSAGES_PER_CALL={STORED + 1} "
+            f"for the saves"
         ),
         data={
             "save_ms": ms_list(save_ms),

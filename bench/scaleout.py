@@ -71,7 +71,6 @@ def run(workdir: Path, *, rounds: int, seconds: float) -> Figure:
         **os.environ,
         "CONVOGRAPH_DATABASE_URL": ADMIN_URL.rsplit("/", 1)[0] + f"/{name}",
         "CONVOGRAPH_SECRET": "bench",
-        "CONVOGRAPH_LOG_LEVEL": "warning",
         "CONVOGRAPH_SWEEP_INTERVAL_SECONDS": "0",
     }
     replicas: list[Replica] = []
