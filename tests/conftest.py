@@ -19,6 +19,7 @@ from graph.domain.principal import SYSTEM, Scope, parse_owner, parse_workspace
 if TYPE_CHECKING:
     from graph.services import Services
     from graph.settings import Settings
+    from tests.pg_databases import WorkerDatabase
 
 # The app, its settings and the migrations are imported by the fixtures that use them, not
 # here: `pytest tests/unit` loads this file too, and needs none of them.
@@ -75,17 +76,32 @@ def _with_db(url: str, name: str) -> str:
     return f"{base}/{name}"
 
 
-@pytest.fixture
-def database_url(tmp_path: Path, sqlite_template: Path, pg_template: str | None) -> Iterator[str]:
+@pytest.fixture(scope="session")
+def pg_worker_database(pg_template: str | None) -> Iterator[WorkerDatabase | None]:
+    """This pytest worker's PostgreSQL database (see tests/pg_databases.py)."""
     if pg_template is None:
+        yield None
+        return
+    from tests.pg_databases import WorkerDatabase
+
+    database = WorkerDatabase(PG_URL or "", pg_template)
+    yield database
+    database.drop()
+
+
+@pytest.fixture
+def database_url(
+    tmp_path: Path, sqlite_template: Path, pg_worker_database: WorkerDatabase | None
+) -> Iterator[str]:
+    """A migrated database of this test's own: a copy of the SQLite template, or this
+    worker's PostgreSQL database, emptied."""
+    if pg_worker_database is None:
         path = tmp_path / "convograph.db"
         shutil.copy(sqlite_template, path)
         yield f"sqlite+aiosqlite:///{path}"
         return
-    name = f"cg_test_{uuid.uuid4().hex[:12]}"
-    _pg_admin(f'CREATE DATABASE "{name}" TEMPLATE "{pg_template}"')
-    yield _with_db(PG_URL or "", name)
-    _pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    pg_worker_database.reset()
+    yield pg_worker_database.database_url
 
 
 @pytest.fixture
