@@ -660,3 +660,29 @@ async def test_nul_in_metadata_leaves_the_token_id_lookup_working(gql: GraphQLCl
     found = await gql(recent, {"t": "t1"})
     assert found == {"recentPendingConversation": {"id": plain["conversation"]["id"]}}
     assert await gql(recent, {"t": "t\x00"}) == {"recentPendingConversation": None}
+
+
+async def test_the_token_id_lookup_reads_past_newer_metadata_holding_nul(
+    gql: GraphQLClient,
+) -> None:
+    # Whichever row a plan reaches first: here the newest ones hold \u0000 (in the looked-up
+    # value, elsewhere, or as an escaped backslash), and the lookup must get past them.
+    create = """mutation($m: JSON) { createConversation(input: {metadata: $m}) {
+      conversation { id } userErrors { code } } }"""
+    recent = "query($t: ID) { recentPendingConversation(tokenId: $t) { id } }"
+
+    async def made(metadata: dict[str, str]) -> str:
+        payload = (await gql(create, {"m": metadata}))["createConversation"]
+        assert payload["userErrors"] == []
+        cid: str = payload["conversation"]["id"]
+        return cid
+
+    plain = await made({"token_id": "t1"})
+    beside = await made({"token_id": "t2", "note": "a\x00b"})
+    backslash = await made({"token_id": "\\u0000 literally"})
+    await made({"token_id": "t\x00"})
+    assert await gql(recent, {"t": "t1"}) == {"recentPendingConversation": {"id": plain}}
+    assert await gql(recent, {"t": "t2"}) == {"recentPendingConversation": {"id": beside}}
+    assert await gql(recent, {"t": "\\u0000 literally"}) == {
+        "recentPendingConversation": {"id": backslash}
+    }

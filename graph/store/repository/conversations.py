@@ -13,6 +13,7 @@ from sqlalchemy import (
     String,
     and_,
     bindparam,
+    case,
     cast,
     delete,
     false,
@@ -23,7 +24,7 @@ from sqlalchemy import (
     update,
 )
 
-from graph.domain import cursors, ids
+from graph.domain import cursors, ids, jsoncodec
 from graph.domain.conversations import (
     ConversationQuery,
     NewConversation,
@@ -128,21 +129,37 @@ class Conversations(Part):
             C.c.parent_delegation_id.is_(None),
         )
         if token_id is not None:
-            statement = statement.where(_equals(self._metadata_text("token_id"), token_id))
+            statement = statement.where(self._metadata_equals("token_id", token_id))
         found = await self.sql.rows(
             statement.order_by(C.c.created_at.desc(), C.c.id.desc()).limit(1), self.params()
         )
         # Only the newest one counts: an older pending session is not a retry of this request.
         newest = CONVERSATIONS.many(found.keys, found.values)
-        return newest[0] if newest and newest[0].pending(now) else None
+        if not newest or not newest[0].pending(now):
+            return None
+        if token_id is not None and not _matched_by_text(newest[0].meta, "token_id", token_id):
+            return None
+        return newest[0]
 
-    def _metadata_text(self, key: str) -> ColumnElement[str]:
-        """A top-level metadata value as text (numbers too), in the dialect's JSON functions."""
+    def _metadata_equals(self, key: str, value: str) -> ColumnElement[bool]:
+        """A top-level metadata value equals `value` as text (a number too); for a document
+        holding \\u0000 on PostgreSQL, a candidate that `_matched_by_text` confirms."""
+        if "\x00" in value:
+            return false()  # as _equals: a value holding NUL matches nothing, on both backends
         if self.sql.is_sqlite:
-            return cast(func.json_extract(C.c.metadata, f"$.{key}"), String)
-        # json, not jsonb: the stored text may hold \u0000, which jsonb refuses.
-        text: ColumnElement[str] = cast(C.c.metadata, JSON)[key].as_string()
-        return text
+            return _equals(cast(func.json_extract(C.c.metadata, f"$.{key}"), String), value)
+        # json, not jsonb: the stored text may hold \u0000, which jsonb refuses. PostgreSQL
+        # cannot read any field of a document holding one (its json parser refuses to make
+        # text of it), whichever row the plan reaches first: such a document is matched by
+        # its text instead, the key and the value's JSON side by side.
+        needle = f"{jsoncodec.dumps(key).decode()}:{jsoncodec.dumps(value).decode()}"
+        return case(
+            (
+                func.strpos(C.c.metadata, "\\u0000") > 0,
+                C.c.metadata.contains(needle, autoescape=True),
+            ),
+            else_=_equals(cast(C.c.metadata, JSON)[key].as_string(), value),
+        )
 
     # -- writes ------------------------------------------------------------
 
@@ -299,6 +316,15 @@ def _by_ids(reach: scope.Reach) -> Prepared:
             C.c.id.in_(bindparam("ids", expanding=True)), scope.clause(C, reach), alive(C)
         )
     )
+
+
+def _matched_by_text(meta: str, key: str, value: str) -> bool:
+    """False for a document holding \\u0000 whose `key`:`value` text, which matched, is
+    not at its top level (see Conversations._metadata_equals); True for any other."""
+    if "\\u0000" not in meta:
+        return True
+    document = jsoncodec.loads(meta)
+    return isinstance(document, dict) and document.get(key) == value
 
 
 def _equals(column: ColumnElement[str], value: str) -> ColumnElement[bool]:
