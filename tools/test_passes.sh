@@ -12,6 +12,23 @@ SLOW_TIMEOUT="${CONVOGRAPH_SLOW_TIMEOUT:-1500}"
 # Tests marked `serial` measure how fast the server answers under attack or contention,
 # so they run afterwards in a pytest of their own, with no other test beside them.
 WORKERS=(-n "${CONVOGRAPH_TEST_WORKERS:-auto}")
+# What does not depend on the database runs in the SQLite pass only: the unit layer, the
+# GraphQL-over-HTTP audit, the per-process rate limits, the pages in a browser, the native
+# adapters and the examples (which reach the store only through the API that the other
+# files test on both backends), and the wheel's install test.
+SQLITE_ONLY=(
+  tests/unit
+  tests/test_graphql_over_http_audit.py
+  tests/test_rate_limits.py
+  tests/test_inspector_browser.py
+  tests/test_inspector_figures_browser.py
+  tests/test_graphiql_browser.py
+  tests/test_adapter_entropic.py
+  tests/test_adapter_manglekit.py
+  tests/test_adapter_wordpress.py
+  tests/test_examples.py
+  tests/test_container.py
+)
 
 run_pytest() {  # $1: marker expression; then a timeout command prefix, if any
   local marks="$1"; shift
@@ -51,7 +68,8 @@ pg_url="${CONVOGRAPH_TEST_DATABASE_URL:-postgresql+asyncpg://postgres@127.0.0.1:
 pg_slow_rc=0
 if "$PY" -m tests.pg_probe "$pg_url"; then
   echo "== test pass 2/2: PostgreSQL ($("$PY" -m tests.pg_probe --describe "$pg_url"))"
-  (export CONVOGRAPH_TEST_DATABASE_URL="$pg_url"; run_pytest "not slow")
+  (export CONVOGRAPH_TEST_DATABASE_URL="$pg_url"
+   PYTEST_ARGS="${PYTEST_ARGS:-} ${SQLITE_ONLY[*]/#/--ignore=}"; run_pytest "not slow")
   pg_rc=$?
   (export CONVOGRAPH_TEST_DATABASE_URL="$pg_url"; slow_pass PostgreSQL)
   pg_slow_rc=$?
