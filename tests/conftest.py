@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from graph.services import Services
     from graph.settings import Settings
 
+# The shared helpers' asserts explain themselves as a test's own do.
+pytest.register_assert_rewrite("tests.operations", "tests.ws")
+
 # The app, its settings and the migrations are imported by the fixtures that use them, not
 # here: `pytest tests/unit` loads this file too, and needs none of them.
 

@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import GraphQLClient
 from tests.live_server import LiveServer, LiveServers, live_servers  # noqa: F401
-from tests.test_subscriptions import subscribed
+from tests.ws import subscribed
 
 CREATE = """mutation($key: String) { createConversation(input: {title: "r", idempotencyKey: $key})
   { conversation { id } userErrors { code } } }"""
