@@ -53,7 +53,7 @@ class Closed(Exception):
         self.reason = reason
 
 
-def errors(message: dict[str, Any]) -> list[dict[str, Any]]:
+def graphql_errors(message: dict[str, Any]) -> list[dict[str, Any]]:
     """The GraphQL errors a message carries: an `error`'s payload, a `next`'s errors."""
     if message["type"] == "error":
         return list(message["payload"])
