@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 VIEWER = "{ viewer { ownerKey } }"
 
-CREATE = """mutation($title: String) { createConversation(input: {title: $title}) {
+CREATE = """mutation($title: String = "t") { createConversation(input: {title: $title}) {
   conversation { id version } userErrors { code } } }"""
 APPEND = """mutation($id: ID!, $m: [JSON!]!, $v: Int) {
   appendMessages(input: {conversationId: $id, messages: $m, expectedVersion: $v}) {

@@ -22,6 +22,7 @@ import pytest
 
 from graph.server.body import BODY_GRACE_SECONDS
 from graph.settings import Settings
+from tests.operations import CREATE, VIEWER
 
 if TYPE_CHECKING:
     from tests.conftest import GraphQLClient
@@ -38,8 +39,6 @@ REFUSED_WITHIN = 5.0
 # The honest client's slowest answer while attacks run (the slowest attacks hold the event
 # loop for a few hundred milliseconds each; they arrive back to back and all at once).
 HONEST_WITHIN = 1.5
-
-VIEWER = "{ viewer { ownerKey } }"
 
 
 @dataclass
@@ -240,9 +239,8 @@ async def test_a_fragment_explosion_is_refused_fast(live_server: LiveServer) -> 
 
 async def test_a_huge_first_is_capped(live_server: LiveServer) -> None:
     async with live_server.client(await live_server.token()) as c:
-        create = 'mutation { createConversation(input: {title: "t"}) { conversation { id } } }'
         for _ in range(DEFAULTS.max_page_size + 5):
-            await c(create)
+            await c(CREATE)
         for first in (DEFAULTS.max_page_size + 1, 2**31 - 1):
             data = await c(
                 "query($n: Int) { conversations(first: $n) { totalCount nodes { id } "

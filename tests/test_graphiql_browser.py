@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.conftest import GraphQLClient
+from tests.operations import create, touch
 
 try:
     from playwright.async_api import TimeoutError as PlaywrightTimeout
@@ -57,10 +58,6 @@ HEADERS_EDITOR = ".graphiql-editor-tool .graphiql-editor:not(.hidden)"
 QUERY_EDITOR = ".graphiql-query-editor"
 RESULT = ".result-window"
 TIMEOUT_MS = 15_000
-
-CREATE = 'mutation { createConversation(input: {title: "watched"}) { conversation { id } } }'
-TOUCH = """mutation($id: ID!) { updateConversation(input: {id: $id, markRead: true}) {
-  conversation { version } userErrors { code } } }"""
 
 
 def skip_without_a_browser() -> None:
@@ -229,8 +226,7 @@ async def test_graphiql_runs_a_subscription_over_the_websocket(
 ) -> None:
     token = await live_server.token(workspace="site:graphiql", owner="user:browser")
     async with live_server.client(token) as gql:
-        created = await gql(CREATE)
-        conversation_id = created["createConversation"]["conversation"]["id"]
+        conversation_id = await create(gql, "watched")
         async with graphiql(live_server, tmp_path / "profile", "graphiql-subscription.png") as b:
             authorization = await enter_token(b.page, token)
             await start(
@@ -248,8 +244,7 @@ async def test_graphiql_runs_a_subscription_over_the_websocket(
 async def write_until_shown(page: Page, gql: GraphQLClient, conversation_id: str) -> None:
     """Write until the page shows the event: the subscription's start is not acknowledged."""
     for _ in range(30):
-        data = await gql(TOUCH, {"id": conversation_id})
-        version = data["updateConversation"]["conversation"]["version"]
+        version = await touch(gql, conversation_id)
         try:
             await result_contains(page, f'"version": {version}', timeout_ms=500)
         except PlaywrightTimeout:  # not subscribed yet, unless the page shows an error
