@@ -26,6 +26,7 @@ import pytest
 from alembic import command
 
 from graph.settings import Settings
+from tests.commands import run_command
 from tests.migrations import columns_after
 from tests.operations import create as create_conversation
 from tests.test_revocation import subscription
@@ -64,21 +65,12 @@ class Database:
 
 async def convograph(server: LiveServer | Database, *args: str, **env: str) -> Ran:
     """`python -m graph ARGS` on the server's database, with its secret and `env` added."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "graph",
-        *args,
-        "--database-url",
-        server.database_url,
-        cwd=ROOT,
-        env={**server.env, **env},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), 60)
-    assert process.returncode is not None
-    return Ran(process.returncode, out.decode(), err.decode())
+    return Ran(
+        *await run_command(
+            sys.executable, "-m", "graph", *args, "--database-url", server.database_url,
+            cwd=ROOT, env={**server.env, **env}, limit=60,
+        )
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
