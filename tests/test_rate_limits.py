@@ -78,6 +78,12 @@ async def data(client: httpx.AsyncClient, token: str, query: str, **variables: A
     return body["data"]
 
 
+async def new_conversation(client: httpx.AsyncClient, token: str, title: str) -> str:
+    created = (await data(client, token, CREATE, title=title))["createConversation"]
+    assert created["userErrors"] == []
+    return str(created["conversation"]["id"])
+
+
 async def statuses(responses: Iterable[Any]) -> list[int]:
     return [r.status_code for r in await asyncio.gather(*responses)]
 
@@ -155,8 +161,7 @@ async def test_nothing_is_limited_without_the_settings(live_server: LiveServer) 
     token = await live_server.token()
     async with http(live_server) as client:
         assert set(await statuses(post(client, token) for _ in range(60))) == {200}
-        cid = (await data(client, token, CREATE, title="t"))["createConversation"]
-        cid = cid["conversation"]["id"]
+        cid = await new_conversation(client, token, "t")
         async with session(live_server, token) as socket:
             ops = {str(n) for n in range(8)}
             for op in sorted(ops):
@@ -277,8 +282,7 @@ async def test_an_operation_over_a_websocket_is_charged_to_the_token_too(
     server = await start(live_servers, database_url, **{RATE: NO_REFILL, BURST: "2"})
     watcher, writer = await server.token(label="watcher"), await server.token(label="writer")
     async with http(server) as client:
-        cid = (await data(client, writer, CREATE, title="t"))["createConversation"]
-        cid = cid["conversation"]["id"]
+        cid = await new_conversation(client, writer, "t")
         async with session(server, watcher) as socket:
             await subscribe(socket, "1", cid)
             await subscribe(socket, "2", cid)
@@ -303,8 +307,7 @@ async def test_the_cap_counts_a_tokens_subscriptions_over_all_its_sockets(
     server = await start(live_servers, database_url, **{CAP: "3"})
     capped, other = await server.token(label="capped"), await server.token(label="other")
     async with http(server) as client:
-        cid = (await data(client, other, CREATE, title="t"))["createConversation"]
-        cid = cid["conversation"]["id"]
+        cid = await new_conversation(client, other, "t")
         async with session(server, capped) as a, session(server, capped) as b:
             await subscribe(a, "1", cid)
             await subscribe(a, "2", cid)
@@ -359,10 +362,8 @@ async def test_every_way_a_subscription_ends_gives_its_slot_back(
     server = await start(live_servers, database_url, **{CAP: "1"})
     token, writer = await server.token(label="capped"), await server.token(label="writer")
     async with http(server) as client:
-        cid = (await data(client, writer, CREATE, title="t"))["createConversation"]
-        cid = cid["conversation"]["id"]
-        doomed = (await data(client, writer, CREATE, title="doomed"))["createConversation"]
-        doomed = doomed["conversation"]["id"]
+        cid = await new_conversation(client, writer, "t")
+        doomed = await new_conversation(client, writer, "doomed")
         async with session(server, token) as socket:
             # A document that does not validate: an `error` before it runs.
             await subscribe(socket, "invalid", cid, query="subscription { nope }")

@@ -53,14 +53,11 @@ class Service:
     async def __call__(
         self, query: str, variables: dict[str, Any] | None = None, *, owner: str | None = None
     ) -> dict[str, Any]:
-        response = await self.post(query, variables, owner=owner)
-        assert response.status_code == 200, response.text
-        body = response.json()
-        assert "errors" not in body, body
-        for payload in body["data"].values():
+        data = await GraphQLClient(self.http, self.token, acting_for=owner)(query, variables)
+        for payload in data.values():
             if isinstance(payload, dict) and payload.get("userErrors"):
                 raise AssertionError(payload["userErrors"])
-        return body["data"]
+        return data
 
 
 @pytest.fixture

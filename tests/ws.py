@@ -66,9 +66,6 @@ def graphql_errors(message: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 class _Frames(Protocol):
-    @property
-    def subprotocol(self) -> str | None: ...
-
     async def send(self, text: str) -> None: ...
 
     async def receive(self, within: float) -> str: ...
@@ -79,10 +76,6 @@ class _OverTcp:
 
     def __init__(self, ws: websockets.ClientConnection) -> None:
         self.ws = ws
-
-    @property
-    def subprotocol(self) -> str | None:
-        return self.ws.subprotocol
 
     async def send(self, text: str) -> None:
         try:
@@ -112,10 +105,6 @@ class _InProcess:
     def __init__(self, ws: AsyncWebSocketSession) -> None:
         self.ws = ws
 
-    @property
-    def subprotocol(self) -> str | None:
-        return self.ws.subprotocol
-
     async def send(self, text: str) -> None:
         await self.ws.send_text(text)
 
@@ -131,15 +120,12 @@ class _InProcess:
 
 
 class Session:
-    """One connection speaking graphql-transport-ws."""
+    """One connection speaking graphql-transport-ws; `subprotocol` is the one the server
+    chose in the handshake."""
 
-    def __init__(self, frames: _Frames) -> None:
+    def __init__(self, frames: _Frames, subprotocol: str | None) -> None:
         self._frames = frames
-
-    @property
-    def subprotocol(self) -> str | None:
-        """The subprotocol the server chose in the handshake."""
-        return self._frames.subprotocol
+        self.subprotocol = subprotocol
 
     async def send_raw(self, text: str) -> None:
         await self._frames.send(text)
@@ -276,7 +262,7 @@ async def connect(
         close_timeout=2,
         ping_interval=ping_interval,
     ) as ws:
-        yield Session(_OverTcp(ws))
+        yield Session(_OverTcp(ws), ws.subprotocol)
 
 
 @contextlib.asynccontextmanager
@@ -301,7 +287,7 @@ async def connect_app(
         httpx.AsyncClient(transport=transport, base_url="http://test") as http,
         aconnect_ws("/graphql", http, subprotocols=list(subprotocols), headers=headers) as ws,
     ):
-        yield Session(_InProcess(ws))
+        yield Session(_InProcess(ws), ws.subprotocol)
 
 
 # -- conversationEvents ----------------------------------------------------------------------
