@@ -197,14 +197,14 @@ async def many_operations(c: GraphQLClient) -> None:
 
 async def batch(c: GraphQLClient) -> None:
     body = json.dumps([{"query": VIEWER}] * 10_000).encode()
-    response, took = await timed(post_bytes(c, body))
+    response, took = await timed(c.post_body(body))
     assert response.status_code == 400 and "batch" in response.text.lower(), response.text
     assert took < REFUSED_WITHIN
 
 
 async def oversized_body(c: GraphQLClient) -> None:
     body = b'{"query": "' + b"x" * DEFAULTS.max_body_bytes + b'"}'
-    response, took = await timed(post_bytes(c, body))
+    response, took = await timed(c.post_body(body))
     assert response.status_code == 413, response.text[:300]
     assert took < REFUSED_WITHIN
 
@@ -212,14 +212,9 @@ async def oversized_body(c: GraphQLClient) -> None:
 async def oversized_query(c: GraphQLClient) -> None:
     # Comments are not tokens: the query text's own length limit is what stops this one.
     query = "{ viewer { ownerKey } }\n" + "#" * 20_000_000
-    response, took = await timed(post_bytes(c, json.dumps({"query": query}).encode()))
+    response, took = await timed(c.post_body(json.dumps({"query": query}).encode()))
     assert response.status_code == 413 and "query text" in response.text, response.text[:300]
     assert took < REFUSED_WITHIN
-
-
-def post_bytes(c: GraphQLClient, body: bytes) -> Awaitable[httpx.Response]:
-    headers = {"Authorization": f"Bearer {c.token}", "Content-Type": "application/json"}
-    return c.http.post("/graphql", content=body, headers=headers)
 
 
 async def test_a_fragment_explosion_is_refused_fast(live_server: LiveServer) -> None:

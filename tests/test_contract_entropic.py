@@ -64,14 +64,7 @@ class EntropicStorage:
             + messages_json
             + b"}}"
         )
-        response = await self.gql.http.post(
-            "/graphql",
-            content=body,
-            headers={
-                "Authorization": f"Bearer {self.gql.token}",
-                "Content-Type": "application/json",
-            },
-        )
+        response = await self.gql.post_body(body)
         if response.status_code != 200:
             self.errors.append({"code": f"HTTP {response.status_code}", "field": None})
             return False
