@@ -21,6 +21,9 @@ if TYPE_CHECKING:
     from graph.settings import Settings
     from tests.pg_databases import WorkerDatabase
 
+# The shared helpers' asserts explain themselves as a test's own do.
+pytest.register_assert_rewrite("tests.operations", "tests.ws")
+
 # The app, its settings and the migrations are imported by the fixtures that use them, not
 # here: `pytest tests/unit` loads this file too, and needs none of them.
 
@@ -131,16 +134,25 @@ class GraphQLClient:
         token: str | None = None,
         **kwargs: Any,
     ) -> httpx.Response:
+        return await self.http.post(
+            "/graphql",
+            json={"query": query, "variables": variables or {}},
+            headers=self._headers(token),
+            **kwargs,
+        )
+
+    async def post_body(self, body: bytes) -> httpx.Response:
+        """POST `body` as it is: JSON the test wrote itself (malformed, or with bytes spliced
+        in that a JSON encoder would not write), with this client's headers."""
+        headers = {**self._headers(), "Content-Type": "application/json"}
+        return await self.http.post("/graphql", content=body, headers=headers)
+
+    def _headers(self, token: str | None = None) -> dict[str, str]:
         use = token if token is not None else self.token
         headers = {"Authorization": f"Bearer {use}"} if use else {}
         if self.acting_for is not None:
             headers["Convograph-Owner"] = self.acting_for
-        return await self.http.post(
-            "/graphql",
-            json={"query": query, "variables": variables or {}},
-            headers=headers,
-            **kwargs,
-        )
+        return headers
 
     async def __call__(
         self, query: str, variables: dict[str, Any] | None = None, *, token: str | None = None

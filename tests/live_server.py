@@ -42,6 +42,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.commands import run_command
 from tests.conftest import GraphQLClient
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -146,29 +147,13 @@ class LiveServer:
 
 async def run_cli(*args: str, database_url: str, env: dict[str, str]) -> str:
     """Run one `python -m graph` command and return its stdout; ServerFailed when it fails."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "graph",
-        *args,
-        "--database-url",
-        database_url,
-        cwd=ROOT,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        out, err = await asyncio.wait_for(process.communicate(), CLI_TIMEOUT)
-    except TimeoutError:
-        process.kill()
-        await process.wait()
-        raise ServerFailed(f"`graph {' '.join(args)}` timed out") from None
-    if process.returncode != 0:
-        raise ServerFailed(
-            f"`graph {' '.join(args)}` exited {process.returncode}: {err.decode(errors='replace')}"
-        )
-    return out.decode()
+    code, out, err = await run_command(
+        sys.executable, "-m", "graph", *args, "--database-url", database_url,
+        cwd=ROOT, env=env, limit=CLI_TIMEOUT,
+    )  # fmt: skip
+    if code != 0:
+        raise ServerFailed(f"`graph {' '.join(args)}` exited {code}: {err}")
+    return out
 
 
 def server_env(secret: str, extra: dict[str, str] | None = None) -> dict[str, str]:

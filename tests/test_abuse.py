@@ -22,6 +22,7 @@ import pytest
 
 from graph.server.body import BODY_GRACE_SECONDS
 from graph.settings import Settings
+from tests.operations import CREATE, VIEWER
 
 if TYPE_CHECKING:
     from tests.conftest import GraphQLClient
@@ -38,8 +39,6 @@ REFUSED_WITHIN = 5.0
 # The honest client's slowest answer while attacks run (the slowest attacks hold the event
 # loop for a few hundred milliseconds each; they arrive back to back and all at once).
 HONEST_WITHIN = 1.5
-
-VIEWER = "{ viewer { ownerKey } }"
 
 
 @dataclass
@@ -198,14 +197,14 @@ async def many_operations(c: GraphQLClient) -> None:
 
 async def batch(c: GraphQLClient) -> None:
     body = json.dumps([{"query": VIEWER}] * 10_000).encode()
-    response, took = await timed(post_bytes(c, body))
+    response, took = await timed(c.post_body(body))
     assert response.status_code == 400 and "batch" in response.text.lower(), response.text
     assert took < REFUSED_WITHIN
 
 
 async def oversized_body(c: GraphQLClient) -> None:
     body = b'{"query": "' + b"x" * DEFAULTS.max_body_bytes + b'"}'
-    response, took = await timed(post_bytes(c, body))
+    response, took = await timed(c.post_body(body))
     assert response.status_code == 413, response.text[:300]
     assert took < REFUSED_WITHIN
 
@@ -213,14 +212,9 @@ async def oversized_body(c: GraphQLClient) -> None:
 async def oversized_query(c: GraphQLClient) -> None:
     # Comments are not tokens: the query text's own length limit is what stops this one.
     query = "{ viewer { ownerKey } }\n" + "#" * 20_000_000
-    response, took = await timed(post_bytes(c, json.dumps({"query": query}).encode()))
+    response, took = await timed(c.post_body(json.dumps({"query": query}).encode()))
     assert response.status_code == 413 and "query text" in response.text, response.text[:300]
     assert took < REFUSED_WITHIN
-
-
-def post_bytes(c: GraphQLClient, body: bytes) -> Awaitable[httpx.Response]:
-    headers = {"Authorization": f"Bearer {c.token}", "Content-Type": "application/json"}
-    return c.http.post("/graphql", content=body, headers=headers)
 
 
 async def test_a_fragment_explosion_is_refused_fast(live_server: LiveServer) -> None:
@@ -240,9 +234,8 @@ async def test_a_fragment_explosion_is_refused_fast(live_server: LiveServer) -> 
 
 async def test_a_huge_first_is_capped(live_server: LiveServer) -> None:
     async with live_server.client(await live_server.token()) as c:
-        create = 'mutation { createConversation(input: {title: "t"}) { conversation { id } } }'
         for _ in range(DEFAULTS.max_page_size + 5):
-            await c(create)
+            await c(CREATE)
         for first in (DEFAULTS.max_page_size + 1, 2**31 - 1):
             data = await c(
                 "query($n: Int) { conversations(first: $n) { totalCount nodes { id } "

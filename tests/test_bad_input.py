@@ -244,15 +244,7 @@ class Target:
 
     async def send(self, query: str, variables: dict[str, Any]) -> tuple[httpx.Response, bytes]:
         body = body_of(query, variables)
-        response = await self.client.http.post(
-            "/graphql",
-            content=body,
-            headers={
-                "Authorization": f"Bearer {self.client.token}",
-                "Content-Type": "application/json",
-            },
-        )
-        return response, body
+        return await self.client.post_body(body), body
 
     async def stored(self) -> dict[str, Any]:
         return await holdings(self.client, self.records)
@@ -631,19 +623,11 @@ async def test_deeply_nested_json_with_a_long_number_is_400_not_500(gql: GraphQL
     # Python's limit on JSON nested ~1000 deep, and the RecursionError became a 500.
     deep = "[" * 3000 + "12345678901234567890" + "]" * 3000
     body = '{"query": "query($e: JSON!) { extractFacts(envelope: $e) }", "variables": {"e": %s}}'
-    response = await gql.http.post(
-        "/graphql",
-        content=(body % deep).encode(),
-        headers={"Authorization": f"Bearer {gql.token}", "Content-Type": "application/json"},
-    )
+    response = await gql.post_body((body % deep).encode())
     assert response.status_code == 400, response.text
     assert "JSON" in response.json()["errors"][0]["message"]
     # The same nesting without a long number was always a 400: both paths agree now.
-    response = await gql.http.post(
-        "/graphql",
-        content=(body % ("[" * 3000 + "1" + "]" * 3000)).encode(),
-        headers={"Authorization": f"Bearer {gql.token}", "Content-Type": "application/json"},
-    )
+    response = await gql.post_body((body % ("[" * 3000 + "1" + "]" * 3000)).encode())
     assert response.status_code == 400, response.text
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tests.conftest import GraphQLClient, Server
+from tests.operations import COUNT
 
 ERRORS = "userErrors { code field message }"
 
@@ -63,14 +64,7 @@ class EntropicStorage:
             + messages_json
             + b"}}"
         )
-        response = await self.gql.http.post(
-            "/graphql",
-            content=body,
-            headers={
-                "Authorization": f"Bearer {self.gql.token}",
-                "Content-Type": "application/json",
-            },
-        )
+        response = await self.gql.post_body(body)
         if response.status_code != 200:
             self.errors.append({"code": f"HTTP {response.status_code}", "field": None})
             return False
@@ -370,7 +364,6 @@ async def test_gh48_a_delegation_without_its_parent_row_fails_loudly(
     """Before v2.1.12 the root row was never created and every delegation insert failed
     silently against an empty parent id. convograph refuses it, visibly, and stores nothing."""
     storage = EntropicStorage(gql)
-    count = "{ conversations { totalCount } }"
     bob = gql.as_(await server.token(owner="user:bob"))
     bobs_root = await EntropicStorage(bob).create_conversation("session")
     assert bobs_root is not None
@@ -382,8 +375,8 @@ async def test_gh48_a_delegation_without_its_parent_row_fails_loudly(
         assert [(e["code"], e["field"]) for e in storage.errors] == [
             ("NOT_FOUND", ["parentConversationId"])
         ]
-    assert (await gql(count))["conversations"]["totalCount"] == 0
-    assert (await bob(count))["conversations"]["totalCount"] == 1
+    assert (await gql(COUNT))["conversations"]["totalCount"] == 0
+    assert (await bob(COUNT))["conversations"]["totalCount"] == 1
     assert await storage.latest_delegation_for_target("coder") is None
     assert await storage.followup("orphan") == []
 

@@ -30,6 +30,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from tests.conftest import GraphQLClient
+from tests.operations import CHECKPOINT
 from tests.test_concurrency import APPEND, CREATE, READ, REPLACE, tagged_transcript, turn
 
 if TYPE_CHECKING:
@@ -39,9 +40,6 @@ pytest_plugins = ["tests.live_server"]
 
 APPENDERS = 4
 REPLACERS = 3
-CHECKPOINT = """mutation($s: String!, $state: JSON!) {
-  checkpointSession(input: {sessionId: $s, state: $state}) {
-    sessionState { version } userErrors { code } } }"""
 SESSION = """query($s: String!) { sessionState(sessionId: $s) { version state }
   sessionStateHistory(sessionId: $s, first: 1) { totalCount } }"""
 LIST = """query($after: String) { conversations(first: 100, after: $after) {

@@ -15,8 +15,8 @@ import pytest
 from graph.app import create_app
 from graph.settings import Settings
 from tests.conftest import GraphQLClient, Server
+from tests.operations import CREATE
 
-CREATE = 'mutation { createConversation(input: {title: "t"}) { conversation { id } } }'
 APPEND = """mutation($id: ID!, $m: [JSON!]!, $v: Int) {
   appendMessages(input: {conversationId: $id, messages: $m, expectedVersion: $v}) {
     messages { seq } conversation { version } userErrors { code }

@@ -12,9 +12,8 @@ import pytest
 from graph.app import create_app
 from graph.settings import Settings
 from tests.conftest import GraphQLClient, Server
+from tests.operations import CREATE
 from tests.tcp_proxy import TcpProxy
-
-CREATE = 'mutation { createConversation(input: {title: "t"}) { conversation { id } } }'
 
 
 @pytest.fixture

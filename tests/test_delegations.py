@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import GraphQLClient, Server
+from tests.operations import COUNT, NODE
 
 ERRORS = "userErrors { code field message }"
 DELEGATION = """
@@ -44,8 +45,6 @@ mutation($input: ResumeDelegationInput!) {{
 GET_DELEGATION = f"query($id: ID!) {{ delegation(id: $id) {{ {DELEGATION} }} }}"
 LATEST = "query($tier: String!) { latestDelegation(targetTier: $tier) { id summary } }"
 SEARCH = "query($q: String!, $first: Int) { searchDelegations(query: $q, first: $first) { id } }"
-COUNT = "{ conversations { totalCount } }"
-NODE = "query($id: ID!) { node(id: $id) { id } }"
 
 
 async def new_conversation(gql: GraphQLClient, **fields: Any) -> str:

@@ -11,7 +11,6 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pytest
-import websockets
 from sqlalchemy import select, update
 
 from graph.domain import cursors
@@ -24,17 +23,8 @@ from graph.store.retention import sweep
 from graph.store.sql import Sql
 from graph.store.tables import event_log as L
 from tests.conftest import GraphQLClient, Server
-from tests.test_subscriptions import (
-    COMPLETE,
-    PROTOCOL,
-    RECEIVE_TIMEOUT,
-    SYNC_TIMEOUT,
-    Socket,
-    append,
-    create,
-    delegate,
-    touch,
-)
+from tests.operations import COMPLETE, DELETE, REPLACE, UPDATE, append, create, delegate, touch
+from tests.ws import RECEIVE_TIMEOUT, SYNC_TIMEOUT, Session, session
 
 if TYPE_CHECKING:
     from tests.live_server import LiveServer, LiveServers
@@ -47,58 +37,36 @@ SUBSCRIBE = f"""
 subscription($id: ID!, $after: String) {{
   conversationEvents(conversationId: $id, after: $after) {{ {FIELDS} }}
 }}"""
-UPDATE = """mutation($id: ID!, $title: String) { updateConversation(input: {id: $id,
-  title: $title}) { conversation { version } userErrors { code } } }"""
-REPLACE = """mutation($id: ID!, $m: [JSON!]!) { replaceTranscript(input: {conversationId: $id,
-  messages: $m}) { conversation { version } userErrors { code } } }"""
-DELETE = """mutation($id: ID!) { deleteConversation(input: {id: $id}) { deleted } }"""
 
 
 @contextlib.asynccontextmanager
 async def stream(
     server: LiveServer, gql: GraphQLClient, cid: str, after: str | None
-) -> AsyncIterator[Socket]:
+) -> AsyncIterator[Session]:
+    assert gql.token is not None
     # No keep-alive pings from this side: a test's client may stop reading for a while.
-    async with websockets.connect(
-        server.ws_url,
-        subprotocols=[websockets.Subprotocol(PROTOCOL)],
-        additional_headers={"Authorization": f"Bearer {gql.token}"},
-        open_timeout=RECEIVE_TIMEOUT,
-        close_timeout=2,
-        ping_interval=None,
-    ) as ws:
-        socket = Socket(ws)
-        await socket.init()
-        await socket.send(
-            {
-                "id": "1",
-                "type": "subscribe",
-                "payload": {"query": SUBSCRIBE, "variables": {"id": cid, "after": after}},
-            }
-        )
+    async with session(server, gql.token, ping_interval=None) as socket:
+        await socket.subscribe(SUBSCRIBE, {"id": cid, "after": after})
         yield socket
 
 
 async def live_stream(
     stack: contextlib.AsyncExitStack, server: LiveServer, gql: GraphQLClient, cid: str
-) -> tuple[Socket, str]:
+) -> tuple[Session, str]:
     """A subscription known to be receiving, and the cursor of the event that proved it."""
     socket = await stack.enter_async_context(stream(server, gql, cid, None))
-    for _ in range(int(RECEIVE_TIMEOUT / SYNC_TIMEOUT)):
-        version = await touch(gql, cid)
-        with contextlib.suppress(TimeoutError):
-            while True:
-                event = await socket.event(within=SYNC_TIMEOUT)
-                if event["conversationId"] == cid and event["version"] == version:
-                    return socket, event["cursor"]
-    raise AssertionError("the subscription never delivered an event")
+    event = await socket.wait_until_live(
+        lambda: touch(gql, cid),
+        lambda version, event: event["conversationId"] == cid and event["version"] == version,
+    )
+    return socket, event["cursor"]
 
 
-async def events(socket: Socket, count: int) -> list[dict[str, Any]]:
+async def events(socket: Session, count: int) -> list[dict[str, Any]]:
     return [await socket.event() for _ in range(count)]
 
 
-async def nothing_more(socket: Socket) -> None:
+async def nothing_more(socket: Session) -> None:
     with pytest.raises(TimeoutError):
         await socket.receive(within=SYNC_TIMEOUT)
 

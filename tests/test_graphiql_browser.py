@@ -6,68 +6,38 @@ over HTTP and a subscription over the WebSocket, and the results are read from t
 request to a host that is not this machine fails the test: the page must work offline.
 Screenshots are left in test-artifacts/graphiql-*.png (also when a test fails).
 
-Needs `apt-get install chromium` and the `playwright` package (the `test` extra); the
-browser is Debian's, `playwright install` is never run. Without them the test is skipped.
+Needs Chromium and Playwright: see tests/browser.py. Without them the test is skipped.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
-import shutil
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
-import pytest
-
+from tests.browser import ARTIFACTS, chromium, is_local, keep_local
 from tests.conftest import GraphQLClient
+from tests.operations import create, touch
 
-try:
+with contextlib.suppress(ImportError):  # without Playwright, chromium() skips the test
     from playwright.async_api import TimeoutError as PlaywrightTimeout
-    from playwright.async_api import async_playwright
-except ImportError:  # the test says so and skips
-    async_playwright = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
-    from playwright.async_api import BrowserContext, Page, Request, Response, Route, WebSocket
+    from playwright.async_api import BrowserContext, Page, Request, Response, WebSocket
 
     from tests.live_server import LiveServer
 
 pytest_plugins = ["tests.live_server"]
 
-CHROMIUM = os.environ.get("CONVOGRAPH_TEST_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-component-update",
-    "--disable-sync",
-]
-ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
-LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]"}
 # GraphiQL 3 keeps the headers and variables editors in one tool pane; the visible one.
 HEADERS_EDITOR = ".graphiql-editor-tool .graphiql-editor:not(.hidden)"
 QUERY_EDITOR = ".graphiql-query-editor"
 RESULT = ".result-window"
 TIMEOUT_MS = 15_000
-
-CREATE = 'mutation { createConversation(input: {title: "watched"}) { conversation { id } } }'
-TOUCH = """mutation($id: ID!) { updateConversation(input: {id: $id, markRead: true}) {
-  conversation { version } userErrors { code } } }"""
-
-
-def skip_without_a_browser() -> None:
-    if async_playwright is None:
-        pytest.skip("Playwright is not installed: pip install playwright (the `test` extra)")
-    if not Path(CHROMIUM).exists() and shutil.which(CHROMIUM) is None:
-        pytest.skip(f"Chromium is not at {CHROMIUM}: apt-get install -y chromium")
 
 
 async def editor_text(page: Page, selector: str) -> str:
@@ -123,43 +93,20 @@ async def graphiql(server: LiveServer, profile: Path, screenshot: str) -> AsyncI
     The screenshot is taken when the block ends, also when it fails: the picture usually shows
     what went wrong.
     """
-    skip_without_a_browser()
-    assert async_playwright is not None
-    ARTIFACTS.mkdir(exist_ok=True)
-    async with async_playwright() as pw:
-        context = await pw.chromium.launch_persistent_context(
-            str(profile),
-            executable_path=CHROMIUM,
-            headless=True,
-            args=CHROMIUM_FLAGS,
-            viewport={"width": 1400, "height": 850},
-        )
+    async with chromium(profile, viewport={"width": 1400, "height": 850}) as context:
+        browser = Browser(await context.new_page())
+        await watch(context, browser)
         try:
-            browser = Browser(await context.new_page())
-            await watch(context, browser)
-            try:
-                await browser.page.goto(server.http_url, wait_until="networkidle")
-                await browser.page.wait_for_selector(
-                    f"{QUERY_EDITOR} .CodeMirror", timeout=TIMEOUT_MS
-                )
-                yield browser
-            finally:
-                await browser.page.screenshot(path=str(ARTIFACTS / screenshot))
+            await browser.page.goto(server.http_url, wait_until="networkidle")
+            await browser.page.wait_for_selector(f"{QUERY_EDITOR} .CodeMirror", timeout=TIMEOUT_MS)
+            yield browser
         finally:
-            await context.close()
+            await browser.page.screenshot(path=str(ARTIFACTS / screenshot))
     assert browser.problems == []
 
 
 async def watch(context: BrowserContext, browser: Browser) -> None:
     problems = browser.problems
-
-    async def guard(route: Route) -> None:
-        # Every HTTP(S) request of the page passes here: anything not on this machine fails.
-        if urlsplit(route.request.url).hostname in LOCAL_HOSTS:
-            await route.continue_()
-        else:
-            problems.append(f"non-local request: {route.request.url}")
-            await route.abort()
 
     def on_response(response: Response) -> None:
         if response.status >= 400:
@@ -171,11 +118,11 @@ async def watch(context: BrowserContext, browser: Browser) -> None:
 
     def on_websocket(ws: WebSocket) -> None:
         # WebSockets do not pass through route(): check their host here.
-        if urlsplit(ws.url).hostname not in LOCAL_HOSTS:
+        if not is_local(ws.url):
             problems.append(f"non-local websocket: {ws.url}")
         ws.on("framesent", lambda payload: browser.ws_sent.append(str(payload)))
 
-    await context.route("**/*", guard)
+    await keep_local(context, problems)
     page = browser.page
     page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
     page.on("response", on_response)
@@ -229,8 +176,7 @@ async def test_graphiql_runs_a_subscription_over_the_websocket(
 ) -> None:
     token = await live_server.token(workspace="site:graphiql", owner="user:browser")
     async with live_server.client(token) as gql:
-        created = await gql(CREATE)
-        conversation_id = created["createConversation"]["conversation"]["id"]
+        conversation_id = await create(gql, "watched")
         async with graphiql(live_server, tmp_path / "profile", "graphiql-subscription.png") as b:
             authorization = await enter_token(b.page, token)
             await start(
@@ -248,8 +194,7 @@ async def test_graphiql_runs_a_subscription_over_the_websocket(
 async def write_until_shown(page: Page, gql: GraphQLClient, conversation_id: str) -> None:
     """Write until the page shows the event: the subscription's start is not acknowledged."""
     for _ in range(30):
-        data = await gql(TOUCH, {"id": conversation_id})
-        version = data["updateConversation"]["conversation"]["version"]
+        version = await touch(gql, conversation_id)
         try:
             await result_contains(page, f'"version": {version}', timeout_ms=500)
         except PlaywrightTimeout:  # not subscribed yet, unless the page shows an error

@@ -21,8 +21,8 @@ from graph.api.execution.documents import provided_operation_name
 from graph.server.negotiation import GRAPHQL_RESPONSE_JSON, JSON, negotiate
 from graph.server.response_status import shape
 from tests.conftest import GraphQLClient, Server
+from tests.operations import VIEWER
 
-VIEWER = "{ viewer { ownerKey } }"
 CREATE = 'mutation Create { createConversation(input: {title: "t"}) { conversation { id } } }'
 COUNT = "query Count { conversations { totalCount } }"
 REQUEST_ERRORS = {

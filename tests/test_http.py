@@ -13,8 +13,8 @@ from sqlalchemy import text
 from graph.app import create_app
 from graph.settings import Settings
 from tests.conftest import GraphQLClient, Server
+from tests.operations import VIEWER
 
-VIEWER = "{ viewer { ownerKey } }"
 LIMIT = 4096
 
 

@@ -13,33 +13,29 @@ fails the test. Screenshots are left in test-artifacts/inspector-*.png (also whe
 fails). With CONVOGRAPH_INSPECTOR_SCREENSHOTS=1 the README's pictures are written too:
 docs/inspector-tree.png and docs/inspector-transcript.png.
 
-Needs `apt-get install chromium` and the `playwright` package (the `test` extra); the
-browser is Debian's, `playwright install` is never run. Without them the test is skipped.
+Needs Chromium and Playwright: see tests/browser.py. Without them the test is skipped.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
-import shutil
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 import httpx
-import pytest
 
+from tests.browser import ARTIFACTS, chromium, is_local, keep_local
 from tests.conftest import GraphQLClient
 
-try:
-    from playwright.async_api import async_playwright, expect
-except ImportError:  # the test says so and skips
-    async_playwright = None  # type: ignore[assignment]
+with contextlib.suppress(ImportError):  # without Playwright, chromium() skips the test
+    from playwright.async_api import expect
 
 if TYPE_CHECKING:
     from playwright.async_api import (
@@ -59,22 +55,9 @@ if TYPE_CHECKING:
 
 pytest_plugins = ["tests.live_server"]
 
-CHROMIUM = os.environ.get("CONVOGRAPH_TEST_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-component-update",
-    "--disable-sync",
-]
 ROOT = Path(__file__).resolve().parent.parent
-ARTIFACTS = ROOT / "test-artifacts"
 DOCS = ROOT / "docs"
 README_SCREENSHOTS = os.environ.get("CONVOGRAPH_INSPECTOR_SCREENSHOTS") == "1"
-LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]"}
 TIMEOUT_MS = 15_000
 LIVE_MS = 5_000  # "within a second" in the issue; the test allows a loaded machine some slack
 DESKTOP: ViewportSize = {"width": 1280, "height": 800}
@@ -111,13 +94,6 @@ CHECKPOINT = """mutation($sessionId: String!, $state: JSON!) {
 # -- the browser -----------------------------------------------------------------------------
 
 
-def skip_without_a_browser() -> None:
-    if async_playwright is None:
-        pytest.skip("Playwright is not installed: pip install playwright (the `test` extra)")
-    if not Path(CHROMIUM).exists() and shutil.which(CHROMIUM) is None:
-        pytest.skip(f"Chromium is not at {CHROMIUM}: apt-get install -y chromium")
-
-
 @dataclass
 class Browser:
     """An inspector page and what it did: problems fail the test when the block ends."""
@@ -141,34 +117,20 @@ async def inspector(
 ) -> AsyncIterator[Browser]:
     """/ui loaded from `server` in a fresh Chromium profile; fails on any non-local request,
     console error or page error. The screenshot is taken when the block ends, also on failure."""
-    skip_without_a_browser()
-    assert async_playwright is not None
-    ARTIFACTS.mkdir(exist_ok=True)
-    async with async_playwright() as pw:
-        context = await pw.chromium.launch_persistent_context(
-            str(profile),
-            executable_path=CHROMIUM,
-            headless=True,
-            args=CHROMIUM_FLAGS,
-            viewport=viewport,
-            color_scheme="light",
-            reduced_motion="reduce",
-            locale="en-US",
-        )
+    async with chromium(
+        profile, viewport=viewport, color_scheme="light", reduced_motion="reduce", locale="en-US"
+    ) as context:
+        browser = Browser(await context.new_page(), context)
+        await watch(browser)
         try:
-            browser = Browser(await context.new_page(), context)
-            await watch(browser)
-            try:
-                response = await browser.page.goto(f"{server.base_url}/ui")
-                assert response is not None and response.status == 200
-                csp = (await response.all_headers()).get("content-security-policy", "")
-                # The page must work under the policy the app sends: no inline script or style.
-                assert "default-src 'self'" in csp, csp
-                yield browser
-            finally:
-                await browser.page.screenshot(path=str(ARTIFACTS / screenshot))
+            response = await browser.page.goto(f"{server.base_url}/ui")
+            assert response is not None and response.status == 200
+            csp = (await response.all_headers()).get("content-security-policy", "")
+            # The page must work under the policy the app sends: no inline script or style.
+            assert "default-src 'self'" in csp, csp
+            yield browser
         finally:
-            await context.close()
+            await browser.page.screenshot(path=str(ARTIFACTS / screenshot))
     unexpected = [
         p for p in browser.problems if not any(rx.search(p) for rx in browser.expected_console)
     ]
@@ -178,14 +140,6 @@ async def inspector(
 async def watch(browser: Browser) -> None:
     problems = browser.problems
     page = browser.page
-
-    async def guard(route: Route) -> None:
-        # Every HTTP(S) request of the page passes here: anything not on this machine fails.
-        if urlsplit(route.request.url).hostname in LOCAL_HOSTS:
-            await route.continue_()
-        else:
-            problems.append(f"non-local request: {route.request.url}")
-            await route.abort()
 
     def on_console(message: ConsoleMessage) -> None:
         browser.console.append(message.text)
@@ -203,11 +157,11 @@ async def watch(browser: Browser) -> None:
     def on_websocket(ws: WebSocket) -> None:
         browser.urls.append(ws.url)
         # WebSockets do not pass through route(): check their host here.
-        if urlsplit(ws.url).hostname not in LOCAL_HOSTS:
+        if not is_local(ws.url):
             problems.append(f"non-local websocket: {ws.url}")
         ws.on("framesent", lambda payload: browser.ws_frames.append(str(payload)))
 
-    await browser.context.route("**/*", guard)
+    await keep_local(browser.context, problems)
     page.on("console", on_console)
     page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
     page.on("response", on_response)

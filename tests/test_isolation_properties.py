@@ -17,23 +17,20 @@ the fixed, exhaustive version of these checks.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import itertools
-import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 import pytest
-from httpx_ws import AsyncWebSocketSession, aconnect_ws
-from httpx_ws.transport import ASGIWebSocketTransport
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import GraphQLClient, Server
+from tests.operations import VIEWER, WATCH
 from tests.test_isolation import mutate, session_document
+from tests.ws import connect_app, graphql_errors
 
 
 @dataclass(frozen=True)
@@ -322,37 +319,14 @@ async def op_subscribe(world: World, who: Who, client: GraphQLClient, cid: str) 
     conv = world.convs.get(cid)
     if conv is None:
         return
-    subscription = {
-        "id": "1",
-        "type": "subscribe",
-        "payload": {
-            "query": "subscription($id: ID!) { conversationEvents(conversationId: $id) "
-            "{ kind conversationId } }",
-            "variables": {"id": cid},
-        },
-    }
-    transport = ASGIWebSocketTransport(world.server.app)
-    ws: AsyncWebSocketSession
-    async with (
-        httpx.AsyncClient(transport=transport, base_url="http://test") as http,
-        aconnect_ws(
-            "/graphql",
-            http,
-            subprotocols=["graphql-transport-ws"],
-            headers={"Authorization": f"Bearer {client.token}"},
-        ) as ws,
-    ):
+    async with connect_app(world.server.app, token=client.token) as socket:
         # A service names the owner it acts for in connection_init, as browsers must.
-        init = {} if who.acting_for is None else {"Convograph-Owner": who.acting_for}
-        await ws.send_text(json.dumps({"type": "connection_init", "payload": init}))
-        assert json.loads(await ws.receive_text(timeout=10))["type"] == "connection_ack"
-        await ws.send_text(json.dumps(subscription))
+        await socket.init(acting_for=who.acting_for)
+        await socket.subscribe(WATCH, {"id": cid})
         if not world.visible(who, cid):
-            message = json.loads(await ws.receive_text(timeout=10))
-            errors = (
-                message["payload"] if message["type"] == "error" else message["payload"]["errors"]
-            )
-            assert errors[0]["extensions"]["code"] == "NOT_FOUND", message
+            message = await socket.receive()
+            assert message["type"] in ("error", "next"), message
+            assert graphql_errors(message)[0]["extensions"]["code"] == "NOT_FOUND", message
             return
         # Visible: the owner's next write reaches this subscriber (retried until the
         # subscription is registered; the protocol does not acknowledge it).
@@ -361,29 +335,25 @@ async def op_subscribe(world: World, who: Who, client: GraphQLClient, cid: str) 
             for p, c in zip(PRINCIPALS, world.clients, strict=True)
             if p.owner_key == conv.owner and p.writes
         )
-        for _ in range(20):
-            await mutate(owner, "updateConversation", {"id": cid, "markRead": True})
-            with contextlib.suppress(TimeoutError, asyncio.TimeoutError):
-                message = json.loads(await ws.receive_text(timeout=0.3))
-                assert message["type"] == "next", message
-                assert message["payload"]["data"]["conversationEvents"]["conversationId"] == cid
-                return
-        raise AssertionError("a visible subscription never delivered an event")
+        event = await socket.wait_until_live(
+            lambda: mutate(owner, "updateConversation", {"id": cid, "markRead": True}),
+            attempts=20,
+        )
+        assert event["conversationId"] == cid
 
 
 async def op_revoke(world: World, who: Who, client: GraphQLClient, _: str) -> None:
     """A fresh token of `who` works, is revoked, and is refused on the very next request."""
     token_id, token = await world.server.token_with_id(who.workspace, who.owner, who.scope)
     extra = client.as_(token, acting_for=who.acting_for)
-    viewer = "{ viewer { ownerKey } }"
-    assert (await extra.post(viewer)).status_code == 200
+    assert (await extra.post(VIEWER)).status_code == 200
     assert await world.server.revoke(token_id)
-    refused_now = await extra.post(viewer)
+    refused_now = await extra.post(VIEWER)
     assert refused_now.status_code == 401, refused_now.text
     mutation = 'mutation { createConversation(input: {title: "x"}) { conversation { id } } }'
     assert (await extra.post(mutation)).status_code == 401
     # The principal's other token is untouched.
-    assert (await client.post(viewer)).status_code == 200
+    assert (await client.post(VIEWER)).status_code == 200
 
 
 OPERATIONS = {
@@ -465,24 +435,8 @@ async def test_no_principal_touches_another_owners_records_long(
 async def test_subscription_messages_are_text_frames(server: Server, gql: GraphQLClient) -> None:
     # Found by the subscriptions above: every message went out as a binary frame, which
     # browser clients (graphql-ws, so GraphiQL's subscriptions) cannot parse.
-    transport = ASGIWebSocketTransport(server.app)
-    ws: AsyncWebSocketSession
-    async with (
-        httpx.AsyncClient(transport=transport, base_url="http://test") as http,
-        aconnect_ws(
-            "/graphql",
-            http,
-            subprotocols=["graphql-transport-ws"],
-            headers={"Authorization": f"Bearer {gql.token}"},
-        ) as ws,
-    ):
-        await ws.send_text(json.dumps({"type": "connection_init", "payload": {}}))
-        assert json.loads(await ws.receive_text(timeout=10)) == {"type": "connection_ack"}
-        await ws.send_text(
-            json.dumps(
-                {"id": "1", "type": "subscribe", "payload": {"query": "{ viewer { ownerKey } }"}}
-            )
-        )
-        assert json.loads(await ws.receive_text(timeout=10))["payload"] == {
-            "data": {"viewer": {"ownerKey": "alice"}}
-        }
+    # The session reads text frames only: a binary one fails it.
+    async with connect_app(server.app, token=gql.token) as socket:
+        await socket.init()
+        await socket.subscribe(VIEWER)
+        assert (await socket.receive())["payload"] == {"data": {"viewer": {"ownerKey": "alice"}}}

@@ -11,11 +11,12 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
-import websockets
 
 from graph.server.logs import JSONFormatter, configure_logging
 from graph.settings import Settings, SettingsError
 from tests.conftest import GraphQLClient, Server
+from tests.operations import WATCH, touch
+from tests.ws import connect
 
 if TYPE_CHECKING:
     from tests.live_server import LiveServer
@@ -183,25 +184,6 @@ def json_lines(text: str) -> list[dict[str, Any]]:
     return lines
 
 
-TOUCH = """mutation($id: ID!) { updateConversation(input: {id: $id, markRead: true}) {
-  userErrors { code } } }"""
-
-
-async def receive_an_event(
-    ws: websockets.ClientConnection, gql: GraphQLClient, conversation_id: str
-) -> None:
-    """Write until the subscription delivers: `subscribe` has no acknowledgement of its own."""
-    for _ in range(30):
-        assert (await gql(TOUCH, {"id": conversation_id}))["updateConversation"]["userErrors"] == []
-        try:
-            message = json.loads(await asyncio.wait_for(ws.recv(), 0.3))
-        except TimeoutError:
-            continue
-        assert message["type"] == "next", message
-        return
-    raise AssertionError("the subscription never delivered an event")
-
-
 async def test_a_live_server_writes_json_lines_for_http_and_websocket_operations(
     live_servers: Any, database_url: str
 ) -> None:
@@ -214,28 +196,13 @@ async def test_a_live_server_writes_json_lines_for_http_and_websocket_operations
         assert response.status_code == 200, response.text
         conversation_id = response.json()["data"]["createConversation"]["conversation"]["id"]
 
-    subscription = {
-        "id": "1",
-        "type": "subscribe",
-        "payload": {
-            "query": "subscription Watch($id: ID!) { conversationEvents(conversationId: $id) "
-            "{ kind } }",
-            "variables": {"id": conversation_id},
-        },
-    }
-    async with websockets.connect(
-        server.ws_url,
-        subprotocols=[websockets.Subprotocol("graphql-transport-ws")],
-        open_timeout=10,
-    ) as ws:
-        await ws.send(
-            json.dumps({"type": "connection_init", "payload": {"Authorization": f"Bearer {token}"}})
-        )
-        assert json.loads(await asyncio.wait_for(ws.recv(), 10))["type"] == "connection_ack"
-        await ws.send(json.dumps(subscription))
+    async with connect(server) as socket:
+        await socket.init(token)
+        await socket.subscribe(WATCH, {"id": conversation_id})
         async with server.client(token) as gql:
-            await receive_an_event(ws, gql, conversation_id)
-        await ws.send(json.dumps({"id": "1", "type": "complete"}))
+            # Delivered: `subscribe` has no acknowledgement of its own.
+            await socket.wait_until_live(lambda: touch(gql, conversation_id))
+        await socket.complete()
 
     for _ in range(50):  # the WebSocket line is written when the server sees the end
         lines = json_lines(server.logs())

@@ -5,23 +5,23 @@ loopback and behind an ADMIN token from anywhere else, as the settings say."""
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import pytest
-import websockets
 from prometheus_client.parser import text_string_to_metric_families
 
 from graph.app import create_app
 from graph.server.metrics import MAX_OPERATION_NAMES
 from graph.settings import Settings, SettingsError
 from tests.conftest import GraphQLClient, Server
+from tests.operations import WATCH
 from tests.tcp_proxy import TcpProxy
+from tests.ws import session
 
 if TYPE_CHECKING:
     from tests.live_server import LiveServer
@@ -41,8 +41,6 @@ APPEND_ALIASED = """mutation AppendAliased($id: ID!) {
 fragment Problems on AppendMessagesPayload { problems: userErrors { what: code } }"""
 CREATE = """mutation Create { createConversation(input: {title: "t"}) {
   conversation { id } userErrors { code } } }"""
-SUBSCRIBE = """subscription Watch($id: ID!) {
-  conversationEvents(conversationId: $id) { kind version } }"""
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -241,39 +239,21 @@ async def test_active_subscriptions_rise_and_fall(live_server: LiveServer) -> No
         created = await gql(CREATE)
     conversation_id = created["createConversation"]["conversation"]["id"]
 
-    subscribe: dict[str, Any] = {
-        "id": "1",
-        "type": "subscribe",
-        "payload": {"query": SUBSCRIBE, "variables": {"id": conversation_id}},
-    }
-    async with subscriber(live_server, token) as ws:
-        await ws.send(json.dumps(subscribe))
+    variables = {"id": conversation_id}
+    async with session(live_server, token) as socket:
+        await socket.subscribe(WATCH, variables)
         await wait_for_gauge(live_server, 1)
-        await ws.send(json.dumps({"id": "1", "type": "complete"}))
+        await socket.complete()
         await wait_for_gauge(live_server, 0)
 
         # Two at once, then the client goes away without completing them.
-        await ws.send(json.dumps({**subscribe, "id": "2"}))
-        await ws.send(json.dumps({**subscribe, "id": "3"}))
+        await socket.subscribe(WATCH, variables, op="2")
+        await socket.subscribe(WATCH, variables, op="3")
         await wait_for_gauge(live_server, 2)
     samples = await wait_for_gauge(live_server, 0)
 
     ops = "convograph_graphql_operations_total"
     assert value(samples, ops, operation="Watch", type="subscription", outcome="ok") == 3
-
-
-@asynccontextmanager
-async def subscriber(server: LiveServer, token: str) -> AsyncIterator[websockets.ClientConnection]:
-    """A graphql-transport-ws connection, initialised, authenticated by `token`."""
-    async with websockets.connect(
-        server.ws_url,
-        subprotocols=[websockets.Subprotocol("graphql-transport-ws")],
-        additional_headers=bearer(token),
-        open_timeout=10,
-    ) as ws:
-        await ws.send(json.dumps({"type": "connection_init", "payload": {}}))
-        assert json.loads(await asyncio.wait_for(ws.recv(), 10)) == {"type": "connection_ack"}
-        yield ws
 
 
 async def test_database_errors_are_counted_while_postgresql_is_away(

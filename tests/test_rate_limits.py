@@ -21,11 +21,10 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
-import websockets
-from websockets.exceptions import ConnectionClosed
 
 from graph.settings import Settings, SettingsError
-from tests.test_subscriptions import PROTOCOL, RECEIVE_TIMEOUT, SUBSCRIBE, Socket
+from tests.operations import CONVERSATION_EVENTS, CREATE, DELETE, TOUCH, VIEWER
+from tests.ws import RECEIVE_TIMEOUT, Closed, Session, session
 
 if TYPE_CHECKING:
     from tests.live_server import LiveServer, LiveServers
@@ -38,13 +37,7 @@ CAP = "CONVOGRAPH_MAX_SUBSCRIPTIONS_PER_TOKEN"
 # A bucket that gains one request every 100 s: nothing refills during a test.
 NO_REFILL = "0.01"
 
-VIEWER = "{ viewer { ownerKey } }"
-CREATE = """mutation($title: String) { createConversation(input: {title: $title}) {
-  conversation { id } userErrors { code } } }"""
 TITLES = "{ conversations(first: 100) { nodes { title } } }"
-TOUCH = """mutation($id: ID!) { updateConversation(input: {id: $id, markRead: true}) {
-  conversation { version } userErrors { code } } }"""
-DELETE = "mutation($id: ID!) { deleteConversation(input: {id: $id}) { deleted } }"
 CAP_REASON = "too many subscriptions for this token (limit {})"
 
 
@@ -85,6 +78,12 @@ async def data(client: httpx.AsyncClient, token: str, query: str, **variables: A
     return body["data"]
 
 
+async def new_conversation(client: httpx.AsyncClient, token: str, title: str) -> str:
+    created = (await data(client, token, CREATE, title=title))["createConversation"]
+    assert created["userErrors"] == []
+    return str(created["conversation"]["id"])
+
+
 async def statuses(responses: Iterable[Any]) -> list[int]:
     return [r.status_code for r in await asyncio.gather(*responses)]
 
@@ -116,38 +115,12 @@ async def start(live_servers: LiveServers, database_url: str, **env: str) -> Liv
 # -- WebSockets ------------------------------------------------------------------------------
 
 
-@asynccontextmanager
-async def connect(server: LiveServer, token: str) -> AsyncIterator[Socket]:
-    """A socket authenticated as `token` (connection_init acknowledged)."""
-    async with websockets.connect(
-        server.ws_url,
-        subprotocols=[websockets.Subprotocol(PROTOCOL)],
-        additional_headers=bearer(token),
-        open_timeout=RECEIVE_TIMEOUT,
-        close_timeout=2,
-    ) as ws:
-        socket = Socket(ws)
-        await socket.init()
-        yield socket
-
-
-async def subscribe(socket: Socket, op: str, cid: str, query: str = SUBSCRIBE) -> None:
-    payload = {"query": query, "variables": {"id": cid}}
-    await socket.send({"id": op, "type": "subscribe", "payload": payload})
-
-
-async def closed_with(socket: Socket) -> tuple[int, str]:
-    """The code and reason the server closes the socket with."""
-    try:
-        while True:
-            await socket.receive()
-    except ConnectionClosed as closed:
-        assert closed.rcvd is not None, "the client closed, not the server"
-        return closed.rcvd.code, closed.rcvd.reason
+async def subscribe(socket: Session, op: str, cid: str, query: str = CONVERSATION_EVENTS) -> None:
+    await socket.subscribe(query, {"id": cid}, op=op)
 
 
 async def all_live(
-    client: httpx.AsyncClient, writer: str, cid: str, streams: dict[Socket, set[str]]
+    client: httpx.AsyncClient, writer: str, cid: str, streams: dict[Session, set[str]]
 ) -> None:
     """Write to `cid` until every operation in `streams` (socket -> ids) delivered the same
     event: then each of them is registered and streaming."""
@@ -169,7 +142,7 @@ async def all_live(
     raise AssertionError(f"not every subscription delivered: {waiting}")
 
 
-async def ended(socket: Socket, op: str) -> list[dict[str, Any]]:
+async def ended(socket: Session, op: str) -> list[dict[str, Any]]:
     """The messages of operation `op` until the server ends it (`complete` or `error`)."""
     received = []
     while True:
@@ -188,9 +161,8 @@ async def test_nothing_is_limited_without_the_settings(live_server: LiveServer) 
     token = await live_server.token()
     async with http(live_server) as client:
         assert set(await statuses(post(client, token) for _ in range(60))) == {200}
-        cid = (await data(client, token, CREATE, title="t"))["createConversation"]
-        cid = cid["conversation"]["id"]
-        async with connect(live_server, token) as socket:
+        cid = await new_conversation(client, token, "t")
+        async with session(live_server, token) as socket:
             ops = {str(n) for n in range(8)}
             for op in sorted(ops):
                 await subscribe(socket, op, cid)
@@ -310,9 +282,8 @@ async def test_an_operation_over_a_websocket_is_charged_to_the_token_too(
     server = await start(live_servers, database_url, **{RATE: NO_REFILL, BURST: "2"})
     watcher, writer = await server.token(label="watcher"), await server.token(label="writer")
     async with http(server) as client:
-        cid = (await data(client, writer, CREATE, title="t"))["createConversation"]
-        cid = cid["conversation"]["id"]
-        async with connect(server, watcher) as socket:
+        cid = await new_conversation(client, writer, "t")
+        async with session(server, watcher) as socket:
             await subscribe(socket, "1", cid)
             await subscribe(socket, "2", cid)
             await subscribe(socket, "3", cid)
@@ -336,19 +307,18 @@ async def test_the_cap_counts_a_tokens_subscriptions_over_all_its_sockets(
     server = await start(live_servers, database_url, **{CAP: "3"})
     capped, other = await server.token(label="capped"), await server.token(label="other")
     async with http(server) as client:
-        cid = (await data(client, other, CREATE, title="t"))["createConversation"]
-        cid = cid["conversation"]["id"]
-        async with connect(server, capped) as a, connect(server, capped) as b:
+        cid = await new_conversation(client, other, "t")
+        async with session(server, capped) as a, session(server, capped) as b:
             await subscribe(a, "1", cid)
             await subscribe(a, "2", cid)
             await subscribe(b, "1", cid)
             await all_live(client, other, cid, {a: {"1", "2"}, b: {"1"}})
 
-            async with connect(server, capped) as c:
+            async with session(server, capped) as c:
                 await subscribe(c, "1", cid)
-                assert await closed_with(c) == (4429, CAP_REASON.format(3))
+                assert await c.closed() == (4429, CAP_REASON.format(3))
             # Another token is not held back by this one's subscriptions.
-            async with connect(server, other) as d:
+            async with session(server, other) as d:
                 await subscribe(d, "1", cid)
                 await all_live(client, other, cid, {d: {"1"}})
             # Those that were under the cap stream on.
@@ -356,12 +326,12 @@ async def test_the_cap_counts_a_tokens_subscriptions_over_all_its_sockets(
 
             # The client's `complete` gives its slot back at once: a `subscribe` right after
             # it on the same socket fits.
-            await a.send({"id": "2", "type": "complete"})
+            await a.complete("2")
             await subscribe(a, "3", cid)
             await all_live(client, other, cid, {a: {"1", "3"}, b: {"1"}})
-            async with connect(server, capped) as e:
+            async with session(server, capped) as e:
                 await subscribe(e, "1", cid)
-                assert await closed_with(e) == (4429, CAP_REASON.format(3))
+                assert await e.closed() == (4429, CAP_REASON.format(3))
         assert await metric(client, "convograph_subscription_cap_refusals_total") == 2
 
         # Sockets that closed gave back all their slots (the server notices a moment later).
@@ -374,14 +344,14 @@ async def fits(
     """`ops` subscriptions of `token` on one socket are accepted, within a few seconds."""
     deadline = time.perf_counter() + RECEIVE_TIMEOUT
     while True:
-        async with connect(server, token) as socket:
+        async with session(server, token) as socket:
             for op in range(ops):
                 await subscribe(socket, str(op), cid)
             try:
                 await all_live(client, writer, cid, {socket: {str(op) for op in range(ops)}})
                 return
-            except ConnectionClosed as closed:
-                assert closed.rcvd is not None and closed.rcvd.code == 4429, closed
+            except Closed as closed:
+                assert closed.code == 4429, closed
                 assert time.perf_counter() < deadline, "slots were not given back"
         await asyncio.sleep(0.1)
 
@@ -392,11 +362,9 @@ async def test_every_way_a_subscription_ends_gives_its_slot_back(
     server = await start(live_servers, database_url, **{CAP: "1"})
     token, writer = await server.token(label="capped"), await server.token(label="writer")
     async with http(server) as client:
-        cid = (await data(client, writer, CREATE, title="t"))["createConversation"]
-        cid = cid["conversation"]["id"]
-        doomed = (await data(client, writer, CREATE, title="doomed"))["createConversation"]
-        doomed = doomed["conversation"]["id"]
-        async with connect(server, token) as socket:
+        cid = await new_conversation(client, writer, "t")
+        doomed = await new_conversation(client, writer, "doomed")
+        async with session(server, token) as socket:
             # A document that does not validate: an `error` before it runs.
             await subscribe(socket, "invalid", cid, query="subscription { nope }")
             assert [m["type"] for m in await ended(socket, "invalid")] == ["error"]

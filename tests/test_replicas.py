@@ -16,15 +16,11 @@ import pytest
 
 from tests.conftest import GraphQLClient
 from tests.live_server import LiveServer, LiveServers, live_servers  # noqa: F401
-from tests.test_subscriptions import subscribed
+from tests.operations import APPEND, REPLACE
+from tests.ws import subscribed
 
 CREATE = """mutation($key: String) { createConversation(input: {title: "r", idempotencyKey: $key})
   { conversation { id } userErrors { code } } }"""
-APPEND = """mutation($id: ID!, $m: [JSON!]!) { appendMessages(input: {conversationId: $id,
-  messages: $m}) { messages { seq } userErrors { code message } } }"""
-REPLACE = """mutation($id: ID!, $m: [JSON!]!, $v: Int) { replaceTranscript(input:
-  {conversationId: $id, messages: $m, expectedVersion: $v}) { conversation { version }
-  userErrors { code } } }"""
 LOCK = """mutation($id: ID!) { acquireLock(input: {conversationId: $id, ttlSeconds: 60})
   { token userErrors { code } } }"""
 READ = """query($id: ID!) { conversation(id: $id) { version messageCount transcript

@@ -13,6 +13,7 @@ import pytest
 
 from graph.settings import Settings
 from tests.conftest import GraphQLClient
+from tests.operations import DELETE, REPLACE, append
 
 if TYPE_CHECKING:
     from tests.live_server import LiveServer, LiveServers
@@ -20,11 +21,6 @@ if TYPE_CHECKING:
 pytest_plugins = ["tests.live_server"]
 
 CREATE = "mutation { createConversation(input: {}) { conversation { id } } }"
-APPEND = """mutation($id: ID!, $m: [JSON!]!) {
-  appendMessages(input: {conversationId: $id, messages: $m}) { userErrors { code } } }"""
-REPLACE = """mutation($id: ID!, $m: [JSON!]!) {
-  replaceTranscript(input: {conversationId: $id, messages: $m}) { userErrors { code } } }"""
-DELETE = "mutation($id: ID!) { deleteConversation(input: {id: $id}) { deleted } }"
 SEARCH = """query($q: String) {
   conversations(filter: {search: $q}) { nodes { id } } }"""
 BOTH = """query($id: ID!, $q: String) {
@@ -38,11 +34,6 @@ def said(text: str) -> dict[str, str]:
 
 async def new(gql: GraphQLClient) -> str:
     return str((await gql(CREATE))["createConversation"]["conversation"]["id"])
-
-
-async def append(gql: GraphQLClient, cid: str, *texts: str) -> None:
-    payload = (await gql(APPEND, {"id": cid, "m": [said(t) for t in texts]}))["appendMessages"]
-    assert payload["userErrors"] == []
 
 
 async def found(gql: GraphQLClient, word: str) -> set[str]:

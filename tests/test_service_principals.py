@@ -9,16 +9,15 @@ malformed one 400; nothing ever leaves the token's workspace.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
 import httpx
 import pytest
-import websockets
-from websockets.exceptions import ConnectionClosed
 
 from tests.conftest import GraphQLClient, Server
+from tests.operations import CHECKPOINT, NODE, WATCH
+from tests.ws import connect, graphql_errors
 
 VIEWER = "{ viewer { workspace { key } ownerType ownerKey scopes actingService } }"
 CREATE = """mutation($title: String, $key: String) {
@@ -36,9 +35,6 @@ DELEGATE = """mutation($id: ID!) { createDelegation(input: {parentConversationId
 LIST = "{ conversations { totalCount nodes { id title ownerType } } }"
 SEARCH = """query($q: String!) { conversations(filter: {search: $q}) { nodes { id } } }"""
 GET = "query($id: ID!) { conversation(id: $id) { id title } }"
-NODE = "query($id: ID!) { node(id: $id) { id } }"
-CHECKPOINT = """mutation($s: String!, $state: JSON!) { checkpointSession(input: {sessionId: $s,
-  state: $state}) { sessionState { version } userErrors { code } } }"""
 SESSION = "query($s: String!) { sessionState(sessionId: $s) { version state } }"
 
 
@@ -52,24 +48,16 @@ class Service:
     async def post(
         self, query: str, variables: dict[str, Any] | None = None, *, owner: str | None = None
     ) -> httpx.Response:
-        headers = {"Authorization": f"Bearer {self.token}"}
-        if owner is not None:
-            headers["Convograph-Owner"] = owner
-        return await self.http.post(
-            "/graphql", json={"query": query, "variables": variables or {}}, headers=headers
-        )
+        return await GraphQLClient(self.http, self.token, acting_for=owner).post(query, variables)
 
     async def __call__(
         self, query: str, variables: dict[str, Any] | None = None, *, owner: str | None = None
     ) -> dict[str, Any]:
-        response = await self.post(query, variables, owner=owner)
-        assert response.status_code == 200, response.text
-        body = response.json()
-        assert "errors" not in body, body
-        for payload in body["data"].values():
+        data = await GraphQLClient(self.http, self.token, acting_for=owner)(query, variables)
+        for payload in data.values():
             if isinstance(payload, dict) and payload.get("userErrors"):
                 raise AssertionError(payload["userErrors"])
-        return body["data"]
+        return data
 
 
 @pytest.fixture
@@ -268,59 +256,32 @@ async def test_subscriptions_act_for_the_owner_and_end_when_the_service_token_is
     )
     owner_key = "owner-key-5e1f0c77"
     acting = f"user:{owner_key}"
-    query = "subscription($id: ID!) { conversationEvents(conversationId: $id) { kind version } }"
     async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as http:
         service = Service(http, token)
         mine = await create(service, "mine", owner=acting)
         theirs = await create(service, "theirs", owner="user:2")
-        async with websockets.connect(
-            server.ws_url, subprotocols=[websockets.Subprotocol("graphql-transport-ws")]
-        ) as ws:
-            init = {"Authorization": f"Bearer {token}", "Convograph-Owner": acting}
-            await ws.send(json.dumps({"type": "connection_init", "payload": init}))
-            assert json.loads(await asyncio.wait_for(ws.recv(), 10))["type"] == "connection_ack"
+        async with connect(server) as socket:
+            await socket.init(token, acting_for=acting)
             # Another owner's conversation cannot be subscribed to.
-            await ws.send(json.dumps(_subscribe("2", query, theirs)))
-            refused = json.loads(await asyncio.wait_for(ws.recv(), 10))
+            await socket.subscribe(WATCH, {"id": theirs}, op="2")
+            refused = await socket.receive()
             assert refused["id"] == "2", refused
-            assert [e["extensions"]["code"] for e in _errors(refused)] == ["NOT_FOUND"]
-            await ws.send(json.dumps(_subscribe("1", query, mine)))
-            await _until_delivered(ws, service, mine, acting)
+            assert [e["extensions"]["code"] for e in graphql_errors(refused)] == ["NOT_FOUND"]
+            if refused["type"] == "next":  # an error in the resolver: the operation then ends
+                assert await socket.receive() == {"id": "2", "type": "complete"}
+            await socket.subscribe(WATCH, {"id": mine})
+            await socket.wait_until_live(
+                lambda: service(RENAME, {"id": mine, "title": "touched"}, owner=acting)
+            )
             listed = (await server.cli("token", "list")).splitlines()
             (token_id,) = [line.split("\t")[0] for line in listed if "\tsite\t" in line]
             await server.cli("token", "revoke", token_id)
-            with pytest.raises(ConnectionClosed) as closed:
-                while True:
-                    await asyncio.wait_for(ws.recv(), 10)
-            assert closed.value.rcvd is not None and closed.value.rcvd.code == 4403
+            assert await socket.close_code() == 4403
 
     lines = [json.loads(line) for line in server.logs().splitlines() if line.startswith("{")]
     acted = [line for line in lines if line.get("service_token") == token_id]
     assert acted and all(line["owner_type"] == "user" for line in acted)
     assert owner_key not in server.logs()
-
-
-def _subscribe(op: str, query: str, cid: str) -> dict[str, Any]:
-    return {"id": op, "type": "subscribe", "payload": {"query": query, "variables": {"id": cid}}}
-
-
-def _errors(message: dict[str, Any]) -> list[dict[str, Any]]:
-    if message["type"] == "error":
-        return list(message["payload"])
-    return list(message["payload"].get("errors") or [])
-
-
-async def _until_delivered(ws: Any, service: Service, cid: str, owner: str) -> None:
-    for _ in range(50):
-        await service(RENAME, {"id": cid, "title": "touched"}, owner=owner)
-        try:
-            while True:
-                message = json.loads(await asyncio.wait_for(ws.recv(), 0.3))
-                if message["type"] == "next" and not _errors(message):
-                    return
-        except TimeoutError:
-            continue
-    raise AssertionError("the subscription never delivered")
 
 
 async def test_a_delegation_key_used_under_another_conversation_is_a_conflict(

@@ -20,7 +20,7 @@ import websockets
 
 from tests.test_concurrency import APPEND, CREATE, REPLACE, tagged_transcript, turn
 from tests.test_crash import Ledger, appender, call, clients, verify_appends
-from tests.test_subscriptions import connect, subscribed
+from tests.ws import connect, subscribed
 
 if TYPE_CHECKING:
     from tests.live_server import LiveServer, LiveServers

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 
+from tests.operations import CREATE
+
 if TYPE_CHECKING:
     from graph.settings import Settings
     from tests.live_server import LiveServer, LiveServers
@@ -35,7 +37,6 @@ HOLD = 2.0
 # What "within milliseconds" allows on a loaded 2-core machine, against the 2 s hold.
 PROMPT = 0.5
 
-CREATE = 'mutation { createConversation(input: {title: "t"}) { conversation { id } } }'
 APPEND = """mutation($id: ID!) { appendMessages(input: {conversationId: $id,
   messages: [{role: "user", content: "while locked"}]}) {
   conversation { messageCount } userErrors { code } } }"""

@@ -5,18 +5,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pytest
-import websockets
-from websockets.exceptions import ConnectionClosed
 
 from graph.settings import Settings
 from tests.conftest import GraphQLClient
+from tests.operations import (
+    APPEND,
+    COMPLETE,
+    CONVERSATION_EVENTS,
+    DELETE,
+    READ,
+    REPLACE,
+    UPDATE,
+    VIEWER,
+    append,
+    create,
+    delegate,
+    read,
+    touch,
+)
+from tests.ws import PROTOCOL, SYNC_TIMEOUT, Closed, Session, connect, subscribed, until_live
 
 if TYPE_CHECKING:
     from tests.live_server import LiveServer, LiveServers
@@ -24,188 +36,14 @@ if TYPE_CHECKING:
 # The live-server fixtures; imported as a plugin, not by name, so that pytest rewrites its asserts.
 pytest_plugins = ["tests.live_server"]
 
-PROTOCOL = "graphql-transport-ws"
-# Long enough for a slow CI machine, short enough that a broken server fails the test.
-RECEIVE_TIMEOUT = 10.0
-SYNC_TIMEOUT = 0.3
-
-EVENT_FIELDS = """
-  kind conversationId version at
-  messages { seq role data }
-  delegation { id status summary childConversation { id messageCount transcript } }
-"""
-SUBSCRIBE = f"""
-subscription($id: ID!, $descendants: Boolean) {{
-  conversationEvents(conversationId: $id, includeDescendants: $descendants) {{ {EVENT_FIELDS} }}
-}}"""
-
-CREATE = """mutation($title: String) { createConversation(input: {title: $title}) {
-  conversation { id version } userErrors { code } } }"""
-APPEND = """mutation($id: ID!, $m: [JSON!]!, $v: Int) {
-  appendMessages(input: {conversationId: $id, messages: $m, expectedVersion: $v}) {
-    conversation { version } messages { seq role data } userErrors { code field } } }"""
-REPLACE = """mutation($id: ID!, $m: [JSON!]!) {
-  replaceTranscript(input: {conversationId: $id, messages: $m}) {
-    conversation { version messageCount } userErrors { code } } }"""
-UPDATE = """mutation($id: ID!, $title: String, $v: Int) {
-  updateConversation(input: {id: $id, title: $title, expectedVersion: $v}) {
-    conversation { version title } userErrors { code } } }"""
-TOUCH = """mutation($id: ID!) { updateConversation(input: {id: $id, markRead: true}) {
-  conversation { version } userErrors { code } } }"""
 SNAPSHOT = """mutation($id: ID!, $m: [JSON!]!) {
   saveSnapshot(input: {conversationId: $id, messages: $m}) {
     snapshot { id messageCount } userErrors { code } } }"""
-DELEGATE = """mutation($id: ID!, $task: String!) {
-  createDelegation(input: {parentConversationId: $id, delegatingTier: "lead",
-                           targetTier: "worker", task: $task}) {
-    delegation { id status childConversation { id } parentConversation { version } }
-    userErrors { code } } }"""
-COMPLETE = """mutation($id: ID!, $summary: String) {
-  completeDelegation(input: {delegationId: $id, status: COMPLETED, summary: $summary}) {
-    delegation { id status summary parentConversation { version } } userErrors { code } } }"""
-DELETE = """mutation($id: ID!) { deleteConversation(input: {id: $id}) {
-  deleted userErrors { code } } }"""
-READ = "query($id: ID!) { conversation(id: $id) { version messageCount transcript } }"
 
 
-# -- a graphql-transport-ws client --------------------------------------------
-
-
-class Socket:
-    """One WebSocket speaking graphql-transport-ws; every read times out instead of hanging."""
-
-    def __init__(self, ws: websockets.ClientConnection) -> None:
-        self.ws = ws
-
-    async def send(self, message: dict[str, Any]) -> None:
-        await self.ws.send(json.dumps(message))
-
-    async def receive(self, within: float = RECEIVE_TIMEOUT) -> dict[str, Any]:
-        raw = await asyncio.wait_for(self.ws.recv(), within)
-        message: dict[str, Any] = json.loads(raw)
-        if message.get("type") == "ping":  # the protocol's keep-alive, not for the test
-            await self.send({"type": "pong"})
-            return await self.receive(within)
-        return message
-
-    async def init(self, payload: dict[str, Any] | None = None) -> None:
-        await self.send({"type": "connection_init", "payload": payload or {}})
-        assert await self.receive() == {"type": "connection_ack"}
-
-    async def subscribe(
-        self, conversation_id: str, *, descendants: bool | None = None, op: str = "1"
-    ) -> None:
-        variables: dict[str, Any] = {"id": conversation_id}
-        if descendants is not None:
-            variables["descendants"] = descendants
-        await self.send(
-            {"id": op, "type": "subscribe", "payload": {"query": SUBSCRIBE, "variables": variables}}
-        )
-
-    async def event(self, op: str = "1", within: float = RECEIVE_TIMEOUT) -> dict[str, Any]:
-        message = await self.receive(within)
-        assert message["type"] == "next" and message["id"] == op, message
-        assert "errors" not in message["payload"], message
-        event: dict[str, Any] = message["payload"]["data"]["conversationEvents"]
-        return event
-
-    async def close_code(self) -> int:
-        """The code the server closes with (reading whatever it sends before)."""
-        try:
-            while True:
-                await asyncio.wait_for(self.ws.recv(), RECEIVE_TIMEOUT)
-        except ConnectionClosed as closed:
-            assert closed.rcvd is not None, "the client side closed, not the server"
-            return closed.rcvd.code
-
-
-@asynccontextmanager
-async def connect(
-    server: LiveServer,
-    *,
-    token: str | None = None,
-    subprotocols: Sequence[str] = (PROTOCOL,),
-) -> AsyncIterator[Socket]:
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    async with websockets.connect(
-        server.ws_url,
-        subprotocols=[websockets.Subprotocol(p) for p in subprotocols],
-        additional_headers=headers,
-        open_timeout=RECEIVE_TIMEOUT,
-        close_timeout=2,
-    ) as ws:
-        yield Socket(ws)
-
-
-@asynccontextmanager
-async def subscribed(
-    server: LiveServer,
-    gql: GraphQLClient,
-    conversation_id: str,
-    *,
-    descendants: bool | None = None,
-) -> AsyncIterator[Socket]:
-    """A socket authenticated as `gql`'s token, subscribed and known to be receiving."""
-    async with connect(server, token=gql.token) as socket:
-        await socket.init()
-        await socket.subscribe(conversation_id, descendants=descendants)
-        await wait_until_live(socket, gql, conversation_id)
-        yield socket
-
-
-async def wait_until_live(socket: Socket, gql: GraphQLClient, conversation_id: str) -> None:
-    """Write until the subscription reports it: from then on no write can be missed.
-
-    The protocol has no acknowledgement of `subscribe`, so a write made right after it
-    could commit before the server registers the subscriber.
-    """
-    for _ in range(int(RECEIVE_TIMEOUT / SYNC_TIMEOUT)):
-        version = await touch(gql, conversation_id)
-        try:
-            while True:
-                event = await socket.event(within=SYNC_TIMEOUT)
-                if event["kind"] == "CONVERSATION_UPDATED" and event["version"] == version:
-                    return
-        except TimeoutError:
-            continue
-    raise AssertionError("the subscription never delivered an event")
-
-
-# -- HTTP helpers ----------------------------------------------------------
-
-
-async def touch(gql: GraphQLClient, conversation_id: str) -> int:
-    """A harmless write (markRead) to `conversation_id`; its new version."""
-    data = await gql(TOUCH, {"id": conversation_id})
-    assert data["updateConversation"]["userErrors"] == []
-    return int(data["updateConversation"]["conversation"]["version"])
-
-
-async def create(gql: GraphQLClient, title: str = "root") -> str:
-    data = await gql(CREATE, {"title": title})
-    assert data["createConversation"]["userErrors"] == []
-    return str(data["createConversation"]["conversation"]["id"])
-
-
-async def append(gql: GraphQLClient, conversation_id: str, *texts: str) -> dict[str, Any]:
-    messages = [{"role": "user", "content": t} for t in texts]
-    payload: dict[str, Any] = (await gql(APPEND, {"id": conversation_id, "m": messages}))[
-        "appendMessages"
-    ]
-    assert payload["userErrors"] == []
-    return payload
-
-
-async def delegate(gql: GraphQLClient, parent_id: str, task: str = "dig") -> dict[str, Any]:
-    payload: dict[str, Any] = (await gql(DELEGATE, {"id": parent_id, "task": task}))[
-        "createDelegation"
-    ]
-    assert payload["userErrors"] == []
-    return payload["delegation"]
-
-
-async def read(gql: GraphQLClient, conversation_id: str) -> dict[str, Any] | None:
-    return (await gql(READ, {"id": conversation_id}))["conversation"]
+async def watch(socket: Session, conversation_id: str, *, op: str = "1") -> None:
+    """Subscribe `op` to every field of the conversation's events."""
+    await socket.subscribe(CONVERSATION_EVENTS, {"id": conversation_id}, op=op)
 
 
 async def expect_committed(gql: GraphQLClient, conversation_id: str, event: dict[str, Any]) -> None:
@@ -238,9 +76,9 @@ async def test_token_in_connection_init_payload(
 ) -> None:
     cid = await create(alice)
     async with connect(live_server) as socket:
-        await socket.init({"Authorization": f"Bearer {alice.token}"})
-        await socket.subscribe(cid)
-        await wait_until_live(socket, alice, cid)
+        await socket.init(alice.token)
+        await watch(socket, cid)
+        await until_live(socket, alice, cid)
         appended = await append(alice, cid, "over init")
         event = await socket.event()
     assert (event["kind"], event["conversationId"]) == ("MESSAGES_APPENDED", cid)
@@ -251,18 +89,14 @@ async def test_bad_token_in_header_is_closed(live_server: LiveServer) -> None:
     valid = await live_server.token()
     async with connect(live_server, token="cvg_not-a-token") as socket:
         # A good token in connection_init must not rescue a bad one in the header.
-        with contextlib.suppress(ConnectionClosed):
-            await socket.send(
-                {"type": "connection_init", "payload": {"Authorization": f"Bearer {valid}"}}
-            )
+        with contextlib.suppress(Closed):
+            await socket.send_init(valid)
         assert await socket.close_code() in (4401, 4403)
 
 
 async def test_bad_token_in_connection_init_is_closed_4403(live_server: LiveServer) -> None:
     async with connect(live_server) as socket:
-        await socket.send(
-            {"type": "connection_init", "payload": {"Authorization": "Bearer cvg_not-a-token"}}
-        )
+        await socket.send_init("cvg_not-a-token")
         assert await socket.close_code() == 4403
 
 
@@ -271,8 +105,8 @@ async def test_an_oversized_message_closes_the_socket_1009(live_server: LiveServ
     async with connect(live_server, token=token) as socket:
         await socket.init()
         query = "subscription { __typename }\n#" + "x" * (5 * Settings().max_query_chars)
-        with contextlib.suppress(ConnectionClosed):
-            await socket.send({"id": "1", "type": "subscribe", "payload": {"query": query}})
+        with contextlib.suppress(Closed):
+            await socket.subscribe(query)
         assert await socket.close_code() == 1009  # "message too big"
     async with connect(live_server, token=token) as socket:
         await socket.init()  # the server still takes new sockets
@@ -281,21 +115,19 @@ async def test_an_oversized_message_closes_the_socket_1009(live_server: LiveServ
 async def test_revoked_token_is_closed(live_server: LiveServer) -> None:
     token = await live_server.token(label="soon revoked")
     async with live_server.client(token) as gql:
-        assert (await gql("{ viewer { ownerKey } }"))["viewer"] == {"ownerKey": "alice"}
+        assert (await gql(VIEWER))["viewer"] == {"ownerKey": "alice"}
         listed = (await live_server.cli("token", "list")).splitlines()
         (token_id,) = [line.split("\t")[0] for line in listed if "\tsoon revoked\t" in line]
         await live_server.cli("token", "revoke", token_id)
-        assert (await gql.post("{ viewer { ownerKey } }")).status_code == 401
+        assert (await gql.post(VIEWER)).status_code == 401
     async with connect(live_server) as socket:
-        await socket.send(
-            {"type": "connection_init", "payload": {"Authorization": f"Bearer {token}"}}
-        )
+        await socket.send_init(token)
         assert await socket.close_code() == 4403
 
 
 async def test_no_token_is_closed_4403_after_connection_init(live_server: LiveServer) -> None:
     async with connect(live_server) as socket:
-        await socket.send({"type": "connection_init", "payload": {}})
+        await socket.send_init()
         assert await socket.close_code() == 4403
 
 
@@ -304,7 +136,7 @@ async def test_subscribe_before_connection_init_is_refused(
 ) -> None:
     cid = await create(alice)
     async with connect(live_server, token=alice.token) as socket:
-        await socket.subscribe(cid)
+        await watch(socket, cid)
         assert await socket.close_code() == 4401
 
 
@@ -312,16 +144,16 @@ async def test_legacy_graphql_ws_protocol_is_not_offered(
     live_server: LiveServer, alice: GraphQLClient
 ) -> None:
     async with connect(live_server, token=alice.token, subprotocols=["graphql-ws"]) as socket:
-        assert socket.ws.subprotocol is None
+        assert socket.subprotocol is None
         # The legacy protocol's opening message gets no answer but the close.
-        with contextlib.suppress(ConnectionClosed):
-            await socket.send({"type": "connection_init", "payload": {}})
+        with contextlib.suppress(Closed):
+            await socket.send_init()
         assert await socket.close_code() == 4406
     # A client offering both gets the current protocol.
     async with connect(live_server, token=alice.token, subprotocols=["graphql-ws", PROTOCOL]) as (
         socket
     ):
-        assert socket.ws.subprotocol == PROTOCOL
+        assert socket.subprotocol == PROTOCOL
         await socket.init()
 
 
@@ -542,9 +374,9 @@ async def test_failed_and_foreign_writes_deliver_nothing(
     assert stored is not None and [m["content"] for m in stored["transcript"]] == ["the only event"]
 
 
-async def _subscription_error(socket: Socket, conversation_id: str) -> dict[str, Any]:
+async def _subscription_error(socket: Session, conversation_id: str) -> dict[str, Any]:
     """The error a refused subscription gets, asserting it carries no data and then ends."""
-    await socket.subscribe(conversation_id)
+    await watch(socket, conversation_id)
     message = await socket.receive()
     if message["type"] == "error":
         assert message["id"] == "1"
@@ -590,13 +422,7 @@ async def test_queries_over_one_socket_read_fresh_data(
         await socket.init()
         versions = []
         for op in ("q1", "q2"):
-            await socket.send(
-                {
-                    "id": op,
-                    "type": "subscribe",
-                    "payload": {"query": READ, "variables": {"id": cid}},
-                }
-            )
+            await socket.subscribe(READ, {"id": cid}, op=op)
             message = await socket.receive()
             assert message["type"] == "next" and message["id"] == op, message
             versions.append(message["payload"]["data"]["conversation"]["version"])
@@ -623,8 +449,8 @@ async def test_events_reach_subscribers_of_another_replica(
         cid = await create(via_writer)
         async with connect(reader, token=token) as socket:
             await socket.init()
-            await socket.subscribe(cid)
-            await wait_until_live(socket, via_writer, cid)
+            await watch(socket, cid)
+            await until_live(socket, via_writer, cid)
             small = await append(via_writer, cid, "through the other replica")
             large = await append(via_writer, cid, "x" * 20_000)
             events = [await socket.event(), await socket.event()]

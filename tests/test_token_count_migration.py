@@ -8,18 +8,16 @@ operators and the Python pass for messages holding \\u0000) applies the domain's
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from typing import Any
 
-import httpx
 from alembic import command
 from alembic.config import Config
 
-from graph.app import create_app
 from graph.settings import Settings
-from tests.conftest import GraphQLClient, Server
+from tests.conftest import GraphQLClient
 from tests.migrations import columns_after
+from tests.test_http import serving
 
 FIGURES = "{ workspaceFigures { conversations messages tokenCount } }"
 CREATE = """mutation { createConversation(input: {title: "old"}) { conversation { id } } }"""
@@ -31,15 +29,6 @@ REPLACE = """mutation($id: ID!, $messages: [JSON!]!) {
 DELEGATE = """mutation($id: ID!) { createDelegation(input: {parentConversationId: $id,
   delegatingTier: "lead", targetTier: "helper", task: "dig"}) {
   delegation { childConversation { id } } } }"""
-
-
-@asynccontextmanager
-async def running(settings: Settings) -> AsyncIterator[tuple[Server, httpx.AsyncClient]]:
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
-            yield Server(app, settings), http
 
 
 async def alembic(settings: Settings, run: Callable[[Config], None]) -> list[str]:
@@ -95,7 +84,7 @@ async def seed(gql: GraphQLClient) -> None:
 
 async def test_the_migration_fills_the_sums_the_api_keeps(settings: Settings) -> None:
     expected = {"conversations": 4, "messages": 15, "tokenCount": 10 + 2**31 - 1 + 5 + 1 + 100}
-    async with running(settings) as (server, http):
+    async with serving(settings) as (server, http):
         gql = GraphQLClient(http, await server.token(workspace="site:old", owner="user:ada"))
         await seed(gql)
         assert (await gql(FIGURES))["workspaceFigures"] == expected
@@ -105,6 +94,6 @@ async def test_the_migration_fills_the_sums_the_api_keeps(settings: Settings) ->
     columns = await alembic(settings, lambda config: command.upgrade(config, "head"))
     assert "token_count" in columns
 
-    async with running(settings) as (server, http):
+    async with serving(settings) as (server, http):
         admin = await server.token(workspace="site:old", owner="system:ops", scope="admin")
         assert (await GraphQLClient(http, admin)(FIGURES))["workspaceFigures"] == expected

@@ -12,7 +12,7 @@ one after CONVOGRAPH_TOKEN_ROTATION_GRACE_SECONDS (0: at once).
 from __future__ import annotations
 
 import asyncio
-import json
+import contextlib
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -23,18 +23,14 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
-import websockets
 from alembic import command
-from websockets.exceptions import ConnectionClosed
 
 from graph.settings import Settings
+from tests.commands import run_command
 from tests.migrations import columns_after
-from tests.test_revocation import (
-    CREATE,
-    live_until_an_event,
-    messages_until_closed,
-    subscription,
-)
+from tests.operations import create as create_conversation
+from tests.test_revocation import subscription
+from tests.ws import Closed, connect, graphql_errors, until_live
 
 if TYPE_CHECKING:
     from tests.live_server import LiveServer
@@ -69,21 +65,12 @@ class Database:
 
 async def convograph(server: LiveServer | Database, *args: str, **env: str) -> Ran:
     """`python -m graph ARGS` on the server's database, with its secret and `env` added."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "graph",
-        *args,
-        "--database-url",
-        server.database_url,
-        cwd=ROOT,
-        env={**server.env, **env},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), 60)
-    assert process.returncode is not None
-    return Ran(process.returncode, out.decode(), err.decode())
+    return Ran(
+        *await run_command(
+            sys.executable, "-m", "graph", *args, "--database-url", server.database_url,
+            cwd=ROOT, env={**server.env, **env}, limit=60,
+        )
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -179,23 +166,12 @@ async def works(client: httpx.AsyncClient, token: str) -> dict[str, Any]:
 async def ws_close_code(server: LiveServer, token: str, *, in_handshake: bool) -> int:
     """The code a socket carrying `token` (in the handshake's header, or in connection_init)
     is closed with."""
-    headers = {"Authorization": f"Bearer {token}"} if in_handshake else {}
-    payload = {} if in_handshake else {"Authorization": f"Bearer {token}"}
-    async with websockets.connect(
-        server.ws_url,
-        subprotocols=[websockets.Subprotocol("graphql-transport-ws")],
-        additional_headers=headers,
-        open_timeout=10,
-        close_timeout=2,
-    ) as ws:
-        try:
-            await ws.send(json.dumps({"type": "connection_init", "payload": payload}))
-            while True:
-                message = json.loads(await asyncio.wait_for(ws.recv(), 10))
-                assert message.get("type") != "connection_ack", message
-        except ConnectionClosed as closed:
-            assert closed.rcvd is not None, "the client closed, not the server"
-            return closed.rcvd.code
+    async with connect(server, token=token if in_handshake else None) as socket:
+        with contextlib.suppress(Closed):
+            await socket.send_init(None if in_handshake else token)
+        received, code = await socket.messages_until_closed()
+    assert not [m for m in received if m.get("type") == "connection_ack"], received
+    return code
 
 
 @pytest.fixture
@@ -241,16 +217,16 @@ async def test_expiry_ends_an_idle_subscription_within_5_seconds(
     expires_at = (await listed(live_server))["watcher"].expires_at
     assert expires_at is not None
     async with live_server.client(writer) as gql:
-        cid = (await gql(CREATE))["createConversation"]["conversation"]["id"]
-        async with subscription(live_server, watcher, cid) as ws:
-            await live_until_an_event(ws, gql, cid)  # delivered while not yet expired
+        cid = await create_conversation(gql, "watched")
+        async with subscription(live_server, watcher, cid) as socket:
+            await until_live(socket, gql, cid)  # delivered while not yet expired
             assert datetime.now(UTC) < expires_at, "too slow to test before the expiry"
-            received, code = await messages_until_closed(ws, within=15)
+            received, code = await socket.messages_until_closed(within=15)
             ended = datetime.now(UTC)
 
     assert code == 4403
     assert expires_at <= ended < expires_at + timedelta(seconds=5), (expires_at, ended)
-    errors = [e for m in received for e in _errors(m)]
+    errors = [e for m in received for e in graphql_errors(m)]
     assert [e["extensions"]["code"] for e in errors] == ["FORBIDDEN"], received
     assert "expired" in errors[0]["message"]
     assert not [m for m in received if m["type"] == "next" and "errors" not in m["payload"]]
@@ -412,11 +388,3 @@ async def test_the_migration_downgrades_and_upgrades(settings: Settings) -> None
     down = await api_token_columns(settings, lambda c: command.downgrade(c, "0007"))
     assert "expires_at" not in down and "revoked_at" in down
     assert "expires_at" in await api_token_columns(settings, lambda c: command.upgrade(c, "head"))
-
-
-def _errors(message: dict[str, Any]) -> list[dict[str, Any]]:
-    if message["type"] == "error":
-        return list(message["payload"])
-    if message["type"] == "next":
-        return list(message["payload"].get("errors") or [])
-    return []

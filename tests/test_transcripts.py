@@ -236,8 +236,7 @@ async def post_raw_append(gql: GraphQLClient, cid: str, content_json: str) -> An
     message = {"role": "user", "content": "CONTENT"}
     body = json.dumps({"query": APPEND, "variables": {"id": cid, "m": [message]}})
     body = body.replace('"CONTENT"', content_json)
-    headers = {"Authorization": f"Bearer {gql.token}", "Content-Type": "application/json"}
-    return await gql.http.post("/graphql", content=body.encode(), headers=headers)
+    return await gql.post_body(body.encode())
 
 
 async def test_a_lone_surrogate_in_a_request_body_is_refused(gql: GraphQLClient) -> None:

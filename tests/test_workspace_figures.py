@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tests.conftest import GraphQLClient, Server
+from tests.operations import DELETE
 
 WORKSPACE = "site:figures"
 FIGURES = """{ workspaceFigures { conversations messages tokenCount
@@ -39,7 +40,6 @@ COMPLETE = """mutation($id: ID!, $status: DelegationStatus!) {
     delegation { status } userErrors { code message } } }"""
 RESUME = """mutation($id: ID!) { resumeDelegation(input: {delegationId: $id, task: "again"}) {
   delegation { id } userErrors { code message } } }"""
-DELETE = """mutation($id: ID!) { deleteConversation(input: {id: $id}) { deleted } }"""
 EXPIRE = """mutation($id: ID!, $at: DateTime!) { updateConversation(input: {id: $id,
   expiresAt: $at}) { conversation { id } userErrors { code message } } }"""
 

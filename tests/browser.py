@@ -1,0 +1,85 @@
+"""Headless Chromium for the page tests (GraphiQL, the inspector): Debian's browser driven by
+Playwright, in a fresh profile, with every request kept on this machine.
+
+Needs `apt-get install chromium` and the `playwright` package (the `test` extra); the
+browser is Debian's, `playwright install` is never run. Without them a test is skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import pytest
+
+try:
+    from playwright.async_api import async_playwright
+except ImportError:  # skip_without_a_browser says so
+    async_playwright = None  # type: ignore[assignment]
+
+if TYPE_CHECKING:
+    from playwright.async_api import BrowserContext, Route
+
+CHROMIUM = os.environ.get("CONVOGRAPH_TEST_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-component-update",
+    "--disable-sync",
+]
+# Screenshots the tests take, for a person to look at.
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]"}
+
+
+def skip_without_a_browser() -> None:
+    if async_playwright is None:
+        pytest.skip("Playwright is not installed: pip install playwright (the `test` extra)")
+    if not Path(CHROMIUM).exists() and shutil.which(CHROMIUM) is None:
+        pytest.skip(f"Chromium is not at {CHROMIUM}: apt-get install -y chromium")
+
+
+def is_local(url: str) -> bool:
+    return urlsplit(url).hostname in LOCAL_HOSTS
+
+
+@asynccontextmanager
+async def chromium(profile: Path, **options: Any) -> AsyncIterator[BrowserContext]:
+    """A headless Chromium with a fresh profile in `profile` (Playwright's
+    launch_persistent_context `options`), closed when the block ends; the test is skipped
+    without a browser. ARTIFACTS exists from then on."""
+    skip_without_a_browser()
+    assert async_playwright is not None
+    ARTIFACTS.mkdir(exist_ok=True)
+    async with async_playwright() as pw:
+        context = await pw.chromium.launch_persistent_context(
+            str(profile), executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS, **options
+        )
+        try:
+            yield context
+        finally:
+            await context.close()
+
+
+async def keep_local(context: BrowserContext, problems: list[str]) -> None:
+    """Every HTTP(S) request of the context's pages passes here: one to a host that is not
+    this machine is aborted and added to `problems`. (WebSockets do not pass through
+    routes: a test checks their hosts with is_local.)"""
+
+    async def guard(route: Route) -> None:
+        if is_local(route.request.url):
+            await route.continue_()
+        else:
+            problems.append(f"non-local request: {route.request.url}")
+            await route.abort()
+
+    await context.route("**/*", guard)
