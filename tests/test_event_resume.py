@@ -44,8 +44,9 @@ async def stream(
     server: LiveServer, gql: GraphQLClient, cid: str, after: str | None
 ) -> AsyncIterator[Session]:
     assert gql.token is not None
-    # No keep-alive pings from this side: a test's client may stop reading for a while.
-    async with session(server, gql.token, ping_interval=None) as socket:
+    # No keep-alive pings from this side: a test's client may stop reading for a while. And
+    # it takes in all the server sends: a stream left behind a replay closes at once.
+    async with session(server, gql.token, ping_interval=None, max_queue=None) as socket:
         await socket.subscribe(SUBSCRIBE, {"id": cid, "after": after})
         yield socket
 

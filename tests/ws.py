@@ -247,11 +247,14 @@ async def connect(
     token: str | None = None,
     subprotocols: Sequence[str] = (PROTOCOL,),
     ping_interval: float | None = 20.0,
+    max_queue: int | None = 16,
 ) -> AsyncIterator[Session]:
     """A WebSocket to the live server's /graphql, `token` in the upgrade request's header.
 
     `ping_interval=None` sends no WebSocket pings from this side (whose unanswered pong
-    would close a connection that the test stops reading for a while).
+    would close a connection that the test stops reading for a while). `max_queue` is the
+    client library's: past that many unread messages it stops reading the socket, and a
+    close then waits its whole timeout behind them (None: it reads everything).
     """
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with websockets.connect(
@@ -261,16 +264,23 @@ async def connect(
         open_timeout=RECEIVE_TIMEOUT,
         close_timeout=2,
         ping_interval=ping_interval,
+        max_queue=max_queue,
     ) as ws:
         yield Session(_OverTcp(ws), ws.subprotocol)
 
 
 @contextlib.asynccontextmanager
 async def session(
-    server: LiveServer, token: str, *, ping_interval: float | None = 20.0
+    server: LiveServer,
+    token: str,
+    *,
+    ping_interval: float | None = 20.0,
+    max_queue: int | None = 16,
 ) -> AsyncIterator[Session]:
     """`connect` with `token` in the header, connection_init acknowledged."""
-    async with connect(server, token=token, ping_interval=ping_interval) as socket:
+    async with connect(
+        server, token=token, ping_interval=ping_interval, max_queue=max_queue
+    ) as socket:
         await socket.init()
         yield socket
 
