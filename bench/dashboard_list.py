@@ -18,14 +18,14 @@ import asyncio
 import statistics
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import httpx
 
+from bench.bulk import postgres_databases, sqlite_settings
 from bench.figures_plans import fill_postgres, fill_sqlite
+from bench.report import p99
 from graph.app import create_app
 from graph.domain.principal import SYSTEM, OwnerType, Scope
 from graph.services import Services
@@ -42,10 +42,6 @@ DELEGATIONS = (
 WITH_LAST = f"""{{ conversations(first: 50) {{ nodes {{ id title {DELEGATIONS}
   messages(last: 1) {{ nodes {{ seq content }} }} }} }} }}"""
 WITHOUT_LAST = f"{{ conversations(first: 50) {{ nodes {{ id title {DELEGATIONS} }} }} }}"
-
-
-def p99(values: list[float]) -> float:
-    return sorted(values)[max(0, round(0.99 * len(values)) - 1)]
 
 
 async def measure(settings: Settings) -> None:
@@ -101,35 +97,16 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         if args.database_url is None:
             path = Path(args.keep) if args.keep else Path(tmp) / "dashboard.db"
-            settings = Settings(
-                database_url=f"sqlite+aiosqlite:///{path}",
-                secret="bench",
-                secret_file=str(Path(tmp) / "secret"),
-                sweep_interval_seconds=0,
-            )
+            settings = sqlite_settings(path, Path(tmp))
             if not path.exists():
                 await upgrade(settings)
                 fill_sqlite(path, Keyring(load_secret(settings)))
             await measure(settings)
             return
-        base_dsn = args.database_url.replace("postgresql+asyncpg", "postgresql")
-        name = f"cg_dashboard_{uuid.uuid4().hex[:8]}"
-        admin = await asyncpg.connect(base_dsn)
-        await admin.execute(f'CREATE DATABASE "{name}"')
-        try:
-            settings = Settings(
-                database_url=f"{args.database_url.rsplit('/', 1)[0]}/{name}",
-                secret="bench",
-                sweep_interval_seconds=0,
-            )
+        async with postgres_databases(args.database_url, "cg_dashboard") as (settings,):
             await upgrade(settings)
-            await fill_postgres(
-                f"{base_dsn.rsplit('/', 1)[0]}/{name}", Keyring(load_secret(settings))
-            )
+            await fill_postgres(settings, Keyring(load_secret(settings)))
             await measure(settings)
-        finally:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            await admin.close()
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ from typing import Any
 import asyncpg
 import httpx
 
+from bench.bulk import load_postgres, load_sqlite, postgres_databases, sqlite_settings
 from graph.app import create_app
 from graph.domain.principal import SYSTEM, OwnerType, Scope
 from graph.services import Services
@@ -116,40 +117,12 @@ def batches(keyring: Keyring) -> Iterator[dict[str, list[Any]]]:
     yield batch
 
 
-def _sqlite_value(value: Any) -> Any:
-    # As UTCDateTime stores a timestamp on SQLite: naive UTC text with microseconds.
-    if isinstance(value, datetime):
-        return value.replace(tzinfo=None).isoformat(" ", "microseconds")
-    return value
-
-
 def fill_sqlite(path: Path, keyring: Keyring) -> None:
-    db = sqlite3.connect(path)
-    for batch in batches(keyring):
-        for table, values in batch.items():
-            if not values:
-                continue
-            names = COLUMNS[table]
-            marks = ",".join("?" * len(names.split(",")))
-            fixed = [tuple(map(_sqlite_value, row)) for row in values]
-            db.executemany(f"INSERT INTO {table} ({names}) VALUES ({marks})", fixed)
-        db.commit()
-    db.execute("ANALYZE")
-    db.commit()
-    db.close()
+    load_sqlite(path, batches(keyring), COLUMNS)
 
 
-async def fill_postgres(dsn: str, keyring: Keyring) -> None:
-    db = await asyncpg.connect(dsn)
-    try:
-        for batch in batches(keyring):
-            for table, values in batch.items():
-                if values:
-                    columns = [c.strip() for c in COLUMNS[table].split(",")]
-                    await db.copy_records_to_table(table, records=values, columns=columns)
-        await db.execute("VACUUM ANALYZE")
-    finally:
-        await db.close()
+async def fill_postgres(settings: Settings, keyring: Keyring) -> None:
+    await load_postgres(settings, batches(keyring), COLUMNS)
 
 
 async def measure(settings: Settings, explain: Any) -> None:
@@ -209,13 +182,7 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         if args.database_url is None:
             path = Path(args.keep) if args.keep else Path(tmp) / "figures.db"
-            settings = Settings(
-                database_url=f"sqlite+aiosqlite:///{path}",
-                secret="bench",
-                secret_file=str(Path(tmp) / "secret"),
-                sweep_interval_seconds=0,
-                log_level="warning",
-            )
+            settings = sqlite_settings(path, Path(tmp), log_level="warning")
             if not path.exists():
                 await upgrade(settings)
                 started = time.perf_counter()
@@ -232,21 +199,14 @@ async def main() -> None:
 
             await measure(settings, explain_sqlite)
             return
-        base_dsn = args.database_url.replace("postgresql+asyncpg", "postgresql")
-        name = f"cg_figures_{uuid.uuid4().hex[:8]}"
-        admin = await asyncpg.connect(base_dsn)
-        await admin.execute(f'CREATE DATABASE "{name}"')
-        try:
-            url = f"{args.database_url.rsplit('/', 1)[0]}/{name}"
-            dsn = f"{base_dsn.rsplit('/', 1)[0]}/{name}"
-            settings = Settings(
-                database_url=url, secret="bench", sweep_interval_seconds=0, log_level="warning"
-            )
+        async with postgres_databases(args.database_url, "cg_figures", log_level="warning") as (
+            settings,
+        ):
             await upgrade(settings)
             started = time.perf_counter()
-            await fill_postgres(dsn, Keyring(load_secret(settings)))
+            await fill_postgres(settings, Keyring(load_secret(settings)))
             print(f"filled in {time.perf_counter() - started:.0f} s")
-            db = await asyncpg.connect(dsn)
+            db = await asyncpg.connect(settings.asyncpg_dsn)
 
             async def explain_postgres(sql: str, params: Any) -> list[str]:
                 plan = await db.fetch(f"EXPLAIN (ANALYZE, BUFFERS) {sql}", *params)
@@ -256,9 +216,6 @@ async def main() -> None:
                 await measure(settings, explain_postgres)
             finally:
                 await db.close()
-        finally:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            await admin.close()
 
 
 if __name__ == "__main__":

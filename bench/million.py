@@ -21,7 +21,6 @@ import argparse
 import asyncio
 import hashlib
 import json
-import sqlite3
 import statistics
 import tempfile
 import time
@@ -32,10 +31,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import httpx
 
-from bench.figures_plans import CONVERSATION_COLUMNS, _sqlite_value
+from bench.bulk import load_postgres, load_sqlite, postgres_databases, sqlite_settings
+from bench.figures_plans import CONVERSATION_COLUMNS
+from bench.report import p99
 from graph.app import create_app
 from graph.domain import cursors
 from graph.domain.principal import SYSTEM, OwnerType, Scope
@@ -106,33 +106,16 @@ COLUMNS = {"conversation": CONVERSATION_COLUMNS, "message": MESSAGE_COLUMNS}
 
 
 def fill_sqlite(path: Path, keyring: Keyring) -> None:
-    db = sqlite3.connect(path)
-    for batch in batches(keyring):
-        for table, values in batch.items():
-            names = COLUMNS[table]
-            marks = ",".join("?" * len(names.split(",")))
-            fixed = [tuple(map(_sqlite_value, row)) for row in values]
-            db.executemany(f"INSERT INTO {table} ({names}) VALUES ({marks})", fixed)
-        db.commit()
-    # The index as the server's batches would have built it, in one pass.
-    db.execute("INSERT INTO message_fts(rowid, search_text) SELECT id, search_text FROM message")
-    db.execute("DELETE FROM message_fts_pending")
-    db.commit()
-    db.execute("ANALYZE")
-    db.commit()
-    db.close()
-
-
-async def fill_postgres(dsn: str, keyring: Keyring) -> None:
-    db = await asyncpg.connect(dsn)
-    try:
-        for batch in batches(keyring):
-            for table, values in batch.items():
-                columns = [c.strip() for c in COLUMNS[table].split(",")]
-                await db.copy_records_to_table(table, records=values, columns=columns)
-        await db.execute("VACUUM ANALYZE")
-    finally:
-        await db.close()
+    # The full-text index as the server's batches would have built it, in one pass.
+    load_sqlite(
+        path,
+        batches(keyring),
+        COLUMNS,
+        then=(
+            "INSERT INTO message_fts(rowid, search_text) SELECT id, search_text FROM message",
+            "DELETE FROM message_fts_pending",
+        ),
+    )
 
 
 @asynccontextmanager
@@ -160,10 +143,6 @@ async def timed(http: httpx.AsyncClient, query: str, variables: dict[str, Any]) 
     body = response.json()
     assert response.status_code == 200 and "errors" not in body, body
     return elapsed
-
-
-def p99(values: list[float]) -> float:
-    return sorted(values)[max(0, round(0.99 * len(values)) - 1)]
 
 
 def line(name: str, samples: list[float]) -> str:
@@ -251,16 +230,8 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         if args.database_url is None:
             path = Path(args.keep) if args.keep else Path(tmp) / "million.db"
-
-            def sqlite(at: Path) -> Settings:
-                return Settings(
-                    database_url=f"sqlite+aiosqlite:///{at}",
-                    secret="bench",
-                    secret_file=str(Path(tmp) / "secret"),
-                    sweep_interval_seconds=0,
-                )
-
-            full, empty = sqlite(path), sqlite(Path(tmp) / "empty.db")
+            full = sqlite_settings(path, Path(tmp))
+            empty = sqlite_settings(Path(tmp) / "empty.db", Path(tmp))
             await upgrade(empty)
             if not path.exists():
                 await upgrade(full)
@@ -269,32 +240,13 @@ async def main() -> None:
                 print(f"filled in {time.perf_counter() - started:.0f} s")
             await measure(full, empty)
             return
-        base_dsn = args.database_url.replace("postgresql+asyncpg", "postgresql")
-        names = [f"cg_million_{uuid.uuid4().hex[:8]}", f"cg_empty_{uuid.uuid4().hex[:8]}"]
-        admin = await asyncpg.connect(base_dsn)
-        for name in names:
-            await admin.execute(f'CREATE DATABASE "{name}"')
-        try:
-            full, empty = (
-                Settings(
-                    database_url=f"{args.database_url.rsplit('/', 1)[0]}/{name}",
-                    secret="bench",
-                    sweep_interval_seconds=0,
-                )
-                for name in names
-            )
+        async with postgres_databases(args.database_url, "cg_million", 2) as (full, empty):
             await upgrade(full)
             await upgrade(empty)
             started = time.perf_counter()
-            await fill_postgres(
-                f"{base_dsn.rsplit('/', 1)[0]}/{names[0]}", Keyring(load_secret(full))
-            )
+            await load_postgres(full, batches(Keyring(load_secret(full))), COLUMNS)
             print(f"filled in {time.perf_counter() - started:.0f} s")
             await measure(full, empty)
-        finally:
-            for name in names:
-                await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            await admin.close()
 
 
 if __name__ == "__main__":

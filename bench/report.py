@@ -36,6 +36,10 @@ def median(samples: list[float]) -> float:
     return statistics.median(samples)
 
 
+def p99(samples: list[float]) -> float:
+    return sorted(samples)[max(0, round(0.99 * len(samples)) - 1)]
+
+
 def ms(seconds: float) -> float:
     return round(seconds * 1000, 3)
 
