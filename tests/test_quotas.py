@@ -15,21 +15,19 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-import httpx
 import pytest
 
-from graph.app import create_app
 from graph.settings import Settings, SettingsError
 from graph.store.retention import sweep
 from tests.conftest import GraphQLClient, Server
+from tests.operations import create
+from tests.test_http import serving
 
 if TYPE_CHECKING:
     from tests.live_server import LiveServers
 
 pytest_plugins = ["tests.live_server"]
 
-CREATE = """mutation($title: String) { createConversation(input: {title: $title}) {
-  conversation { id } } }"""
 APPEND = """mutation($id: ID!, $messages: [JSON!]!) {
   appendMessages(input: {conversationId: $id, messages: $messages}) {
     conversation { messageCount version } userErrors { code message field } } }"""
@@ -63,24 +61,12 @@ def size_of(messages: list[dict[str, Any]]) -> int:
 
 
 @asynccontextmanager
-async def running(settings: Settings) -> AsyncIterator[Server]:
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        yield Server(app, settings)
-
-
-@asynccontextmanager
-async def client(
-    server: Server, workspace: str = "site:1", owner: str = "user:alice", scope: str = "write"
-) -> AsyncIterator[GraphQLClient]:
-    transport = httpx.ASGITransport(app=server.app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
-        yield GraphQLClient(http, await server.token(workspace, owner, scope))
-
-
-async def new_conversation(gql: GraphQLClient, title: str = "t") -> str:
-    cid: str = (await gql(CREATE, {"title": title}))["createConversation"]["conversation"]["id"]
-    return cid
+async def serving_as(
+    settings: Settings, workspace: str = "site:1", owner: str = "user:alice"
+) -> AsyncIterator[tuple[Server, GraphQLClient]]:
+    """test_http's app over `settings`, and a client holding a WRITE token of `owner`."""
+    async with serving(settings) as (server, http):
+        yield server, GraphQLClient(http, await server.token(workspace, owner))
 
 
 async def append(gql: GraphQLClient, cid: str, *texts: str) -> dict[str, Any]:
@@ -102,10 +88,9 @@ async def test_a_write_past_the_message_quota_writes_nothing_and_a_delete_makes_
     settings: Settings,
 ) -> None:
     async with (
-        running(settings.replace(workspace_max_messages=10)) as server,
-        client(server) as gql,
+        serving_as(settings.replace(workspace_max_messages=10)) as (_server, gql),
     ):
-        cid = await new_conversation(gql)
+        cid = await create(gql)
         assert (await append(gql, cid, *"abcdef"))["userErrors"] == []
         payload = await append(gql, cid, *"ghijk")
         message = refused(payload)
@@ -134,7 +119,7 @@ async def test_a_write_past_the_message_quota_writes_nothing_and_a_delete_makes_
         refused(await append(gql, child["childConversation"]["id"], "child"))
         # Deleting makes room again.
         assert (await gql(DELETE, {"id": cid}))["deleteConversation"]["deleted"] is True
-        other = await new_conversation(gql)
+        other = await create(gql)
         assert (await append(gql, other, *"0123456789"))["userErrors"] == []
         refused(await append(gql, other, "x"))
 
@@ -147,10 +132,9 @@ async def test_the_byte_quota_counts_message_and_snapshot_json_in_utf8(
     snapshot_bytes = size_of(snapshot) + 2  # a JSON array: [ and ]
     quota = size_of(first) + snapshot_bytes + 10
     async with (
-        running(settings.replace(workspace_max_bytes=quota)) as server,
-        client(server) as gql,
+        serving_as(settings.replace(workspace_max_bytes=quota)) as (_server, gql),
     ):
-        cid = await new_conversation(gql)
+        cid = await create(gql)
         assert (await gql(APPEND, {"id": cid, "messages": first}))["appendMessages"][
             "userErrors"
         ] == []
@@ -177,24 +161,24 @@ async def test_the_byte_quota_counts_message_and_snapshot_json_in_utf8(
 
 
 async def test_each_workspace_has_its_own_quota(settings: Settings) -> None:
-    async with running(settings.replace(workspace_max_messages=3)) as server:
-        async with client(server, "site:full") as full, client(server, "site:other") as other:
-            cid = await new_conversation(full)
-            await append(full, cid, "a", "b", "c")
-            refused(await append(full, cid, "d"))
-            theirs = await new_conversation(other)
-            assert (await append(other, theirs, "a", "b", "c"))["userErrors"] == []
+    quota = settings.replace(workspace_max_messages=3)
+    async with serving_as(quota, "site:full") as (server, full):
+        other = full.as_(await server.token("site:other"))
+        cid = await create(full)
+        await append(full, cid, "a", "b", "c")
+        refused(await append(full, cid, "d"))
+        theirs = await create(other)
+        assert (await append(other, theirs, "a", "b", "c"))["userErrors"] == []
         # Another owner of the full workspace shares its quota.
-        async with client(server, "site:full", "user:bob") as bob:
-            refused(await append(bob, await new_conversation(bob), "a"))
+        bob = full.as_(await server.token("site:full", "user:bob"))
+        refused(await append(bob, await create(bob), "a"))
 
 
 async def test_concurrent_writers_stop_exactly_at_the_quota(settings: Settings) -> None:
     async with (
-        running(settings.replace(workspace_max_messages=20)) as server,
-        client(server) as gql,
+        serving_as(settings.replace(workspace_max_messages=20)) as (_server, gql),
     ):
-        conversations = [await new_conversation(gql, f"c{i}") for i in range(5)]
+        conversations = [await create(gql, f"c{i}") for i in range(5)]
         payloads = await asyncio.gather(
             *(append(gql, conversations[i % 5], f"m{i}") for i in range(60))
         )
@@ -212,7 +196,7 @@ async def test_replicas_over_one_database_share_the_quota(
     second = await live_servers.start(database_url, env=env)
     token = await first.token(workspace="site:shared", owner="user:ada")
     async with first.client(token) as one, second.client(token) as two:
-        conversations = [await new_conversation(one, f"c{i}") for i in range(6)]
+        conversations = [await create(one, f"c{i}") for i in range(6)]
         writes = [
             append(one if i % 2 else two, conversations[i % 6], f"m{i}", f"n{i}") for i in range(40)
         ]
@@ -228,27 +212,27 @@ async def test_replicas_over_one_database_share_the_quota(
 async def test_a_server_started_with_quotas_counts_what_is_already_stored(
     settings: Settings,
 ) -> None:
-    async with running(settings) as server, client(server) as gql:
-        cid = await new_conversation(gql)
+    async with serving_as(settings) as (_server, gql):
+        cid = await create(gql)
         # Without quotas nothing is refused, and nothing counts: 8 stored.
         await append(gql, cid, *"abcdefgh")
-    async with running(settings.replace(workspace_max_messages=5)) as server, client(server) as gql:
-        message = refused(await append(gql, await new_conversation(gql), "i"))
+    async with serving_as(settings.replace(workspace_max_messages=5)) as (_server, gql):
+        message = refused(await append(gql, await create(gql), "i"))
         assert "8 stored" in message, message
         assert (await gql(READ, {"id": cid}))["conversation"]["messageCount"] == 8
         assert (await gql(DELETE, {"id": cid}))["deleteConversation"]["deleted"] is True
-        assert (await append(gql, await new_conversation(gql), *"abcde"))["userErrors"] == []
+        assert (await append(gql, await create(gql), *"abcde"))["userErrors"] == []
 
 
 async def test_the_sweep_of_expired_conversations_makes_room(settings: Settings) -> None:
-    async with running(settings.replace(workspace_max_messages=4)) as server, client(server) as gql:
-        doomed = await new_conversation(gql)
+    async with serving_as(settings.replace(workspace_max_messages=4)) as (server, gql):
+        doomed = await create(gql)
         await append(gql, doomed, "a", "b", "c", "d")
         soon = (datetime.now(UTC) + timedelta(minutes=1)).isoformat()
         assert (await gql(EXPIRE, {"id": doomed, "at": soon}))["updateConversation"][
             "userErrors"
         ] == []
-        fresh = await new_conversation(gql)
+        fresh = await create(gql)
         refused(await append(gql, fresh, "e"))
         removed = await sweep(server.services.uow, now=datetime.now(UTC) + timedelta(hours=1))
         assert removed == 1
@@ -256,8 +240,8 @@ async def test_the_sweep_of_expired_conversations_makes_room(settings: Settings)
 
 
 async def test_refusals_are_counted_in_the_metrics(settings: Settings) -> None:
-    async with running(settings.replace(workspace_max_messages=1)) as server, client(server) as gql:
-        cid = await new_conversation(gql)
+    async with serving_as(settings.replace(workspace_max_messages=1)) as (_server, gql):
+        cid = await create(gql)
         await append(gql, cid, "a")
         refused(await append(gql, cid, "b"))
         refused(await append(gql, cid, "c"))
@@ -267,8 +251,8 @@ async def test_refusals_are_counted_in_the_metrics(settings: Settings) -> None:
 
 async def test_off_by_default(settings: Settings) -> None:
     assert settings.workspace_max_messages is None and settings.workspace_max_bytes is None
-    async with running(settings) as server, client(server) as gql:
-        cid = await new_conversation(gql)
+    async with serving_as(settings) as (_server, gql):
+        cid = await create(gql)
         for start in range(0, 3000, 1000):
             batch = [f"m{i}" for i in range(start, start + 1000)]
             assert (await append(gql, cid, *batch))["userErrors"] == []

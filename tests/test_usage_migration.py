@@ -14,23 +14,22 @@ from alembic.config import Config
 from graph.settings import Settings
 from tests.conftest import GraphQLClient
 from tests.migrations import columns_after
+from tests.operations import create
 from tests.test_quotas import (
     APPEND,
     DELEGATE,
     FIGURES,
     REPLACE,
     SNAPSHOT,
-    client,
-    new_conversation,
-    running,
     said,
+    serving_as,
     size_of,
 )
 
 
 async def seed(gql: GraphQLClient) -> int:
     """Messages, a shorter replace, a snapshot and a child transcript; the bytes they hold."""
-    first = await new_conversation(gql)
+    first = await create(gql)
     messages = [said("plain"), said("héllo wörld ☕"), said("nul \x00 inside")]
     await gql(APPEND, {"id": first, "messages": messages})
     kept = messages[:2]
@@ -40,12 +39,12 @@ async def seed(gql: GraphQLClient) -> int:
     child = (await gql(DELEGATE, {"id": first}))["createDelegation"]["delegation"]
     work = [said("child work")]
     await gql(APPEND, {"id": child["childConversation"]["id"], "messages": work})
-    await new_conversation(gql)  # an empty one
+    await create(gql)  # an empty one
     return size_of(kept) + size_of(snapshot) + 2 + size_of(work)
 
 
 async def test_the_migration_fills_the_stored_bytes_the_api_keeps(settings: Settings) -> None:
-    async with running(settings) as server, client(server, "site:old") as gql:
+    async with serving_as(settings, "site:old") as (_, gql):
         stored = await seed(gql)
         assert (await gql(FIGURES))["workspaceFigures"] == {"messages": 3, "storedBytes": stored}
 
@@ -60,5 +59,5 @@ async def test_the_migration_fills_the_stored_bytes_the_api_keeps(settings: Sett
     columns = await columns_after(settings, "conversation", up)
     assert "message_bytes" in columns and "snapshot_bytes" in columns
 
-    async with running(settings) as server, client(server, "site:old") as gql:
+    async with serving_as(settings, "site:old") as (_, gql):
         assert (await gql(FIGURES))["workspaceFigures"] == {"messages": 3, "storedBytes": stored}
