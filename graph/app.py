@@ -19,7 +19,7 @@ from graph.server.endpoint import GraphQLEndpoint
 from graph.server.health import Health
 from graph.server.ide import ASSETS_DIR
 from graph.server.inspector.routes import routes as inspector_routes
-from graph.server.metrics import LimitsCollector, Metrics, metrics_endpoint
+from graph.server.metrics import LimitsCollector, Metrics, StorageCollector, metrics_endpoint
 from graph.server.request_id import RequestIdMiddleware
 from graph.server.sockets import OpenSockets
 from graph.services import Services, build_services
@@ -42,8 +42,13 @@ def create_app(
     backend = TokenBackend(services.uow)
     endpoint = GraphQLEndpoint(services, backend, sockets, schema=build_schema(settings))
     health = Health(services.db)
-    metrics = Metrics(services.db, services.uow.quotas)
-    metrics.registry.register(LimitsCollector(endpoint.rate_limit, endpoint.subscription_slots))
+    metrics = Metrics(
+        services.db,
+        collectors=[
+            StorageCollector(services.db, services.uow.quotas),
+            LimitsCollector(endpoint.rate_limit, endpoint.subscription_slots),
+        ],
+    )
     authenticated = [Middleware(AuthenticationMiddleware, backend=backend, on_error=refusal)]
 
     @contextlib.asynccontextmanager

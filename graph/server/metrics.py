@@ -7,7 +7,7 @@ default global registry would refuse the second set of metrics with the same nam
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from prometheus_client import (
@@ -139,7 +139,8 @@ class LimitsCollector(Collector):
 class Metrics:
     """The metrics of one app, and the helpers that record into them."""
 
-    def __init__(self, db: Database, quotas: Quotas) -> None:
+    def __init__(self, db: Database, *, collectors: Iterable[Collector] = ()) -> None:
+        """`collectors` read counters that other parts keep (StorageCollector, LimitsCollector)."""
         self.registry = CollectorRegistry()
         r = self.registry
         self.operations = Counter(
@@ -192,7 +193,8 @@ class Metrics:
             registry=r,
         )
         r.register(PoolCollector(db))
-        r.register(StorageCollector(db, quotas))
+        for collector in collectors:
+            r.register(collector)
         ProcessCollector(registry=r)
         self._watch_database_errors(db)
         self._operation_names: set[str] = set()
