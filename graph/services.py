@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 
 from graph.settings import Settings
@@ -12,8 +11,6 @@ from graph.store.events_postgres import PostgresBroker
 from graph.store.keyring import Keyring, load_secret
 from graph.store.search_index import SearchIndex
 from graph.store.unit_of_work import UnitOfWork
-
-logger = logging.getLogger("convograph.quotas")
 
 
 @dataclass(frozen=True)
@@ -28,8 +25,7 @@ class Services:
     async def start(self) -> None:
         await self.broker.start()
         if self.settings.quotas_on:
-            counted = await self.uow.count_usage()
-            logger.info("workspace quotas on: counted the usage of %d workspaces", counted)
+            await self.uow.count_usage()
 
     async def stop(self) -> None:
         await self.broker.stop()
