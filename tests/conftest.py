@@ -60,23 +60,15 @@ def _pg_admin(sql: str) -> None:
     """Run one statement outside a transaction (CREATE/DROP DATABASE) on the test server."""
     import asyncio
 
-    import asyncpg
+    from tests.pg_databases import admin
 
-    dsn = (PG_URL or "").replace("postgresql+asyncpg", "postgresql")
-
-    async def run() -> None:
-        conn = await asyncpg.connect(dsn)
-        try:
-            await conn.execute(sql)
-        finally:
-            await conn.close()
-
-    asyncio.run(run())
+    asyncio.run(admin(PG_URL or "", sql))
 
 
 def _with_db(url: str, name: str) -> str:
-    base = url.rsplit("/", 1)[0]
-    return f"{base}/{name}"
+    from tests.pg_databases import database_on
+
+    return database_on(url, name)
 
 
 @pytest.fixture(scope="session")

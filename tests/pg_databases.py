@@ -47,9 +47,22 @@ SELECT 'SET LOCAL session_replication_role = replica; '
 """
 
 
-def _dsn(url: str, name: str | None = None) -> str:
-    dsn = url.replace("postgresql+asyncpg", "postgresql")
-    return dsn if name is None else f"{dsn.rsplit('/', 1)[0]}/{name}"
+def database_on(url: str, name: str) -> str:
+    """The URL of database `name` on the server of `url`."""
+    return f"{url.rsplit('/', 1)[0]}/{name}"
+
+
+def _dsn(url: str) -> str:
+    return url.replace("postgresql+asyncpg", "postgresql")
+
+
+async def admin(url: str, sql: str) -> None:
+    """Run one statement outside a transaction (CREATE/DROP DATABASE) on the server of `url`."""
+    conn = await asyncpg.connect(_dsn(url))
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
 
 
 class WorkerDatabase:
@@ -61,21 +74,21 @@ class WorkerDatabase:
         worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
         self.name = f"cg_test_{worker}_{uuid.uuid4().hex[:8]}"
         self.fingerprint = asyncio.run(self._fingerprint_of(template))
-        asyncio.run(self._admin(f'CREATE DATABASE "{self.name}" TEMPLATE "{template}"'))
+        asyncio.run(admin(url, f'CREATE DATABASE "{self.name}" TEMPLATE "{template}"'))
 
     @property
     def database_url(self) -> str:
-        return f"{self.url.rsplit('/', 1)[0]}/{self.name}"
+        return database_on(self.url, self.name)
 
     def reset(self) -> None:
         """Empty the database, or make it again when its schema is not the template's."""
         asyncio.run(self._reset())
 
     def drop(self) -> None:
-        asyncio.run(self._admin(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)'))
+        asyncio.run(admin(self.url, f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)'))
 
     async def _reset(self) -> None:
-        conn = await asyncpg.connect(_dsn(self.url, self.name))
+        conn = await asyncpg.connect(_dsn(self.database_url))
         try:
             await conn.execute(END_OTHER_SESSIONS)
             try:
@@ -89,20 +102,13 @@ class WorkerDatabase:
                 return
         finally:
             await conn.close()
-        await self._admin(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
-        await self._admin(f'CREATE DATABASE "{self.name}" TEMPLATE "{self.template}"')
+        await admin(self.url, f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+        await admin(self.url, f'CREATE DATABASE "{self.name}" TEMPLATE "{self.template}"')
 
     async def _fingerprint_of(self, name: str) -> str:
-        conn = await asyncpg.connect(_dsn(self.url, name))
+        conn = await asyncpg.connect(_dsn(database_on(self.url, name)))
         try:
             found: str = await conn.fetchval(FINGERPRINT)
             return found
-        finally:
-            await conn.close()
-
-    async def _admin(self, sql: str) -> None:
-        conn = await asyncpg.connect(_dsn(self.url))
-        try:
-            await conn.execute(sql)
         finally:
             await conn.close()

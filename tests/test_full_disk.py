@@ -22,6 +22,11 @@ import pytest
 
 from tests.conftest import PG_URL, GraphQLClient, Server, _pg_admin, _with_db
 
+# On PostgreSQL a full tablespace fails every checkpoint of the cluster, and DROP DATABASE
+# forces one: no other test may drop a database (nor another full-disk test fill its disk)
+# meanwhile (tools/test_passes.sh runs `serial` tests alone).
+pytestmark = pytest.mark.serial
+
 CREATE = 'mutation { createConversation(input: {title: "full"}) { conversation { id } } }'
 APPEND = """mutation($id: ID!, $messages: [JSON!]!) {
   appendMessages(input: {conversationId: $id, messages: $messages}) {
@@ -84,6 +89,9 @@ def database_url(disk: Disk, sqlite_template: Path, pg_template: str | None) -> 
     try:
         _pg_admin(f'CREATE DATABASE "{name}" TEMPLATE "{pg_template}" TABLESPACE {space}')
         yield _with_db(PG_URL or "", name)
+        # DROP DATABASE forces a checkpoint, which must write the blocks still dirty in the
+        # full tablespace: give the disk its room back first (else "checkpoint request failed").
+        disk.resize("64m")
         _pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     finally:
         _pg_admin(f"DROP TABLESPACE IF EXISTS {space}")

@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 SLOW_TIMEOUT="${CONVOGRAPH_SLOW_TIMEOUT:-1500}"
 # One pytest worker per core (pytest-xdist): every test makes its own database and server.
-# Tests marked `serial` measure how fast the server answers under attack or contention,
+# Tests marked `serial` measure how fast the server answers under attack or contention
+# (or fill a disk that PostgreSQL's checkpoints then cannot write to),
 # so they run afterwards in a pytest of their own, with no other test beside them.
 WORKERS=(-n "${CONVOGRAPH_TEST_WORKERS:-auto}")
 # What does not depend on the database runs in the SQLite pass only: the unit layer, the
