@@ -2,11 +2,16 @@
 
 A tree is a root conversation and every child transcript below it. Its events are numbered
 1, 2, 3… by the counter on the root row (`conversation.event_position`), which a write
-transaction bumps, once, just before it commits, and the log rows go in with it (one
-insert): an event is in the log if and only if its change committed. The root row stays
-locked from then until the commit, so the transactions of one tree take their positions in
-the order they commit, and the positions have no gap (a rolled-back bump is undone with the
-rest): a reader that has seen position p has seen every position below it, on any replica.
+transaction bumps while it holds the root's row lock, and the log rows go in just before it
+commits (one insert): an event is in the log if and only if its change committed. The root
+row stays locked from the bump until the commit, so the transactions of one tree take their
+positions in the order they commit, and the positions have no gap (a rolled-back bump is
+undone with the rest): a reader that has seen position p has seen every position below it,
+on any replica.
+
+The version bump of a root (versions.py) takes one position in the same UPDATE (`Reserved`):
+a write with one event to a root, the common append, then needs no statement of its own for
+its position. `record` settles the difference when the tree has more or fewer events.
 
 On PostgreSQL a write locks its tree's root before any other row of the tree (`lock_tree`,
 called first by every write that has events), so that taking the position last cannot
@@ -69,6 +74,19 @@ _BOUNDS = Prepared(
     ).where(C.c.id == bindparam("root"))
 )
 
+
+class Reserved:
+    """The positions the root version bumps of one transaction took: root id -> (how many,
+    the last one)."""
+
+    def __init__(self) -> None:
+        self.roots: dict[str, tuple[int, int]] = {}
+
+    def took(self, root_id: str, position: int) -> None:
+        count, _ = self.roots.get(root_id, (0, 0))
+        self.roots[root_id] = (count + 1, position)
+
+
 # The root of each conversation this process has written to: ancestry never changes.
 _ROOTS: dict[str, str] = {}
 _ROOTS_KEPT = 100_000
@@ -104,27 +122,39 @@ async def lock_trees(sql: Sql, conversations: Iterable[tuple[str, str]]) -> None
         await sql.rows(_LOCK_MANY, {"ids": roots})
 
 
-async def record(sql: Sql, events: Sequence[Event]) -> list[Event]:
+async def record(
+    sql: Sql, events: Sequence[Event], reserved: Reserved | None = None
+) -> list[Event]:
     """Number `events` in their trees' logs and write them (inside the write transaction).
 
-    The events of a tree whose root this transaction deleted get the positions that follow
-    its last one and no row: the whole log of that tree is gone with it.
+    `reserved` holds the positions the transaction's root bumps already took; the counter
+    is moved by the difference, if any. The events of a tree whose root this transaction
+    deleted get the positions that follow its last one and no row: the whole log of that
+    tree is gone with it.
     """
-    trees: dict[str, list[Event]] = {}
+    taken = reserved.roots if reserved is not None else {}
+    trees: dict[str, list[Event]] = {root: [] for root in taken}
     for event in events:
         trees.setdefault(event.root_id, []).append(event)
     numbered: list[Event] = []
     rows: list[dict[str, Any]] = []
     for root, mine in trees.items():
-        bumped = await sql.rows(_BUMP, {"root": root, "count": len(mine)})
-        if bumped.values:
-            last = int(bumped.values[0][0])
-        else:
-            last = max((e.head or 0 for e in mine), default=0) + len(mine)
+        count, last = taken.get(root, (0, 0))
+        deleted = any(
+            e.kind is EventKind.CONVERSATION_DELETED and e.conversation_id == root for e in mine
+        )
+        logged = True
+        if count != len(mine) or deleted:
+            bumped = await sql.rows(_BUMP, {"root": root, "count": len(mine) - count})
+            if bumped.values:
+                last = int(bumped.values[0][0])
+            else:
+                logged = False
+                last = max((e.head or 0 for e in mine), default=0) - count + len(mine)
         for offset, event in enumerate(mine):
             event = dataclasses.replace(event, position=last - len(mine) + 1 + offset)
             numbered.append(event)
-            if bumped.values:
+            if logged:
                 rows.append(_row(event))
     if rows:
         await sql.execute_many(_INSERT, rows)

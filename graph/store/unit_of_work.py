@@ -87,7 +87,7 @@ class UnitOfWork:
                 # Last but the log: a quota's row stays locked the shortest time.
                 await self.quotas.settle(sql, repo.usage)
                 # Numbered and logged in the transaction: in the log if and only if it commits.
-                events = await event_log.record(sql, repo.events)
+                events = await event_log.record(sql, repo.events, repo.positions)
                 await self.broker.stage(sql, events)
         except Exception as exc:
             # Out of space: rolled back, so nothing was written; the caller says so.

@@ -13,7 +13,7 @@ from typing import Any, Generic, TypeVar
 from graph.domain.events import EventKind
 from graph.domain.principal import Principal
 from graph.settings import Settings
-from graph.store import scope
+from graph.store import event_log, scope
 from graph.store.events import Event
 from graph.store.keyring import Keyring
 from graph.store.quotas import UsageChange
@@ -70,6 +70,11 @@ class Repository:
     def usage(self) -> UsageChange:
         """Filled by writes, settled against the workspace quotas before the commit."""
         return UsageChange()
+
+    @once
+    def positions(self) -> event_log.Reserved:
+        """The event positions this transaction's root bumps took (see event_log.py)."""
+        return event_log.Reserved()
 
     @once
     def scope_params(self) -> dict[str, Any]:

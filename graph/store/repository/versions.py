@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from sqlalchemy import bindparam, or_, select, update
+from sqlalchemy import bindparam, case, or_, select, update
 
 from graph.domain import ids
 from graph.domain.errors import DomainError, ErrorCode, conflict, not_found
@@ -91,7 +91,10 @@ class Versions(Part):
         )
         found = await self.sql.rows(statement, params)
         if found.values:
-            return CONVERSATIONS.many(found.keys, found.values)[0]
+            record = CONVERSATIONS.many(found.keys, found.values)[0]
+            if bump_version and not record.ancestry:
+                self.repo.positions.took(record.id, record.event_position)
+            return record
         current = await self.sql.rows(
             select(C.c.version).where(C.c.id == cid, scope.clause(C, reach), alive(C)),
             self.params(),
@@ -130,6 +133,8 @@ def _statement(
         changes[name] = column + bindparam(f"add_{name}", type_=column.type)
     if bump_version:
         changes.update(version=C.c.version + 1, updated_at=now)
+        # A root takes its event's position in the same statement (event_log.Reserved).
+        changes["event_position"] = C.c.event_position + case((C.c.ancestry == "", 1), else_=0)
     return Prepared(
         update(C)
         .where(*where)
