@@ -110,12 +110,31 @@ class LiveServer:
         scope: str = "write",
         label: str | None = None,
     ) -> str:
-        """A new bearer token made by the `token create` command (its last stdout line)."""
-        args = ["--workspace", workspace, "--owner", owner, "--scope", scope]
-        if label is not None:
-            args += ["--label", label]
-        out = await self.cli("token", "create", *args)
-        return out.strip().splitlines()[-1]
+        """A new bearer token, made as `token create` makes it, in this process: the command
+        itself is tested in test_cli.py, and a process per token would cost a second each."""
+        from graph.domain.principal import SYSTEM, Scope, parse_owner, parse_workspace
+        from graph.services import build_services
+        from graph.settings import Settings
+
+        services = build_services(
+            Settings(
+                database_url=self.database_url,
+                secret=self.env.get("CONVOGRAPH_SECRET", self.secret),
+                secret_file=self.env.get("CONVOGRAPH_SECRET_FILE"),
+                sweep_interval_seconds=0,
+            )
+        )
+        try:
+            async with services.uow.write(SYSTEM) as repo:
+                _, token = await repo.tokens.create(
+                    workspace=parse_workspace(workspace),
+                    owner=parse_owner(owner),
+                    scope_=Scope(scope.upper()),
+                    label=label,
+                )
+        finally:
+            await services.db.dispose()
+        return token
 
     @contextlib.asynccontextmanager
     async def client(self, token: str | None = None) -> AsyncIterator[GraphQLClient]:
