@@ -1,0 +1,197 @@
+"""Live servers forked from a process that has imported convograph already.
+
+A `python -m graph serve` spends about a second of CPU importing convograph, Strawberry,
+SQLAlchemy and uvicorn before it serves; the suite starts a few hundred servers. Forked
+from a process that imported them once (`python -m tests.fork_server`, one per pytest
+worker), a server starts in milliseconds, and is otherwise the same program: `graph`'s
+own `main` with the test's arguments, environment, working directory and log file, in a
+process of its own (its own session, its own signals).
+
+The forking process has no event loop, thread or connection, and reads nothing of the
+environment at import that a server would read later, so a forked server cannot tell it
+apart from a fresh one. It reaps its children and writes each one's exit status (as
+asyncio reports it: the code, or minus the signal) to the file the test named, which is
+how `ForkedProcess` learns it. CONVOGRAPH_TEST_FORK_SERVER=0 starts every server as a
+fresh process instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import traceback
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+ENABLED = os.environ.get("CONVOGRAPH_TEST_FORK_SERVER", "1") != "0"
+
+
+class ForkedProcess:
+    """The part of asyncio.subprocess.Process that the live servers use, for a forked one."""
+
+    def __init__(self, pid: int, status_path: Path) -> None:
+        self.pid = pid
+        self._status_path = status_path
+
+    @property
+    def returncode(self) -> int | None:
+        try:
+            return int(self._status_path.read_text())
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def send_signal(self, sig: int) -> None:
+        # Once reaped, the pid may be another process's: as asyncio does, refuse.
+        if self.returncode is not None:
+            raise ProcessLookupError(self.pid)
+        os.kill(self.pid, sig)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    async def wait(self) -> int:
+        # Not our child: nothing to await but the status file the fork server writes.
+        while (code := self.returncode) is None:  # noqa: ASYNC110
+            await asyncio.sleep(0.02)
+        return code
+
+
+class _Client:
+    """This pytest process's fork server (started on first use)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def _started(self) -> subprocess.Popen[bytes]:
+        if self._process is None or self._process.poll() is not None:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "tests.fork_server"],
+                cwd=ROOT,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+            )
+        return self._process
+
+    def fork(self, args: list[str], *, env: dict[str, str], log_path: Path) -> ForkedProcess:
+        status_path = log_path.with_name(log_path.name + ".exit")
+        request = {
+            "args": args,
+            "env": env,
+            "cwd": str(ROOT),
+            "log": str(log_path),
+            "status": str(status_path),
+        }
+        with self._lock:
+            process = self._started()
+            assert process.stdin is not None and process.stdout is not None
+            process.stdin.write(json.dumps(request).encode() + b"\n")
+            process.stdin.flush()
+            answer = process.stdout.readline()
+        if not answer:
+            raise RuntimeError("the fork server exited")
+        return ForkedProcess(int(json.loads(answer)["pid"]), status_path)
+
+
+_client = _Client()
+
+
+async def fork_graph(args: list[str], *, env: dict[str, str], log_path: Path) -> ForkedProcess:
+    """`python -m graph ARGS`, forked: its output goes to `log_path`."""
+    return await asyncio.to_thread(_client.fork, args, env=env, log_path=log_path)
+
+
+# The fork server itself.
+
+_children: dict[int, str] = {}
+
+
+def _reap(_signum: int, _frame: FrameType | None) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        path = _children.pop(pid, None)
+        if path is not None:
+            temporary = f"{path}.tmp"
+            Path(temporary).write_text(str(os.waitstatus_to_exitcode(status)))
+            os.replace(temporary, path)
+
+
+def _child(request: dict[str, Any]) -> None:
+    code = 1
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        os.setsid()
+        log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(log)
+        os.close(null)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        sys.argv = [str(ROOT / "graph" / "__main__.py"), *request["args"]]
+        from graph.__main__ import main
+
+        code = main(request["args"])
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        import logging
+
+        logging.shutdown()
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def serve_forks() -> None:
+    """Read fork requests (JSON lines) on stdin; answer each with the child's pid."""
+    # What `serve` imports, once.
+    import uvicorn  # noqa: F401
+
+    import graph.__main__
+    import graph.app
+    import graph.server.header_timeout
+    import graph.server.logs
+    import graph.server.shutdown
+    import graph.store.migrate  # noqa: F401
+
+    signal.signal(signal.SIGCHLD, _reap)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is for pytest, which stops us
+    for line in sys.stdin.buffer:
+        request = json.loads(line)
+        sys.stdout.flush()
+        # SIGCHLD waits while the child is recorded, so that no exit goes unwritten.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+        pid = os.fork()
+        if pid == 0:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
+            _child(request)
+        _children[pid] = request["status"]
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
+        sys.stdout.write(json.dumps({"pid": pid}) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    serve_forks()
