@@ -13,12 +13,13 @@ SLOW_TIMEOUT="${CONVOGRAPH_SLOW_TIMEOUT:-1500}"
 # (or fill a disk that PostgreSQL's checkpoints then cannot write to),
 # so they run afterwards in a pytest of their own, with no other test beside them.
 WORKERS=(-n "${CONVOGRAPH_TEST_WORKERS:-auto}")
-# What does not depend on the database runs in the SQLite pass only: the unit layer, the
-# GraphQL-over-HTTP audit, the per-process rate limits, the pages in a browser, the native
-# adapters and the examples (which reach the store only through the API that the other
-# files test on both backends), and the wheel's install test.
+# What does not depend on the database runs in the SQLite pass only: the unit layer, SQLite's
+# prepared statements, the GraphQL-over-HTTP audit, the per-process rate limits, the pages in
+# a browser, the native adapters and the examples (which reach the store only through the API
+# that the other files test on both backends), and the wheel's install test.
 SQLITE_ONLY=(
   tests/unit
+  tests/test_prepared.py
   tests/test_graphql_over_http_audit.py
   tests/test_rate_limits.py
   tests/test_inspector_browser.py

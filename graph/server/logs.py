@@ -57,5 +57,12 @@ def configure_logging(settings: Settings) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(_level(settings.log_level))
+    # Neither format prints where a record was logged from, nor its thread or process: the
+    # logging docs' "Optimization" switches spare every record (an access line per request)
+    # the frame walk and the lookups. tests/unit/test_logs.py fails if they stop working.
+    logging._srcfile = None
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
     for name, level in logger_levels(settings.log_levels).items():
         logging.getLogger(name).setLevel(_level(level))

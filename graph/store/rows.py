@@ -5,7 +5,7 @@ through an ORM Session, and the values they read are already the columns' Python
 Pydantic validation and SQLAlchemy's per-instance bookkeeping (`Model(**values)`) would cost
 tens of microseconds per row; an instance made by the mapper's class manager and filled
 with the row costs a few. The instances are read-only values: nothing flushes them.
-tests/unit/test_rows.py fails if SQLAlchemy changes what this relies on.
+tests/test_prepared.py fails if SQLAlchemy changes what this relies on.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ SQLAlchemy statement. On SQLite a Prepared statement runs on the driver connecti
 statement takes microseconds on the event loop (see sqlite_inline), and SQLAlchemy's
 execution around it (execution context, result objects, the greenlet hop) costs several
 times more. Its SQL and its values are still SQLAlchemy's: compiled by the dialect, bound
-and read through the columns' own processors (tests/unit/test_prepared.py checks that both
+and read through the columns' own processors (tests/test_prepared.py checks that both
 ways give the same SQL and the same values). Everything else, and everything on PostgreSQL,
 runs through SQLAlchemy. Either way the statement listeners of `Database.on_statement` see
 it, and an error comes out as SQLAlchemy's exception type for it.
@@ -54,13 +54,24 @@ class _Compiled:
     keys: tuple[str, ...]
     # The result columns that have a processor at all (most come back as SQLite gives them).
     processed: tuple[tuple[int, Callable[[Any], Any]], ...]
+    # Without an IN list: each bind once (`now` may be bound in several places), then the
+    # positions, as indexes into those.
+    distinct: tuple[tuple[str, Any, Processor], ...] | None = None
+    order: tuple[int, ...] = ()
 
     def parameters(self, values: Mapping[str, Any]) -> tuple[str, list[Any]]:
+        if self.distinct is not None:
+            get = values.get
+            once = [
+                process(get(key, own)) if process else get(key, own)
+                for key, own, process in self.distinct
+            ]
+            return self.sql, [once[i] for i in self.order]
         sql, out = self.sql, list[Any]()
         for key, own, process, expanding in self.binds:
             value: Any = values.get(key, own)
             if expanding:
-                sql = sql.replace(_expanding_marker(key), ",".join("?" * len(value)))
+                sql = sql.replace(_expanding_marker(key), ", ".join("?" * len(value)))
                 out.extend(process(v) if process else v for v in value)
             else:
                 out.append(process(value) if process else value)
@@ -77,7 +88,7 @@ class _Compiled:
 
 def _expanding_marker(key: str) -> str:
     # How SQLAlchemy leaves an expanding bind in compiled SQL until execution (its
-    # "post-compile" step); tests/unit/test_prepared.py fails if that changes.
+    # "post-compile" step); tests/test_prepared.py fails if that changes.
     return f"__[POSTCOMPILE_{key}]"
 
 
@@ -87,17 +98,26 @@ def _compile(
     compiled = statement.compile(dialect=dialect, column_keys=column_keys)
     assert isinstance(compiled, SQLCompiler) and compiled.positiontup is not None
     binds = []
+    # A bind that occurs more than once (the same key and type) is processed once.
+    distinct: dict[tuple[str, type], tuple[str, Any, Processor]] = {}
+    order = []
     for name in compiled.positiontup:
         bind = compiled.binds[name]
         process = bind.type.dialect_impl(dialect).bind_processor(dialect)
         binds.append((bind.key, bind.effective_value, process, bind.expanding))
+        own = (bind.key, bind.effective_value, process)
+        slot = distinct.setdefault((bind.key, type(bind.type)), own)
+        order.append(list(distinct.values()).index(slot))
     columns = list(getattr(statement, "exported_columns", ()))
     results = [c.type.dialect_impl(dialect).result_processor(dialect, None) for c in columns]
+    plain = not any(expanding for *_, expanding in binds)
     return _Compiled(
         sql=compiled.string,
         binds=tuple(binds),
         keys=tuple(c.key for c in columns),
         processed=tuple((i, p) for i, p in enumerate(results) if p is not None),
+        distinct=tuple(distinct.values()) if plain else None,
+        order=tuple(order) if plain else (),
     )
 
 
