@@ -24,6 +24,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import traceback
 from pathlib import Path
@@ -82,13 +83,16 @@ class _Client:
             )
         return self._process
 
-    def fork(self, args: list[str], *, env: dict[str, str], log_path: Path) -> ForkedProcess:
+    def fork(
+        self, args: list[str], *, env: dict[str, str], log_path: Path, err_path: Path | None
+    ) -> ForkedProcess:
         status_path = log_path.with_name(log_path.name + ".exit")
         request = {
             "args": args,
             "env": env,
             "cwd": str(ROOT),
             "log": str(log_path),
+            "err": str(err_path or log_path),
             "status": str(status_path),
         }
         with self._lock:
@@ -105,9 +109,32 @@ class _Client:
 _client = _Client()
 
 
-async def fork_graph(args: list[str], *, env: dict[str, str], log_path: Path) -> ForkedProcess:
-    """`python -m graph ARGS`, forked: its output goes to `log_path`."""
-    return await asyncio.to_thread(_client.fork, args, env=env, log_path=log_path)
+async def fork_graph(
+    args: list[str], *, env: dict[str, str], log_path: Path, err_path: Path | None = None
+) -> ForkedProcess:
+    """`python -m graph ARGS`, forked: its output goes to `log_path` (its stderr to
+    `err_path`, when given)."""
+    return await asyncio.to_thread(
+        _client.fork, args, env=env, log_path=log_path, err_path=err_path
+    )
+
+
+async def run_graph(args: list[str], *, env: dict[str, str], limit: float) -> tuple[int, str, str]:
+    """`python -m graph ARGS` to its end, forked: (exit code, stdout, stderr), as
+    tests/commands.py's run_command gives them; a failure when it overruns `limit`."""
+    with tempfile.TemporaryDirectory(prefix="graph-command-") as folder:
+        out, err = Path(folder) / "out", Path(folder) / "err"
+        process = await fork_graph(args, env=env, log_path=out, err_path=err)
+        try:
+            code = await asyncio.wait_for(process.wait(), limit)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await process.wait()
+            raise AssertionError(
+                f"`graph {' '.join(args)}` did not finish in {limit:.0f} s"
+            ) from None
+        return code, out.read_text(errors="replace"), err.read_text(errors="replace")
 
 
 # The fork server itself.
@@ -136,13 +163,13 @@ def _child(request: dict[str, Any]) -> None:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         os.setsid()
-        log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
-        os.dup2(log, 1)
-        os.dup2(log, 2)
-        os.close(log)
         os.close(null)
+        for fd, path in ((1, request["log"]), (2, request["err"])):
+            opened = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+            os.dup2(opened, fd)
+            os.close(opened)
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])

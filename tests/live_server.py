@@ -169,12 +169,18 @@ class LiveServer:
             await process.wait()
 
 
+async def graph_command(*args: str, env: dict[str, str], limit: float) -> tuple[int, str, str]:
+    """`python -m graph ARGS` (forked, see fork_server.py): (exit code, stdout, stderr)."""
+    if fork_server.ENABLED:
+        return await fork_server.run_graph(list(args), env=env, limit=limit)
+    return await run_command(sys.executable, "-m", "graph", *args, cwd=ROOT, env=env, limit=limit)
+
+
 async def run_cli(*args: str, database_url: str, env: dict[str, str]) -> str:
     """Run one `python -m graph` command and return its stdout; ServerFailed when it fails."""
-    code, out, err = await run_command(
-        sys.executable, "-m", "graph", *args, "--database-url", database_url,
-        cwd=ROOT, env=env, limit=CLI_TIMEOUT,
-    )  # fmt: skip
+    code, out, err = await graph_command(
+        *args, "--database-url", database_url, env=env, limit=CLI_TIMEOUT
+    )
     if code != 0:
         raise ServerFailed(f"`graph {' '.join(args)}` exited {code}: {err}")
     return out

@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -26,7 +24,6 @@ import pytest
 from alembic import command
 
 from graph.settings import Settings
-from tests.commands import run_command
 from tests.migrations import columns_after
 from tests.operations import create as create_conversation
 from tests.test_revocation import subscription
@@ -37,7 +34,6 @@ if TYPE_CHECKING:
 
 pytest_plugins = ["tests.live_server"]
 
-ROOT = Path(__file__).resolve().parent.parent
 VIEWER = "{ viewer { workspace { key } ownerType ownerKey scopes } }"
 GRACE = "CONVOGRAPH_TOKEN_ROTATION_GRACE_SECONDS"
 
@@ -65,12 +61,13 @@ class Database:
 
 async def convograph(server: LiveServer | Database, *args: str, **env: str) -> Ran:
     """`python -m graph ARGS` on the server's database, with its secret and `env` added."""
+    from tests.live_server import graph_command
+
     return Ran(
-        *await run_command(
-            sys.executable, "-m", "graph", *args, "--database-url", server.database_url,
-            cwd=ROOT, env={**server.env, **env}, limit=60,
+        *await graph_command(
+            *args, "--database-url", server.database_url, env={**server.env, **env}, limit=60
         )
-    )  # fmt: skip
+    )
 
 
 @dataclass(frozen=True)
