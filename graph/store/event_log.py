@@ -25,7 +25,6 @@ and the replayed event must be the one the subscribers were sent.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -152,7 +151,7 @@ async def record(
                 logged = False
                 last = max((e.head or 0 for e in mine), default=0) - count + len(mine)
         for offset, event in enumerate(mine):
-            event = dataclasses.replace(event, position=last - len(mine) + 1 + offset)
+            event = event.numbered(last - len(mine) + 1 + offset)
             numbered.append(event)
             if logged:
                 rows.append(_row(event))

@@ -42,6 +42,23 @@ class Event:
     # The root's event counter as the row was written (a deleted root's last position).
     head: int | None = None
 
+    def numbered(self, position: int) -> Event:
+        """This event at `position` in its tree's log (dataclasses.replace without its
+        field-by-field introspection: every write numbers its events)."""
+        return Event(
+            self.kind,
+            self.conversation_id,
+            self.ancestry,
+            self.workspace_type,
+            self.workspace_id,
+            self.version,
+            self.at,
+            self.messages,
+            self.delegation,
+            position,
+            self.head,
+        )
+
     @property
     def root_id(self) -> str:
         """The root of the event's tree: whose log holds it."""

@@ -85,38 +85,65 @@ def _key(node: FieldNode) -> str:
     return node.alias.value if node.alias else node.name.value
 
 
+# Where a document's mutation payloads carry their userErrors' codes: (payload key,
+# [(userErrors key, code key or None)]) per root field. Computed once per parsed document
+# (documents.py keeps one per query text), keyed by identity, the document held with it.
+_Paths = list[tuple[str, list[tuple[str, str | None]]]]
+_PATHS: dict[tuple[int, str | None], tuple[DocumentNode, _Paths]] = {}
+_PATHS_KEPT = 1_000
+
+
+def _error_paths(document: DocumentNode, operation_name: str | None) -> _Paths:
+    key = (id(document), operation_name)
+    found = _PATHS.get(key)
+    if found is not None and found[0] is document:
+        return found[1]
+    paths: _Paths = []
+    operation = get_operation_ast(document, operation_name)
+    if isinstance(operation, OperationDefinitionNode) and (
+        operation.operation == OperationType.MUTATION
+    ):
+        fragments = {
+            d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)
+        }
+        for root in _fields(operation.selection_set, fragments):
+            # A field selected twice (directly and through a fragment) is one field of the
+            # result.
+            selected = {
+                _key(f): f
+                for f in _fields(root.selection_set, fragments)
+                if f.name.value == "userErrors"
+            }
+            errors = []
+            for errors_key, errors_field in selected.items():
+                code_keys = [
+                    _key(f)
+                    for f in _fields(errors_field.selection_set, fragments)
+                    if f.name.value == "code"
+                ]
+                errors.append((errors_key, code_keys[0] if code_keys else None))
+            paths.append((_key(root), errors))
+    if len(_PATHS) >= _PATHS_KEPT:
+        _PATHS.clear()
+    _PATHS[key] = (document, paths)
+    return paths
+
+
 def payload_error_codes(document: DocumentNode, operation_name: str | None, data: Any) -> list[str]:
     """The codes of the `userErrors` a mutation's payloads carry, as the client selected them.
 
     A client that does not select `userErrors` cannot see them either; then none are counted.
     """
-    operation = get_operation_ast(document, operation_name)
-    if not isinstance(data, dict) or not isinstance(operation, OperationDefinitionNode):
+    if not isinstance(data, dict):
         return []
-    if operation.operation != OperationType.MUTATION:
-        return []
-    fragments = {
-        d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)
-    }
     codes: list[str] = []
-    for root in _fields(operation.selection_set, fragments):
-        payload = data.get(_key(root))
+    for root_key, errors in _error_paths(document, operation_name):
+        payload = data.get(root_key)
         if not isinstance(payload, dict):
             continue
-        # A field selected twice (directly and through a fragment) is one field of the result.
-        selected = {
-            _key(f): f
-            for f in _fields(root.selection_set, fragments)
-            if f.name.value == "userErrors"
-        }
-        for key, errors_field in selected.items():
-            code_keys = [
-                _key(f)
-                for f in _fields(errors_field.selection_set, fragments)
-                if f.name.value == "code"
-            ]
-            for item in payload.get(key) or ():
-                code = item.get(code_keys[0]) if code_keys and isinstance(item, dict) else None
+        for errors_key, code_key in errors:
+            for item in payload.get(errors_key) or ():
+                code = item.get(code_key) if code_key and isinstance(item, dict) else None
                 codes.append(code if isinstance(code, str) else "UNKNOWN")
     return codes
 
