@@ -3,13 +3,16 @@
 The repositories read with SQLAlchemy Core (or on SQLite's driver, see prepared.py), not
 through an ORM Session, and the values they read are already the columns' Python values.
 Pydantic validation and SQLAlchemy's per-instance bookkeeping (`Model(**values)`) would cost
-tens of microseconds per row; an instance made by the mapper's class manager and filled
-with the row costs a few. The instances are read-only values: nothing flushes them.
+tens of microseconds per row; an instance made by the model's own `__new__` (SQLModel sets
+pydantic's private attributes there) and filled with the row costs a few. It has no ORM
+state: nothing flushes it, and it is never assigned to (SQLAlchemy's attribute setter would
+need that state); reads find their values in its `__dict__`, as on any loaded instance.
 tests/test_prepared.py fails if SQLAlchemy changes what this relies on.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Generic, TypeVar
@@ -27,7 +30,7 @@ class Builder(Generic[M]):
 
     def __init__(self, model: type[M]) -> None:
         mapper = inspect(model)
-        self._new = mapper.class_manager.new_instance
+        self._new: Callable[[], M] = functools.partial(model.__new__, model)
         # Column keys (what a result row is keyed by) to attribute names: they differ only
         # where a column's name is taken in Python (`metadata` -> `meta`).
         self._attributes = {
