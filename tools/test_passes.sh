@@ -60,9 +60,13 @@ command -v chromium >/dev/null 2>&1 || missing+=("chromium (the GraphiQL and ins
   missing+=("node and npm (the GraphQL-over-HTTP audit)")
 for what in "${missing[@]}"; do echo "!! SKIPPED: no $what: its tests will not run (.ci/run installs it)"; done
 
+took() { echo "== $1 took $((SECONDS - $2)) s"; }
+
 echo "== test pass 1/2: SQLite"
+started=$SECONDS
 (unset CONVOGRAPH_TEST_DATABASE_URL; run_pytest "not slow")
 sqlite_rc=$?
+took "SQLite pass" "$started"
 (unset CONVOGRAPH_TEST_DATABASE_URL; slow_pass SQLite)
 sqlite_slow_rc=$?
 
@@ -70,9 +74,11 @@ pg_url="${CONVOGRAPH_TEST_DATABASE_URL:-postgresql+asyncpg://postgres@127.0.0.1:
 pg_slow_rc=0
 if "$PY" -m tests.pg_probe "$pg_url"; then
   echo "== test pass 2/2: PostgreSQL ($("$PY" -m tests.pg_probe --describe "$pg_url"))"
+  started=$SECONDS
   (export CONVOGRAPH_TEST_DATABASE_URL="$pg_url"
    PYTEST_ARGS="${PYTEST_ARGS:-} ${SQLITE_ONLY[*]/#/--ignore=}"; run_pytest "not slow")
   pg_rc=$?
+  took "PostgreSQL pass" "$started"
   (export CONVOGRAPH_TEST_DATABASE_URL="$pg_url"; slow_pass PostgreSQL)
   pg_slow_rc=$?
 else
