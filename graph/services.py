@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from graph.settings import Settings
 from graph.store.db import Database
+from graph.store.encryption import check_unencrypted
 from graph.store.events import EventBroker
 from graph.store.events_postgres import PostgresBroker
 from graph.store.keyring import Keyring, load_secret
@@ -22,7 +23,16 @@ class Services:
     search_index: SearchIndex
     uow: UnitOfWork
 
+    async def check_encryption(self) -> None:
+        """Refuse to go on with a wrong master key, or none for an encrypted database
+        (EncryptionError, naming the setting)."""
+        if self.db.encryption is not None:
+            await self.db.encryption.ready()
+        else:
+            await check_unencrypted(self.settings)
+
     async def start(self) -> None:
+        await self.check_encryption()
         await self.broker.start()
         if self.settings.quotas_on:
             await self.uow.count_usage()

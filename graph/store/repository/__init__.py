@@ -72,6 +72,11 @@ class Repository:
         return UsageChange()
 
     @once
+    def shredded(self) -> list[str]:
+        """The data keys of what this unit of work deleted: deleted once it commits."""
+        return []
+
+    @once
     def scope_params(self) -> dict[str, Any]:
         return scope.params(self.principal)
 
