@@ -227,6 +227,7 @@ def _with_encryption(args: argparse.Namespace, work: Callable[[Database], Awaita
 
 def cmd_keys_status(args: argparse.Namespace) -> int:
     from graph.store import encryption_admin
+    from graph.store.key_store import TOMBSTONE
 
     async def work(db: Database) -> list[encryption_admin.KeyCount]:
         assert db.encryption is not None
@@ -236,7 +237,10 @@ def cmd_keys_status(args: argparse.Namespace) -> int:
     if not counts:
         print("no data keys yet")
     for count in counts:
-        print(f"master key {count.key_id}: wraps {count.count} data keys, {count.which}")
+        if count.key_id == TOMBSTONE:
+            print(f"deleted conversations: {count.count} data keys destroyed")
+        else:
+            print(f"master key {count.key_id}: wraps {count.count} data keys, {count.which}")
     return 0
 
 

@@ -23,6 +23,7 @@ from graph.__main__ import main
 from graph.services import build_services
 from graph.settings import Settings
 from graph.store.encryption import EncryptionError
+from graph.store.key_store import TOMBSTONE
 from tests.conftest import GraphQLClient, Server
 from tests.pg_databases import admin
 from tests.test_auth import stored_bytes
@@ -300,7 +301,9 @@ async def test_a_delete_removes_the_keys_of_the_conversation_and_all_below_it(
             "mutation($id: ID!) { deleteConversation(input: {id: $id}) { deleted } }",
             {"id": seeded.conversation},
         )
-        assert await store.store.get_many(refs) == {}
+        # Destroyed: a tombstone, without the key, so that no write can make a new one.
+        left = await store.store.get_many(refs)
+        assert {(k.key_id, k.wrapped) for k in left.values()} == {(TOMBSTONE, "")}
 
 
 # -- the master key at start --------------------------------------------------------------
@@ -423,3 +426,29 @@ async def test_encrypt_existing_seals_a_database_written_without_encryption(
             stored = await stored_bytes(server)
             for secret in seeded.secrets:
                 assert secret.encode() not in stored, secret
+
+
+async def test_expiry_deletes_the_keys_and_the_sweep_those_left_without_data(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from graph.store import encryption_admin
+    from graph.store.retention import sweep
+    from tests.test_retention import expire_soon, wait_past
+
+    async with serving(encrypted(settings)) as (server, gql):
+        doomed, kept = await seed(gql), await seed(gql)
+        encryption = server.services.db.encryption
+        assert encryption is not None
+        refs = [f"c{doomed.conversation}", f"c{doomed.child}"]
+        await wait_past(await expire_soon(gql, doomed.conversation))
+        # Keys younger than the orphan age are left alone (a create may be committing).
+        assert await sweep(server.services.uow) == 1
+        left = await encryption.store.get_many(refs)
+        assert left[f"c{doomed.conversation}"].key_id == TOMBSTONE
+        monkeypatch.setattr(encryption_admin, "ORPHAN_AGE_SECONDS", 0.0)
+        await sweep(server.services.uow)
+        left = await encryption.store.get_many(refs)
+        assert {k.key_id for k in left.values()} == {TOMBSTONE}
+        alive = [f"c{kept.conversation}", f"c{kept.child}"]
+        assert set(await encryption.store.get_many(alive)) == set(alive)
+        assert (await holdings(gql, kept))["conversation"]["title"] == f"title{kept.marker}"

@@ -41,7 +41,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from graph.domain import ids
 from graph.domain.errors import not_found
 from graph.settings import Settings, master_key_bytes
-from graph.store.key_store import KeyStore, StoredKey, key_store
+from graph.store.key_store import TOMBSTONE, KeyStore, StoredKey, key_store
 
 logger = logging.getLogger("convograph.encryption")
 
@@ -230,7 +230,7 @@ class Encryption:
             return self._index
         await self.store.open()
         counts = await self.store.counts()
-        unknown = {k: n for k, n in counts.items() if k not in self.masters}
+        unknown = {k: n for k, n in counts.items() if k not in self.masters and k != TOMBSTONE}
         if unknown:
             raise EncryptionError(
                 f"{self.current.setting} is not the master key of the key store "
@@ -270,6 +270,9 @@ class Encryption:
                 return None
             # Stored (and committed) before anything it seals can commit.
             found = await self.store.add(self.current.wrap(ref, os.urandom(32)))
+        if found.key_id == TOMBSTONE:
+            # A deleted conversation (in a restored copy): no new key, no write.
+            raise not_found("conversation", "id")
         raw = self._unwrap(found)
         return AESGCM(raw), raw
 
@@ -289,15 +292,23 @@ class Encryption:
             return
         await self.ready()
         for ref, stored in (await self.store.get_many(missing)).items():
-            self._keys[ref] = AESGCM(self._unwrap(stored))
+            if stored.key_id != TOMBSTONE:
+                self._keys[ref] = AESGCM(self._unwrap(stored))
 
     async def forget(self, refs: Sequence[str]) -> None:
-        """Delete data keys (after the delete of what they sealed has committed)."""
+        """Destroy data keys (after the delete of what they sealed has committed): a
+        conversation's leaves a tombstone (its id is never used again), a session's goes
+        (a session id may start again)."""
         if not refs:
             return
         for ref in refs:
             self._keys.pop(ref, None)
-        await self.store.delete(list(refs))
+        conversations = [r for r in refs if r.startswith(CONVERSATION)]
+        if conversations:
+            await self.store.shred(conversations)
+        others = [r for r in refs if not r.startswith(CONVERSATION)]
+        if others:
+            await self.store.delete(others)
 
     # -- sealing -----------------------------------------------------------
 

@@ -27,6 +27,7 @@ from graph.store.encryption import (
     conversation_ref,
     is_sealed,
 )
+from graph.store.key_store import TOMBSTONE
 from graph.store.search_index import index_waiting
 from graph.store.sql import Sql
 from graph.store.tables import conversation as C
@@ -55,7 +56,9 @@ async def status(encryption: Encryption) -> list[KeyCount]:
     counts = await encryption.store.counts()
     out = []
     for key_id, count in sorted(counts.items()):
-        if key_id == encryption.current.id:
+        if key_id == TOMBSTONE:
+            which = "deleted: the keys of deleted conversations, destroyed"
+        elif key_id == encryption.current.id:
             which = f"current ({encryption.current.setting})"
         elif encryption.previous is not None and key_id == encryption.previous.id:
             which = "previous (CONVOGRAPH_ENCRYPTION_PREVIOUS_KEY)"

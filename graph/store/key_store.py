@@ -7,9 +7,9 @@ PostgreSQL a schema of its own (`CONVOGRAPH_ENCRYPTION_KEY_SCHEMA`), reached thr
 of its own, so that `pg_dump --exclude-schema` leaves it out of the data's backups.
 
 Each call commits at once, outside the data's transaction: a key is stored before the data it
-seals can commit, and deleted only after the data's delete has committed. A crash between the
-two leaves at most a key without data (harmless; the sweep deletes it), never data without
-its key.
+seals can commit, and destroyed only after the data's delete has committed. A crash between
+the two leaves at most a key without data (harmless; the sweep destroys it), never data
+without its key. A destroyed conversation key leaves a tombstone row (no key material).
 """
 
 from __future__ import annotations
@@ -26,6 +26,11 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from graph.settings import Settings
+
+# The key id of a deleted conversation's key: the key is gone, the row stays, so that no
+# write can make a new key for it (conversation ids are never reused). A restored copy of
+# its data then stays unreadable and unwritable, instead of half-readable under a new key.
+TOMBSTONE = "-"
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,8 +63,12 @@ class KeyStore(ABC):
     async def delete(self, refs: Sequence[str]) -> int: ...
 
     @abstractmethod
+    async def shred(self, refs: Sequence[str]) -> int:
+        """Destroy the keys of `refs`, leaving a TOMBSTONE in their place."""
+
+    @abstractmethod
     async def counts(self) -> dict[str, int]:
-        """How many data keys each master key id wraps."""
+        """How many data keys each master key id wraps (TOMBSTONE: how many were shredded)."""
 
     @abstractmethod
     async def page(self, *, after: str, limit: int, not_key_id: str) -> list[StoredKey]:
@@ -144,6 +153,17 @@ class SQLiteKeyStore(KeyStore):
             count += db.execute(f"DELETE FROM data_key WHERE ref IN ({marks})", chunk).rowcount
         return count
 
+    async def shred(self, refs: Sequence[str]) -> int:
+        db, count = self._db(), 0
+        for start in range(0, len(refs), 500):
+            chunk = list(refs[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            count += db.execute(
+                f"UPDATE data_key SET key_id = ?, wrapped = '' WHERE ref IN ({marks})",
+                [TOMBSTONE, *chunk],
+            ).rowcount
+        return count
+
     async def counts(self) -> dict[str, int]:
         rows = self._db().execute("SELECT key_id, count(*) FROM data_key GROUP BY key_id")
         return {key_id: int(n) for key_id, n in rows}
@@ -151,8 +171,8 @@ class SQLiteKeyStore(KeyStore):
     async def page(self, *, after: str, limit: int, not_key_id: str) -> list[StoredKey]:
         rows = self._db().execute(
             "SELECT ref, key_id, wrapped FROM data_key WHERE ref > ? AND key_id <> ? "
-            "ORDER BY ref LIMIT ?",
-            (after, not_key_id, limit),
+            "AND key_id <> ? ORDER BY ref LIMIT ?",
+            (after, not_key_id, TOMBSTONE, limit),
         )
         return [StoredKey(*row) for row in rows]
 
@@ -169,8 +189,8 @@ class SQLiteKeyStore(KeyStore):
     ) -> list[str]:
         rows = self._db().execute(
             "SELECT ref FROM data_key WHERE ref > ? AND substr(ref, 1, ?) = ? "
-            "AND created_at < ? ORDER BY ref LIMIT ?",
-            (after, len(prefix), prefix, time.time() - seconds, limit),
+            "AND created_at < ? AND key_id <> ? ORDER BY ref LIMIT ?",
+            (after, len(prefix), prefix, time.time() - seconds, TOMBSTONE, limit),
         )
         return [ref for (ref,) in rows]
 
@@ -255,6 +275,15 @@ class PostgresKeyStore(KeyStore):
             )
             return int(getattr(result, "rowcount", 0))
 
+    async def shred(self, refs: Sequence[str]) -> int:
+        await self.open()
+        async with self._pool().begin() as conn:
+            result = await conn.execute(
+                text(f"UPDATE {self._table} SET key_id = :t, wrapped = '' WHERE ref = ANY(:refs)"),
+                {"t": TOMBSTONE, "refs": list(refs)},
+            )
+            return int(getattr(result, "rowcount", 0))
+
     async def counts(self) -> dict[str, int]:
         await self.open()
         async with self._pool().connect() as conn:
@@ -269,9 +298,9 @@ class PostgresKeyStore(KeyStore):
             rows = await conn.execute(
                 text(
                     f"SELECT ref, key_id, wrapped FROM {self._table} WHERE ref > :after "
-                    "AND key_id <> :k ORDER BY ref LIMIT :limit"
+                    "AND key_id <> :k AND key_id <> :t ORDER BY ref LIMIT :limit"
                 ),
-                {"after": after, "k": not_key_id, "limit": limit},
+                {"after": after, "k": not_key_id, "t": TOMBSTONE, "limit": limit},
             )
             return [StoredKey(*row) for row in rows]
 
@@ -301,9 +330,10 @@ class PostgresKeyStore(KeyStore):
             rows = await conn.execute(
                 text(
                     f"SELECT ref FROM {self._table} WHERE ref > :after AND left(ref, :n) = :p "
-                    "AND created_at < :before ORDER BY ref LIMIT :limit"
+                    "AND created_at < :before AND key_id <> :t ORDER BY ref LIMIT :limit"
                 ),
                 {
+                    "t": TOMBSTONE,
                     "after": after,
                     "n": len(prefix),
                     "p": prefix,
