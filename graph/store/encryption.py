@@ -22,13 +22,16 @@ and changes neither.
 from __future__ import annotations
 
 import base64
+import binascii
 import enum
+import functools
 import hashlib
 import hmac
 import logging
 import os
 import re
 import unicodedata
+from binascii import a2b_base64, b2a_base64
 from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -46,6 +49,9 @@ from graph.store.key_store import TOMBSTONE, KeyStore, StoredKey, key_store
 logger = logging.getLogger("convograph.encryption")
 
 PREFIX = "cvg1:"
+# On SQLite a sealed value is stored as bytes (a BLOB in its text column): the same layout
+# with the nonce and ciphertext raw, a quarter smaller than base64 and nothing to decode.
+BINARY_PREFIX = PREFIX.encode()
 INDEX_REF = "!index"
 CONVERSATION = "c"
 SESSION = "s"
@@ -57,6 +63,11 @@ _WRAP_CONTEXT = b"convograph/data-key/"
 # Letters only: a digest must be one word to FTS5's tokenizer and to PostgreSQL's parser.
 _LETTERS = str.maketrans("0123456789abcdef", "abcdefghijklmnop")
 _WORD = re.compile(r"[^\W_]+")
+_WORDS_KEPT = 200_000
+# Characters of opened texts kept by Encryption._remember, over all keys.
+_OPENED_KEPT = 32 * 1024 * 1024
+# The base64 of a sealed value's 12-byte nonce: its first 16 characters.
+_NONCE_CHARS = 16
 # A word of a search that has no letter or digit: matches nothing, as without encryption.
 _NO_WORD = "\x00"
 
@@ -107,6 +118,8 @@ class MasterKey:
 def words(text: str) -> list[str]:
     """The words of `text` as the blind index sees them: runs of letters and digits, case
     folded, accents removed (as FTS5's default tokenizer does)."""
+    if text.isascii():  # nothing to fold or strip but case: the common text, kept cheap
+        return _WORD.findall(text.lower())
     decomposed = unicodedata.normalize("NFKD", text.casefold())
     plain = "".join(c for c in decomposed if not unicodedata.combining(c))
     return _WORD.findall(plain)
@@ -119,10 +132,18 @@ class BlindIndex:
         self._key = _hkdf(key, b"convograph/blind-index")
         self._digest_key = _hkdf(key, b"convograph/content-digest")
         self._ref_key = _hkdf(key, b"convograph/session-ref")
+        # Words repeat: most of a message's are digested already.
+        self._words: dict[str, str] = {}
 
     def word(self, word: str) -> str:
-        mac = hmac.new(self._key, word.encode("utf-8", "surrogatepass"), hashlib.sha256)
-        return mac.hexdigest()[:20].translate(_LETTERS)
+        found = self._words.get(word)
+        if found is None:
+            mac = hmac.digest(self._key, word.encode("utf-8", "surrogatepass"), "sha256")
+            found = mac[:10].hex().translate(_LETTERS)
+            if len(self._words) >= _WORDS_KEPT:
+                self._words.clear()
+            self._words[word] = found
+        return found
 
     def index_text(self, search_text: str | None) -> str | None:
         """What the index stores for a message's search text: its words' digests, each
@@ -142,7 +163,7 @@ class BlindIndex:
 
     def content_digest(self, digest: str) -> str:
         """A transcript digest keyed, so that the stored one cannot confirm a guessed text."""
-        return "k" + hmac.new(self._digest_key, digest.encode(), hashlib.sha256).hexdigest()[:32]
+        return "k" + hmac.digest(self._digest_key, digest.encode(), "sha256")[:16].hex()
 
     def session_ref(self, owner: Mapping[str, Any], session_id: str) -> str:
         parts = (
@@ -156,17 +177,34 @@ class BlindIndex:
         return SESSION + mac.hexdigest()[:32]
 
 
+_REF_AT = len(PREFIX)
+
+
+@functools.lru_cache(maxsize=256)
+def _sealed_columns(keys: tuple[str, ...]) -> tuple[int, ...]:
+    """The positions of the columns of a result (by their keys) that may hold sealed values."""
+    return tuple(i for i, k in enumerate(keys) if k in SEALED_COLUMNS)
+
+
 def conversation_ref(conversation_id: str) -> str:
     return CONVERSATION + conversation_id
 
 
+Sealed = str | bytes
+
+
 def is_sealed(value: object) -> bool:
-    return isinstance(value, str) and value.startswith(PREFIX)
+    if isinstance(value, str):
+        return value.startswith(PREFIX)
+    return isinstance(value, bytes) and value.startswith(BINARY_PREFIX)
 
 
-def _ref_of(value: str) -> str | None:
-    end = value.find(":", len(PREFIX))
-    return value[len(PREFIX) : end] if end > 0 else None
+def _ref_of(value: Sealed) -> str | None:
+    if isinstance(value, bytes):
+        end = value.find(b":", _REF_AT)
+        return value[_REF_AT:end].decode() if end > 0 else None
+    end = value.find(":", _REF_AT)
+    return value[_REF_AT:end] if end > 0 else None
 
 
 def load_master_keys(settings: Settings) -> tuple[MasterKey, MasterKey | None]:
@@ -202,18 +240,31 @@ def load_master_keys(settings: Settings) -> tuple[MasterKey, MasterKey | None]:
 class Encryption:
     """The process's master keys, key store and cache of opened data keys."""
 
-    def __init__(self, current: MasterKey, previous: MasterKey | None, store: KeyStore) -> None:
+    def __init__(
+        self,
+        current: MasterKey,
+        previous: MasterKey | None,
+        store: KeyStore,
+        *,
+        binary: bool = False,
+    ) -> None:
+        self.binary = binary
         self.current = current
         self.previous = previous
         self.store = store
         self._keys: dict[str, AESGCM] = {}
         self._index: BlindIndex | None = None
         self._shredded_logged: set[str] = set()
+        # Texts opened (or sealed) lately, by data key: an agent reads its whole transcript
+        # every turn, and each of its messages is opened once, not at every read. Dropped
+        # with the key when it is destroyed.
+        self._opened: dict[str, dict[Sealed, str]] = {}
+        self._opened_bytes = 0
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Encryption:
         current, previous = load_master_keys(settings)
-        return cls(current, previous, key_store(settings))
+        return cls(current, previous, key_store(settings), binary=settings.is_sqlite)
 
     @property
     def masters(self) -> dict[str, MasterKey]:
@@ -303,6 +354,7 @@ class Encryption:
             return
         for ref in refs:
             self._keys.pop(ref, None)
+            self._opened.pop(ref, None)
         conversations = [r for r in refs if r.startswith(CONVERSATION)]
         if conversations:
             await self.store.shred(conversations)
@@ -312,13 +364,14 @@ class Encryption:
 
     # -- sealing -----------------------------------------------------------
 
-    @staticmethod
-    def _seal_with(aead: AESGCM, ref: str, value: str) -> str:
+    def _seal_with(self, aead: AESGCM, ref: str, value: str) -> Sealed:
         nonce = os.urandom(12)
         sealed = aead.encrypt(nonce, value.encode("utf-8", "surrogatepass"), ref.encode())
-        return f"{PREFIX}{ref}:{base64.urlsafe_b64encode(nonce + sealed).decode()}"
+        if self.binary:
+            return b"".join((BINARY_PREFIX, ref.encode(), b":", nonce, sealed))
+        return f"{PREFIX}{ref}:{b2a_base64(nonce + sealed, newline=False).decode()}"
 
-    async def seal(self, ref: str, value: str) -> str:
+    async def seal(self, ref: str, value: str) -> Sealed:
         return self._seal_with(await self.key(ref), ref, value)
 
     async def seal_values(
@@ -340,29 +393,45 @@ class Encryption:
         ref = conversation_ref(conversation_id)
         aead = await self.key(ref)
         index = self.index
-        return [
-            {
-                **row,
-                "data": self._seal_with(aead, ref, row["data"]),
-                "digest": index.content_digest(row["digest"]),
-                "search_text": index.index_text(row["search_text"]),
-            }
-            for row in rows
-        ]
+        out = []
+        for row in rows:
+            sealed = self._seal_with(aead, ref, row["data"])
+            # The next read of the transcript finds it opened already.
+            at = len(ref) + _REF_AT + 1
+            nonce = sealed[at : at + (12 if self.binary else _NONCE_CHARS)]
+            self._remember(ref, nonce, row["data"])
+            out.append(
+                {
+                    **row,
+                    "data": sealed,
+                    "digest": index.content_digest(row["digest"]),
+                    "search_text": index.index_text(row["search_text"]),
+                }
+            )
+        return out
 
-    def open(self, value: str) -> str | None:
-        """The text sealed in `value` (`value` itself when not sealed); None when its key is
-        gone (deleted: crypto-shredded) or was never loaded."""
-        if not value.startswith(PREFIX):
-            return value
+    def _remember(self, ref: str, nonce: Sealed, plain: str) -> None:
+        """Keep `plain`, opened from the value of `ref` sealed with `nonce`. The nonce names
+        the value: random, never used twice under one key (AES-GCM's own requirement)."""
+        size = len(plain) + 64
+        if self._opened_bytes + size > _OPENED_KEPT:
+            self._opened.clear()
+            self._opened_bytes = 0
+        self._opened.setdefault(ref, {})[nonce] = plain
+        self._opened_bytes += size
+
+    def open(self, value: Sealed) -> str | None:
+        """The text sealed in `value`; None when its key is gone (deleted: crypto-shredded)
+        or was never loaded."""
         ref = _ref_of(value)
         aead = self._keys.get(ref) if ref else None
         if aead is None or ref is None:
             return None
-        raw = base64.urlsafe_b64decode(value[len(PREFIX) + len(ref) + 1 :])
+        at = _REF_AT + len(ref) + 1
         try:
+            raw = value[at:] if isinstance(value, bytes) else a2b_base64(value[at:])
             return aead.decrypt(raw[:12], raw[12:], ref.encode()).decode("utf-8", "surrogatepass")
-        except InvalidTag:
+        except (InvalidTag, binascii.Error):
             # Altered, or sealed under a key of this ref that was deleted (a restored copy
             # written to since): lost either way, never shown as garbage.
             logger.error("a value sealed under data key %s fails authentication", ref)
@@ -373,9 +442,14 @@ class Encryption:
     ) -> list[tuple[Any, ...]]:
         """Result rows with their sealed values opened; `lost` says what becomes of a row
         holding a value whose key is gone."""
-        columns = [i for i, k in enumerate(keys) if k in SEALED_COLUMNS]
+        columns = _sealed_columns(keys)
         if not columns or not values:
             return values
+        if len(columns) == 1 and len(keys) == 1:
+            # One text per row (a transcript's): the common read, in one pass.
+            texts = self._open_blobs(values) if self.binary else self._open_texts(values)
+            if texts is not None:
+                return texts
         refs = {
             ref
             for row in values
@@ -407,7 +481,80 @@ class Encryption:
             out.append(tuple(opened))
         return out
 
-    def _lost(self, value: str) -> None:
+    def _open_texts(self, values: list[tuple[Any, ...]]) -> list[tuple[Any, ...]] | None:
+        """Single-column rows opened with the keys already loaded; None when one needs a key
+        not loaded yet (or cannot be opened), for the general path to deal with."""
+        out: list[tuple[Any, ...]] = []
+        append = out.append
+        keys = self._keys
+        # `head` is the prefix and ref of the last value: the rows of a transcript share it.
+        head, at, ref, aad, decrypt = "\0", 0, "", b"", None
+        opened: dict[Sealed, str] = {}
+        for (value,) in values:
+            if value.__class__ is not str:
+                append((value,))
+                continue
+            if not value.startswith(head):
+                if not value.startswith(PREFIX):
+                    append((value,))
+                    continue
+                end = value.find(":", _REF_AT)
+                ref = value[_REF_AT:end]
+                aead = keys.get(ref)
+                if aead is None:
+                    return None
+                head, at, aad, decrypt = value[: end + 1], end + 1, ref.encode(), aead.decrypt
+                opened = self._opened.setdefault(ref, {})
+            nonce = value[at : at + _NONCE_CHARS]
+            plain = opened.get(nonce)
+            if plain is None:
+                assert decrypt is not None
+                raw = a2b_base64(value[at:])
+                try:
+                    plain = decrypt(raw[:12], raw[12:], aad).decode("utf-8", "surrogatepass")
+                except InvalidTag:
+                    return None
+                self._remember(ref, nonce, plain)
+                opened = self._opened.setdefault(ref, {})
+            append((plain,))
+        return out
+
+    def _open_blobs(self, values: list[tuple[Any, ...]]) -> list[tuple[Any, ...]] | None:
+        """_open_texts for values stored as bytes (SQLite)."""
+        out: list[tuple[Any, ...]] = []
+        append = out.append
+        keys = self._keys
+        head, at, ref, aad, decrypt = b"\0", 0, "", b"", None
+        opened: dict[Sealed, str] = {}
+        for (value,) in values:
+            if value.__class__ is not bytes:
+                append((value,))
+                continue
+            if not value.startswith(head):
+                if not value.startswith(BINARY_PREFIX):
+                    append((value,))
+                    continue
+                end = value.find(b":", _REF_AT)
+                ref = value[_REF_AT:end].decode()
+                aead = keys.get(ref)
+                if aead is None:
+                    return None
+                head, at, aad, decrypt = value[: end + 1], end + 1, ref.encode(), aead.decrypt
+                opened = self._opened.setdefault(ref, {})
+            nonce = value[at : at + 12]
+            plain = opened.get(nonce)
+            if plain is None:
+                assert decrypt is not None
+                try:
+                    plain = decrypt(nonce, value[at + 12 :], aad).decode("utf-8", "surrogatepass")
+                except InvalidTag:
+                    return None
+                self._remember(ref, nonce, plain)
+                opened = self._opened.setdefault(ref, {})
+            append((plain,))
+        return out
+
+    def _lost(self, value: Sealed) -> None:
         ref = _ref_of(value) or "?"
         if ref in self._shredded_logged:
             return

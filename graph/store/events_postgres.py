@@ -76,10 +76,10 @@ class PostgresBroker(EventBroker):
         for event in events:
             payload = encode_event(event)
             if len(payload) > NOTIFY_LIMIT:
-                parked_text = payload.decode()
+                parked_text: str | bytes = payload.decode()
                 if sql.encryption is not None:  # it carries the event's messages
                     parked_text = await sql.encryption.seal(
-                        conversation_ref(event.root_id), parked_text
+                        conversation_ref(event.root_id), payload.decode()
                     )
                 parked = await sql.rows(
                     insert(event_outbox)

@@ -254,14 +254,15 @@ class Delegations(Part):
             above = await self.sql.rows(select(D.c.parent_conversation_id).where(D.c.id == did))
             if above.values:
                 await event_log.lock_tree(self.sql, above.values[0][0])
+        stored: str | bytes | None = summary
         if summary is not None and (encryption := self.sql.encryption) is not None:
             child = await self.sql.rows(select(D.c.child_conversation_id).where(D.c.id == did))
             if child.values:
-                summary = await encryption.seal(conversation_ref(child.values[0][0]), summary)
+                stored = await encryption.seal(conversation_ref(child.values[0][0]), summary)
         found = await self.sql.rows(
             update(D)
             .where(D.c.id == did, mine, D.c.status.in_(OPEN))
-            .values(status=status, summary=summary, completed_at=self.repo.now())
+            .values(status=status, summary=stored, completed_at=self.repo.now())
             .returning(*D.c),
             self.params(),
         )
