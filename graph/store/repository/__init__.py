@@ -72,11 +72,6 @@ class Repository:
         return UsageChange()
 
     @once
-    def shredded(self) -> list[str]:
-        """The data keys of what this unit of work deleted: deleted once it commits."""
-        return []
-
-    @once
     def scope_params(self) -> dict[str, Any]:
         return scope.params(self.principal)
 
@@ -86,6 +81,11 @@ class Repository:
 
     def publish(self, kind: EventKind, conversation: Conversation, **extra: Any) -> None:
         self.events.append(Event.of(kind, conversation, **extra))
+
+    @once
+    def shredded(self) -> list[str]:
+        """The data keys of what this unit of work deleted: deleted once it commits."""
+        return []
 
     @once
     def conversations(self) -> Conversations:
