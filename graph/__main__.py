@@ -1,4 +1,5 @@
-"""The convograph command: serve, migrate, sweep, token create|list|revoke|rotate, export-schema."""
+"""The convograph command: serve, migrate, sweep, token create|list|revoke|rotate,
+keys generate|status|rotate|encrypt-existing, export-schema."""
 
 from __future__ import annotations
 
@@ -14,12 +15,14 @@ from typing import TYPE_CHECKING, TypeVar
 
 from graph.domain.principal import SYSTEM, Scope, parse_owner, parse_workspace
 from graph.settings import Settings, SettingsError
+from graph.store.encryption import EncryptionError
 from graph.store.keyring import MissingSecret
 from graph.store.repository import Repository
 
 T = TypeVar("T")
 
 if TYPE_CHECKING:
+    from graph.store.db import Database
     from graph.store.repository.tokens import Rotation, TokenInfo
 
 BOOTSTRAP_WORKSPACE = ("default", "default")
@@ -62,6 +65,7 @@ def _as_system(
     async def run() -> T:
         services = build_services(settings)
         try:
+            await services.check_encryption()
             uow = services.uow
             async with uow.write(SYSTEM) if write else uow.read(SYSTEM) as repo:
                 return await work(repo)
@@ -191,6 +195,89 @@ def cmd_token_rotate(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     print(rotated.token)
+    return 0
+
+
+def cmd_keys_generate(args: argparse.Namespace) -> int:
+    from graph.store.encryption import generate_key
+
+    print(generate_key())
+    return 0
+
+
+def _with_encryption(args: argparse.Namespace, work: Callable[[Database], Awaitable[T]]) -> T:
+    """Run `work` on the database of the settings, with encryption on (a master key set)."""
+    from graph.store.db import Database
+
+    settings = _settings(args)
+    if not settings.encryption_on:
+        raise EncryptionError(
+            "CONVOGRAPH_ENCRYPTION_KEY (or CONVOGRAPH_ENCRYPTION_KEY_FILE) is not set"
+        )
+
+    async def run() -> T:
+        db = Database(settings)
+        try:
+            return await work(db)
+        finally:
+            await db.dispose()
+
+    return asyncio.run(run())
+
+
+def cmd_keys_status(args: argparse.Namespace) -> int:
+    from graph.store import encryption_admin
+    from graph.store.key_store import TOMBSTONE
+
+    async def work(db: Database) -> list[encryption_admin.KeyCount]:
+        assert db.encryption is not None
+        return await encryption_admin.status(db.encryption)
+
+    counts = _with_encryption(args, work)
+    if not counts:
+        print("no data keys yet")
+    for count in counts:
+        if count.key_id == TOMBSTONE:
+            print(f"deleted conversations: {count.count} data keys destroyed")
+        else:
+            print(f"master key {count.key_id}: wraps {count.count} data keys, {count.which}")
+    return 0
+
+
+def cmd_keys_rotate(args: argparse.Namespace) -> int:
+    from graph.store import encryption_admin
+
+    async def work(db: Database) -> int:
+        assert db.encryption is not None
+        return await encryption_admin.rotate(db.encryption)
+
+    done = _with_encryption(args, work)
+    print(
+        f"wrapped {done} data keys under the current master key; every data key is now "
+        "wrapped by it (CONVOGRAPH_ENCRYPTION_PREVIOUS_KEY may be removed)"
+    )
+    return 0
+
+
+def cmd_keys_encrypt_existing(args: argparse.Namespace) -> int:
+    from graph.store import encryption_admin
+
+    def progress(what: str, count: int) -> None:
+        print(f"{what}: sealed {count}")
+
+    async def work(db: Database) -> int:
+        return await encryption_admin.encrypt_existing(db, progress=progress)
+
+    total = _with_encryption(args, work)
+    settings = _settings(args)
+    if settings.is_sqlite:
+        encryption_admin.vacuum(settings)
+        print(f"sealed {total} rows; the database file was rewritten (VACUUM)")
+    else:
+        print(
+            f"sealed {total} rows; the old row versions stay in the table files until "
+            "PostgreSQL reclaims them: run VACUUM FULL to have them overwritten"
+        )
     return 0
 
 
@@ -330,6 +417,27 @@ def parser() -> argparse.ArgumentParser:
         help="the new token's lifetime (default: the old token's, or never)",
     )
     rotate.set_defaults(func=cmd_token_rotate)
+
+    keys = sub.add_parser("keys", help="encryption at rest: master and data keys")
+    ksub = keys.add_subparsers(dest="keys_command", required=True)
+    ksub.add_parser(
+        "generate", help="print a new master key (for CONVOGRAPH_ENCRYPTION_KEY)"
+    ).set_defaults(func=cmd_keys_generate)
+    with_db(ksub.add_parser("status", help="which master key wraps how many data keys"))
+    ksub.choices["status"].set_defaults(func=cmd_keys_status)
+    with_db(
+        ksub.add_parser(
+            "rotate",
+            help="wrap every data key under CONVOGRAPH_ENCRYPTION_KEY, unwrapping with "
+            "CONVOGRAPH_ENCRYPTION_PREVIOUS_KEY (online, resumable)",
+        )
+    ).set_defaults(func=cmd_keys_rotate)
+    with_db(
+        ksub.add_parser(
+            "encrypt-existing",
+            help="seal the content written while encryption was off, in place (resumable)",
+        )
+    ).set_defaults(func=cmd_keys_encrypt_existing)
     return p
 
 
@@ -338,7 +446,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except (MissingSecret, SettingsError) as exc:
+    except (MissingSecret, SettingsError, EncryptionError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

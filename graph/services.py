@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from graph.settings import Settings
 from graph.store.db import Database
+from graph.store.encryption import check_unencrypted
+from graph.store.errors import is_unavailable
 from graph.store.events import EventBroker
 from graph.store.events_postgres import PostgresBroker
 from graph.store.keyring import Keyring, load_secret
 from graph.store.search_index import SearchIndex
 from graph.store.unit_of_work import UnitOfWork
+
+logger = logging.getLogger("convograph.services")
 
 
 @dataclass(frozen=True)
@@ -22,7 +27,23 @@ class Services:
     search_index: SearchIndex
     uow: UnitOfWork
 
+    async def check_encryption(self) -> None:
+        """Refuse to go on with a wrong master key, or none for an encrypted database
+        (EncryptionError, naming the setting)."""
+        try:
+            if self.db.encryption is not None:
+                await self.db.encryption.ready()
+            else:
+                await check_unencrypted(self.settings)
+        except Exception as exc:
+            if not is_unavailable(exc):
+                raise
+            # A server starts while its database is away (and says so on /readyz): the
+            # master key is checked on the key store's first use instead.
+            logger.warning("the key store is unreachable: encryption is checked on first use")
+
     async def start(self) -> None:
+        await self.check_encryption()
         await self.broker.start()
         if self.settings.quotas_on:
             await self.uow.count_usage()

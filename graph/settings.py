@@ -8,6 +8,8 @@ with a message naming the variable, never silently replaced by a default.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import math
 from pathlib import Path
 from typing import Any, Literal
@@ -17,6 +19,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./data/convograph.db"
 ENV_PREFIX = "CONVOGRAPH_"
+# Values never echoed back in an error message.
+_SECRET_SETTINGS = ("secret", "encryption_key", "encryption_previous_key")
+_URLSAFE = str.maketrans("-_", "+/")
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
 
@@ -35,6 +40,19 @@ class Settings(BaseModel):
     # generated into) `secret_file`, beside the SQLite database by default.
     secret: str | None = Field(default=None, repr=False)
     secret_file: str | None = None
+    # Encryption at rest (store/encryption.py): off unless a master key is given, as 32
+    # random bytes in base64 (`convograph keys generate`), here or in a file of its own.
+    encryption_key: str | None = Field(default=None, repr=False)
+    encryption_key_file: str | None = None
+    # The master key being rotated away from: it still unwraps the data keys that
+    # `convograph keys rotate` has not yet wrapped again under `encryption_key`.
+    encryption_previous_key: str | None = Field(default=None, repr=False)
+    # Where the wrapped data keys live, apart from the data so that the two are backed up
+    # apart: on SQLite a file (beside the database by default), on PostgreSQL a schema.
+    encryption_key_store_file: str | None = None
+    encryption_key_schema: str = Field(
+        default="convograph_keys", pattern=r"^[a-z_][a-z0-9_]{0,62}$"
+    )
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
     migrate_on_start: bool = True
@@ -109,6 +127,13 @@ class Settings(BaseModel):
             return self.rate_limit_burst
         return max(1, math.ceil(2 * self.rate_limit_per_second))
 
+    @field_validator("encryption_key", "encryption_previous_key")
+    @classmethod
+    def _master_key(cls, value: str | None) -> str | None:
+        if value is not None:
+            master_key_bytes(value)
+        return value
+
     @field_validator("log_level", "log_format", "metrics", mode="before")
     @classmethod
     def _lower_case(cls, value: Any) -> Any:
@@ -139,6 +164,18 @@ class Settings(BaseModel):
         return self.workspace_max_messages is not None or self.workspace_max_bytes is not None
 
     @property
+    def encryption_on(self) -> bool:
+        return self.encryption_key is not None or self.encryption_key_file is not None
+
+    @property
+    def resolved_key_store_file(self) -> Path:
+        """SQLite: the key store's file, beside the database unless set."""
+        if self.encryption_key_store_file:
+            return Path(self.encryption_key_store_file)
+        db = self.sqlite_path
+        return db.with_name(db.name + ".keys") if db else Path("data") / "convograph.keys"
+
+    @property
     def is_sqlite(self) -> bool:
         return self.database_url.startswith("sqlite")
 
@@ -160,6 +197,19 @@ class Settings(BaseModel):
             return Path(self.secret_file)
         db = self.sqlite_path
         return (db.parent if db else Path("data")) / "secret"
+
+
+def master_key_bytes(value: str) -> bytes:
+    """A master key's 32 bytes from its base64 text; ValueError saying what is wrong."""
+    try:
+        raw = base64.b64decode(value.strip().translate(_URLSAFE), validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError("must be 32 random bytes in base64 (convograph keys generate)") from None
+    if len(raw) != 32:
+        raise ValueError(
+            f"must be 32 random bytes in base64 (convograph keys generate), not {len(raw)} bytes"
+        )
+    return raw
 
 
 def logger_levels(spec: str) -> dict[str, str]:
@@ -191,5 +241,7 @@ def _explain(error: ValidationError, given: dict[str, Any]) -> str:
     for problem in error.errors():
         name = str(problem["loc"][0]) if problem["loc"] else "?"
         source = f"--{name.replace('_', '-')}" if name in given else ENV_PREFIX + name.upper()
-        lines.append(f"{source}: {problem['msg']} (got {problem.get('input')!r})")
+        got = problem.get("input")
+        shown = "a value that is not shown" if name in _SECRET_SETTINGS else repr(got)
+        lines.append(f"{source}: {problem['msg']} (got {shown})")
     return "invalid settings: " + "; ".join(lines)

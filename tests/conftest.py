@@ -108,7 +108,18 @@ def settings(database_url: str, tmp_path: Path) -> Settings:
         secret="test-secret",
         sweep_interval_seconds=0,
         secret_file=str(tmp_path / "secret"),
+        **encryption_settings(),
     )
+
+
+# CONVOGRAPH_TEST_ENCRYPTION=1 runs the tests that take the `settings` fixture with
+# encryption at rest on (the at-rest and shredding tests turn it on by themselves).
+TEST_ENCRYPTION = os.environ.get("CONVOGRAPH_TEST_ENCRYPTION") == "1"
+TEST_MASTER_KEY = "dGVzdC1tYXN0ZXIta2V5LW9mLTMyLWJ5dGVzLWxvbmc="
+
+
+def encryption_settings() -> dict[str, str]:
+    return {"encryption_key": TEST_MASTER_KEY} if TEST_ENCRYPTION else {}
 
 
 @dataclass

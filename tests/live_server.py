@@ -46,7 +46,7 @@ import pytest
 
 from tests import fork_server
 from tests.commands import run_command
-from tests.conftest import GraphQLClient
+from tests.conftest import TEST_ENCRYPTION, TEST_MASTER_KEY, GraphQLClient
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SECRET = "live-server-test-secret"
@@ -195,6 +195,8 @@ def server_env(secret: str, extra: dict[str, str] | None = None) -> dict[str, st
         CONVOGRAPH_SWEEP_INTERVAL_SECONDS="0",
         PYTHONUNBUFFERED="1",
     )
+    if TEST_ENCRYPTION:  # as the in-process servers of the same run
+        env["CONVOGRAPH_ENCRYPTION_KEY"] = TEST_MASTER_KEY
     env.update(extra or {})
     return env
 

@@ -99,6 +99,9 @@ class WorkerDatabase:
                 empty = await conn.fetchval(EMPTY)
                 async with conn.transaction():
                     await conn.execute(empty)
+                    # The key store of encryption at rest (the default schema) goes with
+                    # the data it seals: a next test without encryption must not find keys.
+                    await conn.execute("DROP SCHEMA IF EXISTS convograph_keys CASCADE")
                 return
         finally:
             await conn.close()

@@ -27,6 +27,7 @@ from sqlalchemy.pool import AsyncAdaptedQueuePool, QueuePool
 
 from graph.settings import Settings
 from graph.store import sqlite_inline
+from graph.store.encryption import Encryption
 from graph.store.full_disk import FullDisk
 
 StatementListener = Callable[[str, Any], None]
@@ -253,6 +254,8 @@ class Database:
         self.statement_listeners: list[StatementListener] = []
         self.error_listeners: list[ErrorListener] = []
         self.full_disk = FullDisk(_where(settings))
+        # Content sealed at rest (store/encryption.py), when a master key is set.
+        self.encryption = Encryption.from_settings(settings) if settings.encryption_on else None
         if self.is_sqlite:
             self.writer = _sqlite_engine(settings, writer=True)
             self.reader = _sqlite_engine(settings, writer=False)
@@ -339,3 +342,5 @@ class Database:
         await self.writer.dispose()
         if self.reader is not self.writer:
             await self.reader.dispose()
+        if self.encryption is not None:
+            await self.encryption.close()

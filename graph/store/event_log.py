@@ -33,6 +33,7 @@ import orjson
 from sqlalchemy import bindparam, delete, func, select, update
 
 from graph.domain.events import EventKind
+from graph.store.encryption import seal_payloads
 from graph.store.events import Event
 from graph.store.rows import Builder, dump
 from graph.store.sql import Prepared, Sql
@@ -156,6 +157,8 @@ async def record(
             if logged:
                 rows.append(_row(event))
     if rows:
+        if sql.encryption is not None:
+            await seal_payloads(sql.encryption, rows)
         await sql.execute_many(_INSERT, rows)
     return numbered
 

@@ -21,6 +21,7 @@ from sqlalchemy import insert, select, text
 
 from graph.domain.events import EventKind
 from graph.store.db import Database
+from graph.store.encryption import conversation_ref
 from graph.store.events import QUEUE_SIZE, Event, EventBroker
 from graph.store.rows import Builder, dump
 from graph.store.sql import Sql
@@ -75,9 +76,14 @@ class PostgresBroker(EventBroker):
         for event in events:
             payload = encode_event(event)
             if len(payload) > NOTIFY_LIMIT:
+                parked_text: str | bytes = payload.decode()
+                if sql.encryption is not None:  # it carries the event's messages
+                    parked_text = await sql.encryption.seal(
+                        conversation_ref(event.root_id), payload.decode()
+                    )
                 parked = await sql.rows(
                     insert(event_outbox)
-                    .values(payload=payload.decode(), created_at=event.at)
+                    .values(payload=parked_text, created_at=event.at)
                     .returning(event_outbox.c.id)
                 )
                 payload = orjson.dumps({"ref": parked.scalars()[0]})
@@ -142,5 +148,7 @@ class PostgresBroker(EventBroker):
 
     async def _load(self, ref: int) -> str | None:
         async with self._db.read() as conn:
-            raw = await conn.execute(select(event_outbox.c.payload).where(event_outbox.c.id == ref))
-            return raw.scalar_one_or_none()
+            found = await Sql(conn, self._db).rows(
+                select(event_outbox.c.payload).where(event_outbox.c.id == ref)
+            )
+            return found.values[0][0] if found.values else None

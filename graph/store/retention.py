@@ -12,6 +12,7 @@ from sqlalchemy import delete
 
 from graph.domain.principal import SYSTEM
 from graph.store import event_log
+from graph.store.encryption_admin import shred_orphans
 from graph.store.tables import event_outbox
 from graph.store.unit_of_work import UnitOfWork
 
@@ -33,6 +34,9 @@ async def sweep(uow: UnitOfWork, *, now: datetime | None = None) -> int:
         await repo.sql.execute(
             delete(event_outbox).where(event_outbox.c.created_at < now - OUTBOX_KEEP)
         )
+    # The keys of what the deletes cascaded to (child transcripts), and of any delete whose
+    # process stopped before deleting its keys: without their data, they go too.
+    await shred_orphans(uow.db)
     return len(expired)
 
 

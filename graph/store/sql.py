@@ -18,13 +18,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ClauseElement, Executable
+from sqlalchemy import ClauseElement, CompoundSelect, Executable, Select, TextualSelect, Update
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DBAPIError, StatementError
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.compiler import SQLCompiler
 
 from graph.store.db import Database, driver_connection
+from graph.store.encryption import Lost
 
 Processor = Callable[[Any], Any] | None
 # A bind, in the order of the positional parameters: (key, own value, processor, expanding).
@@ -149,8 +150,24 @@ class Sql:
         self.db = db
         self.dialect = conn.dialect
         self.is_sqlite = db.is_sqlite
+        self.encryption = db.encryption
 
     async def rows(self, statement: Statement, params: Mapping[str, Any] | None = None) -> Rows:
+        found = await self._rows(statement, params)
+        if self.encryption is None or not found.values:
+            return found
+        # Sealed values name their key: opened here, whatever the statement read.
+        plain = statement.statement if isinstance(statement, Prepared) else statement
+        if isinstance(plain, Select | CompoundSelect | TextualSelect):
+            lost = Lost.DROP  # a read of what was deleted (a restored copy) finds nothing
+        elif isinstance(plain, Update):
+            lost = Lost.REFUSE  # nor can it be written
+        else:
+            lost = Lost.KEEP  # a delete's or an insert's own rows, as stored
+        values = await self.encryption.open_rows(found.keys, found.values, lost=lost)
+        return found if values is found.values else Rows(found.keys, values)
+
+    async def _rows(self, statement: Statement, params: Mapping[str, Any] | None) -> Rows:
         if isinstance(statement, Prepared):
             if self.is_sqlite:
                 compiled = statement.compiled(self.dialect)

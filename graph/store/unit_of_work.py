@@ -95,6 +95,10 @@ class UnitOfWork:
                 raise self.db.full_disk.refusal() from None
             raise
         self.db.full_disk.wrote()
+        if "shredded" in repo.__dict__ and self.db.encryption is not None:
+            # Only now that the delete has committed: a key without data is harmless, data
+            # without its key is lost.
+            await self.db.encryption.forget(repo.shredded)
         self.broker.publish(events)
 
     async def count_usage(self) -> int:

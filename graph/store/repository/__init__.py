@@ -88,6 +88,11 @@ class Repository:
         self.events.append(Event.of(kind, conversation, **extra))
 
     @once
+    def shredded(self) -> list[str]:
+        """The data keys of what this unit of work deleted: deleted once it commits."""
+        return []
+
+    @once
     def conversations(self) -> Conversations:
         return Conversations(self)
 

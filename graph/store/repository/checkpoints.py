@@ -66,6 +66,9 @@ class Checkpoints(Part):
             "outcome": outcome,
             "created_at": self.repo.now(),
         }
+        if (encryption := self.sql.encryption) is not None:
+            index = await encryption.ready()
+            await encryption.seal_values(index.session_ref(values, session_id), values, ("state",))
         found = await self.sql.rows(
             self.insert(SS).values(values).on_conflict_do_nothing().returning(*SS.c)
         )
@@ -117,4 +120,8 @@ class Checkpoints(Part):
             delete(SS).where(self.where(SS, scope.Access.WRITE), SS.c.session_id == session_id),
             self.params(),
         )
+        if deleted and (encryption := self.sql.encryption) is not None:
+            index = await encryption.ready()
+            owner = scope.owner_values(self.principal)
+            self.repo.shredded.append(index.session_ref(owner, session_id))
         return bool(deleted)

@@ -36,6 +36,7 @@ from graph.domain.errors import DomainError, ErrorCode, not_found
 from graph.domain.events import EventKind
 from graph.domain.paging import Page
 from graph.store import event_log, scope
+from graph.store.encryption import conversation_ref, sealed_changes
 from graph.store.keyring import new_lock_token
 from graph.store.repository.base import Part, alive
 from graph.store.repository.search import conversations_matching
@@ -73,7 +74,7 @@ class Conversations(Part):
         self, query: ConversationQuery, *, first: int, after: str | None
     ) -> Page[Conversation]:
         """A page of readable conversations, newest first."""
-        statement = self._matching(query)
+        statement = self._matching(query, await self._search_terms(query))
         if after is not None:
             mark = cursors.keyset(after, "after")
             statement = statement.where(tuple_(C.c.created_at, C.c.id) < tuple_(*mark))
@@ -90,10 +91,18 @@ class Conversations(Part):
         )
 
     async def count(self, query: ConversationQuery) -> int:
-        statement = select(func.count()).select_from(self._matching(query).subquery())
+        matching = self._matching(query, await self._search_terms(query))
+        statement = select(func.count()).select_from(matching.subquery())
         return int((await self.sql.rows(statement, self.params())).scalars()[0])
 
-    def _matching(self, query: ConversationQuery) -> Select[tuple[Conversation]]:
+    async def _search_terms(self, query: ConversationQuery) -> list[str]:
+        """The words to look for in the index: with encryption, their keyed digests."""
+        words = search_words(query.search)
+        if words and (encryption := self.sql.encryption) is not None:
+            return (await encryption.ready()).query(words)
+        return words
+
+    def _matching(self, query: ConversationQuery, words: list[str]) -> Select[tuple[Conversation]]:
         clauses: list[ColumnElement[bool]] = [self.where(C, scope.Access.READ), alive(C)]
         if query.owner is not None and self.reach(C, scope.Access.READ) is scope.Reach.WORKSPACE:
             owner_type, key = query.owner
@@ -110,7 +119,6 @@ class Conversations(Part):
             clauses.append(C.c.created_at < query.created_before)
         if query.root_only:
             clauses.append(C.c.parent_delegation_id.is_(None))
-        words = search_words(query.search)
         if words:
             clauses.append(C.c.id.in_(conversations_matching(words, sqlite=self.sql.is_sqlite)))
         return select(C).where(*clauses)
@@ -128,13 +136,21 @@ class Conversations(Part):
             # A delegation's child transcript is not a session a client could be retrying.
             C.c.parent_delegation_id.is_(None),
         )
-        if token_id is not None:
+        sealed = self.sql.encryption is not None
+        if token_id is not None and not sealed:
             statement = statement.where(self._metadata_equals("token_id", token_id))
         found = await self.sql.rows(
-            statement.order_by(C.c.created_at.desc(), C.c.id.desc()).limit(1), self.params()
+            statement.order_by(C.c.created_at.desc(), C.c.id.desc()).limit(
+                _SEALED_CANDIDATES if sealed and token_id is not None else 1
+            ),
+            self.params(),
         )
         # Only the newest one counts: an older pending session is not a retry of this request.
         newest = CONVERSATIONS.many(found.keys, found.values)
+        if sealed and token_id is not None:
+            # Sealed metadata cannot be matched in SQL: the window's newest conversations
+            # are opened and matched here.
+            newest = [c for c in newest if _metadata_value_is(c.meta, "token_id", token_id)][:1]
         if not newest or not newest[0].pending(now):
             return None
         if token_id is not None and not _matched_by_text(newest[0].meta, "token_id", token_id):
@@ -178,8 +194,9 @@ class Conversations(Part):
             scope.owner_values(self.principal) if below is None else scope.inherited_owner(below)
         )
         ancestry = () if below is None else (*below.ancestors, below.id)
+        new_id = conversation_id or ids.new_id()
         values = {
-            "id": conversation_id or ids.new_id(),
+            "id": new_id,
             **owner,
             "title": new.title,
             "agent_slug": new.agent_slug,
@@ -195,6 +212,9 @@ class Conversations(Part):
             "expires_at": new.expires_at,
             "idempotency_key": new.idempotency_key,
         }
+        if (encryption := self.sql.encryption) is not None:
+            # The key is stored first: the row cannot commit without it.
+            await encryption.seal_values(conversation_ref(new_id), values, _SEALED)
         if new.idempotency_key is None:
             found = await self.sql.rows(C.insert().values(values).returning(*C.c))
         else:
@@ -223,6 +243,8 @@ class Conversations(Part):
     async def update(
         self, conversation_id: str, changes: dict[str, object], *, expected_version: int | None
     ) -> Conversation:
+        if (encryption := self.sql.encryption) is not None:
+            changes = await sealed_changes(encryption, conversation_id, changes)
         record = await self.repo.versions.bump(
             conversation_id, expected_version=expected_version, values=changes
         )
@@ -246,6 +268,7 @@ class Conversations(Part):
         if cid is None:
             return False
         await event_log.lock_tree(self.sql, cid)
+        below = await self._below(cid) if self.sql.encryption is not None else []
         found = await self.sql.rows(
             delete(C)
             .where(C.c.id == cid, self.where(C, scope.Access.WRITE), alive(C))
@@ -255,6 +278,8 @@ class Conversations(Part):
         if not found.values:
             return False
         deleted = CONVERSATIONS.many(found.keys, found.values)[0]
+        if self.sql.encryption is not None:
+            self.repo.shredded.extend(conversation_ref(c) for c in [cid, *below])
         self.repo.usage.deleted(deleted)
         self.repo.publish(EventKind.CONVERSATION_DELETED, deleted)
         return True
@@ -271,10 +296,20 @@ class Conversations(Part):
             await event_log.lock_trees(self.sql, doomed.values)
         found = await self.sql.rows(delete(C).where(expired_now).returning(*C.c), self.params())
         expired = CONVERSATIONS.many(found.keys, found.values)
+        if self.sql.encryption is not None:
+            # What the delete cascaded to below them is found by the sweep's key collection.
+            self.repo.shredded.extend(conversation_ref(c.id) for c in expired)
         for conversation in expired:
             self.repo.usage.deleted(conversation)
             self.repo.publish(EventKind.CONVERSATION_DELETED, conversation)
         return expired
+
+    async def _below(self, cid: str) -> list[str]:
+        """The ids of the child transcripts below `cid` (its delete cascades to them)."""
+        found = await self.sql.rows(
+            select(C.c.id).where((" " + C.c.ancestry + " ").like(f"% {cid} %"))
+        )
+        return found.scalars()
 
     async def acquire_lock(self, conversation_id: str, *, ttl_seconds: int) -> tuple[str, datetime]:
         until = lock_expiry(ttl_seconds, self.repo.now())
@@ -316,6 +351,28 @@ def _by_ids(reach: scope.Reach) -> Prepared:
             C.c.id.in_(bindparam("ids", expanding=True)), scope.clause(C, reach), alive(C)
         )
     )
+
+
+# The sealed columns of a conversation (their values' keys in a create's and an update's).
+_SEALED = ("title", "metadata", "meta")
+# How many of the window's newest conversations a pending lookup with a token id opens.
+_SEALED_CANDIDATES = 50
+
+
+def _metadata_value_is(meta: str, key: str, value: str) -> bool:
+    """A top-level metadata value equals `value` as text (a number too), as
+    Conversations._metadata_equals matches it in SQL."""
+    if "\x00" in value:
+        return False
+    document = jsoncodec.loads(meta)
+    if not isinstance(document, dict) or key not in document:
+        return False
+    found = document[key]
+    if isinstance(found, str):
+        return found == value
+    if isinstance(found, int | float) and not isinstance(found, bool):
+        return jsoncodec.dumps(found).decode() == value
+    return False
 
 
 def _matched_by_text(meta: str, key: str, value: str) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 
-from sqlalchemy import ColumnElement, and_, exists, not_, select, update
+from sqlalchemy import ColumnElement, and_, exists, not_, select, tuple_, update
 
 from graph.domain import ids
 from graph.domain.conversations import new_conversation
@@ -26,6 +26,7 @@ from graph.domain.errors import DomainError, ErrorCode, not_found
 from graph.domain.events import EventKind
 from graph.domain.messages import PreparedMessage
 from graph.store import event_log, scope
+from graph.store.encryption import conversation_ref
 from graph.store.repository.base import Part, alive
 from graph.store.rows import Builder
 from graph.store.tables import Delegation
@@ -110,6 +111,8 @@ class Delegations(Part):
 
     async def search(self, query: str, first: int) -> list[Delegation]:
         """COMPLETED delegations whose summary holds `query`, newest completion first."""
+        if self.sql.encryption is not None:
+            return await self._search_sealed(query, first)
         # ILIKE, because SQLite's LIKE ignores case and PostgreSQL's does not: both backends
         # must answer the same follow-up the same way (SQLite folds ASCII letters only).
         found = await self.sql.rows(
@@ -124,6 +127,32 @@ class Delegations(Part):
             self.params(),
         )
         return DELEGATIONS.many(found.keys, found.values)
+
+    async def _search_sealed(self, query: str, first: int) -> list[Delegation]:
+        """`search` over sealed summaries: no index can match inside them, so the completed
+        delegations are read newest first, opened, and matched here (ASCII letters folded,
+        as SQLite's LIKE does)."""
+        search_pattern(query)  # the same checks of the query
+        needle = _fold_ascii(query)
+        matched: list[Delegation] = []
+        mark: tuple[object, str] | None = None
+        while len(matched) < first:
+            statement = select(D).where(
+                self._visible(scope.Access.READ), D.c.status == DelegationStatus.COMPLETED
+            )
+            if mark is not None:
+                statement = statement.where(tuple_(D.c.completed_at, D.c.id) < tuple_(*mark))
+            found = await self.sql.rows(
+                statement.order_by(D.c.completed_at.desc(), D.c.id.desc()).limit(500),
+                self.params(),
+            )
+            batch = DELEGATIONS.many(found.keys, found.values)
+            matched += [d for d in batch if d.summary and needle in _fold_ascii(d.summary)]
+            if len(found.values) < 500:
+                break
+            last = DELEGATIONS.many(found.keys, found.values[-1:])[0]
+            mark = (last.completed_at, last.id)
+        return matched[:first]
 
     # -- writes ------------------------------------------------------------
 
@@ -176,6 +205,9 @@ class Delegations(Part):
             "created_at": now,
             "idempotency_key": new.idempotency_key,
         }
+        if (encryption := self.sql.encryption) is not None:
+            # Under the child's key: the delegation goes with its child, whichever is deleted.
+            await encryption.seal_values(conversation_ref(child.id), values, ("task",))
         # The child row references the delegation and the delegation the child: the child
         # is inserted first without its back-reference, then the delegation, then the link.
         statement = self.insert(D).values(values)
@@ -222,10 +254,15 @@ class Delegations(Part):
             above = await self.sql.rows(select(D.c.parent_conversation_id).where(D.c.id == did))
             if above.values:
                 await event_log.lock_tree(self.sql, above.values[0][0])
+        stored: str | bytes | None = summary
+        if summary is not None and (encryption := self.sql.encryption) is not None:
+            child = await self.sql.rows(select(D.c.child_conversation_id).where(D.c.id == did))
+            if child.values:
+                stored = await encryption.seal(conversation_ref(child.values[0][0]), summary)
         found = await self.sql.rows(
             update(D)
             .where(D.c.id == did, mine, D.c.status.in_(OPEN))
-            .values(status=status, summary=summary, completed_at=self.repo.now())
+            .values(status=status, summary=stored, completed_at=self.repo.now())
             .returning(*D.c),
             self.params(),
         )
@@ -281,6 +318,13 @@ class Delegations(Part):
         if not found:
             raise not_found("delegation", "delegationId")
         return found[0]
+
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def _fold_ascii(text: str) -> str:
+    return text.translate(_ASCII_LOWER)
 
 
 @functools.cache

@@ -10,6 +10,7 @@ from graph.domain import ids
 from graph.domain.events import EventKind
 from graph.domain.messages import PreparedMessage
 from graph.store import scope
+from graph.store.encryption import conversation_ref
 from graph.store.repository.base import Part, alive
 from graph.store.rows import Builder
 from graph.store.tables import Conversation, Snapshot
@@ -33,7 +34,11 @@ class Snapshots(Part):
             "messages": encoded.decode("utf-8"),
             "created_at": self.repo.now(),
         }
-        await self.sql.execute(S.insert().values(values))
+        stored = values
+        if (encryption := self.sql.encryption) is not None:
+            stored = dict(values)
+            await encryption.seal_values(conversation_ref(conversation.id), stored, ("messages",))
+        await self.sql.execute(S.insert().values(stored))
         self.repo.publish(EventKind.SNAPSHOT_SAVED, conversation)
         return SNAPSHOTS.one(SNAPSHOTS.attributes(list(values)), values.values())
 

@@ -12,6 +12,7 @@ from graph.domain.errors import invalid
 from graph.domain.events import EventKind
 from graph.domain.messages import PreparedMessage
 from graph.domain.paging import SeqWindow
+from graph.store.encryption import opened_size, sealed_changes
 from graph.store.quotas import byte_length
 from graph.store.repository.base import Part
 from graph.store.rows import Builder
@@ -114,6 +115,9 @@ class Transcripts(Part):
     ) -> Conversation:
         """Replace the live transcript, writing only what differs from the stored one."""
         sizes = [len(m.encoded) for m in messages]
+        encryption = self.sql.encryption
+        if encryption is not None and changes:
+            changes = await sealed_changes(encryption, conversation_id, changes)
         conversation = await self.repo.versions.bump(
             conversation_id,
             field="conversationId",
@@ -127,8 +131,9 @@ class Transcripts(Part):
         )
         stored = (await self.sql.rows(_DIGESTS, {"id": conversation.id})).scalars()
         keep = 0
+        digest = (await encryption.ready()).content_digest if encryption is not None else str
         for old, new in zip(stored, messages, strict=False):
-            if old != new.digest:
+            if old != digest(new.digest):
                 break
             keep += 1
         removed = 0
@@ -136,9 +141,13 @@ class Transcripts(Part):
             gone = await self.sql.rows(
                 delete(M)
                 .where(M.c.conversation_id == conversation.id, M.c.seq > keep)
-                .returning(byte_length(M.c.data, is_sqlite=self.sql.is_sqlite))
+                .returning(
+                    byte_length(M.c.data, is_sqlite=self.sql.is_sqlite)
+                    if encryption is None
+                    else M.c.data  # the sealed text is longer than the one counted
+                )
             )
-            removed = sum(gone.scalars())
+            removed = sum(gone.scalars()) if encryption is None else opened_size(gone.scalars())
         # The kept messages are the same texts (same digests): only the rest changes.
         self.repo.usage.add(
             conversation, messages=len(messages) - len(stored), size=sum(sizes[keep:]) - removed
@@ -169,7 +178,12 @@ class Transcripts(Part):
             }
             for i, m in enumerate(messages)
         ]
-        await self.sql.execute_many(_INSERT, rows)
+        encryption = self.sql.encryption
+        if encryption is not None:
+            rows_stored = await encryption.sealed_messages(conversation.id, rows)
+            await self.sql.execute_many(_INSERT, rows_stored)
+        else:
+            await self.sql.execute_many(_INSERT, rows)
         return tuple(
             MESSAGES.one(_INSERTED_ATTRIBUTES, [row[k] for k in _INSERTED]) for row in rows
         )

@@ -1,0 +1,132 @@
+"""Encryption at rest's cost: append throughput and a transcript read, with it off and on.
+
+Two apps in this process, each on a fresh SQLite file of its own, one without a master key
+and one with: the rounds alternate between them (off, on, off, on, ...) so that whatever
+else the machine does falls on both alike, and each figure is the median of its rounds.
+A round of appends is `APPENDS` `appendMessages` of one message each to one conversation
+(an agent's turn after turn), through the whole app (httpx ASGITransport: HTTP, token,
+GraphQL, the store); a round of reads is `READS` reads of a `SIZE`-message transcript.
+
+    .venv/bin/python -m bench.encryption [--rounds N] [--workdir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import httpx
+
+from graph.app import create_app
+from graph.services import Services
+from graph.store.migrate import upgrade
+
+from .inprocess import App, _token, bench_settings
+from .peers.run_peers import make_messages
+from .report import median
+
+APPENDS = 200
+READS = 20
+SIZE = 1000
+
+CREATE = 'mutation { createConversation(input: {title: "bench"}) { conversation { id } } }'
+APPEND = """
+mutation($id: ID!, $messages: [JSON!]!) {
+  appendMessages(input: {conversationId: $id, messages: $messages}) {
+    conversation { messageCount } userErrors { code message }
+  }
+}"""
+TRANSCRIPT = "query($id: ID!) { conversation(id: $id) { transcript } }"
+
+
+@asynccontextmanager
+async def app(workdir: Path, *, encrypted: bool) -> AsyncIterator[App]:
+    settings = bench_settings(workdir)
+    if encrypted:
+        settings = settings.replace(encryption_key=base64.b64encode(os.urandom(32)).decode())
+    await upgrade(settings)
+    application = create_app(settings)
+    async with application.router.lifespan_context(application):
+        services: Services = application.state.services
+        token, principal = await _token(services)
+        transport = httpx.ASGITransport(app=application)
+        headers = {"Authorization": f"Bearer {token}"}
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://bench", headers=headers
+        ) as http:
+            yield App(application, services, http, principal)
+
+
+async def _new(client: App) -> str:
+    return str((await client.gql(CREATE))["createConversation"]["conversation"]["id"])
+
+
+async def appends_per_second(client: App, messages: list[dict[str, str]]) -> float:
+    cid = await _new(client)
+    start = time.perf_counter()
+    for message in messages[:APPENDS]:
+        await client.gql(APPEND, {"id": cid, "messages": [message]})
+    return APPENDS / (time.perf_counter() - start)
+
+
+async def read_ms(client: App, cid: str) -> float:
+    start = time.perf_counter()
+    for _ in range(READS):
+        await client.gql(TRANSCRIPT, {"id": cid})
+    return (time.perf_counter() - start) / READS * 1000
+
+
+async def run(workdir: Path, rounds: int) -> dict[str, dict[str, float]]:
+    messages = make_messages(SIZE)
+    async with (
+        app(workdir / "off", encrypted=False) as off,
+        app(workdir / "on", encrypted=True) as on,
+    ):
+        clients = {"off": off, "on": on}
+        transcripts = {}
+        for name, client in clients.items():
+            cid = await _new(client)
+            for start in range(0, SIZE, 100):
+                await client.gql(APPEND, {"id": cid, "messages": messages[start : start + 100]})
+            transcripts[name] = cid
+            await read_ms(client, cid)  # warm: the cached document, the loaded keys
+        appends: dict[str, list[float]] = {"off": [], "on": []}
+        reads: dict[str, list[float]] = {"off": [], "on": []}
+        for i in range(rounds):
+            order = ["off", "on"] if i % 2 == 0 else ["on", "off"]
+            for name in order:
+                appends[name].append(await appends_per_second(clients[name], messages))
+                reads[name].append(await read_ms(clients[name], transcripts[name]))
+    return {
+        "appends/s": {k: median(v) for k, v in appends.items()},
+        f"transcript read of {SIZE} (ms)": {k: median(v) for k, v in reads.items()},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--workdir", type=Path)
+    args = parser.parse_args()
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench-encryption-"))
+    try:
+        figures = asyncio.run(run(workdir, args.rounds))
+    finally:
+        if args.workdir is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+    print(f"median of {args.rounds} alternating rounds; on/off ratio")
+    for figure, values in figures.items():
+        ratio = values["on"] / values["off"]
+        print(f"{figure}: off {values['off']:.2f}, on {values['on']:.2f}, on/off {ratio:.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,358 @@
+"""The key store: every data key, wrapped by the master key, kept apart from the data.
+
+Apart so that the two are backed up apart: a copy of the data restored after a delete finds
+no key for what was deleted (crypto-shredding, see store/encryption.py). On SQLite it is a
+file of its own (`CONVOGRAPH_ENCRYPTION_KEY_STORE_FILE`, beside the database by default); on
+PostgreSQL a schema of its own (`CONVOGRAPH_ENCRYPTION_KEY_SCHEMA`), reached through a pool
+of its own, so that `pg_dump --exclude-schema` leaves it out of the data's backups.
+
+Each call commits at once, outside the data's transaction: a key is stored before the data it
+seals can commit, and destroyed only after the data's delete has committed. A crash between
+the two leaves at most a key without data (harmless; the sweep destroys it), never data
+without its key. A destroyed conversation key leaves a tombstone row (no key material).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from graph.settings import Settings
+
+# The key id of a deleted conversation's key: the key is gone, the row stays, so that no
+# write can make a new key for it (conversation ids are never reused). A restored copy of
+# its data then stays unreadable and unwritable, instead of half-readable under a new key.
+TOMBSTONE = "-"
+
+
+@dataclass(frozen=True, slots=True)
+class StoredKey:
+    """A data key as stored: `wrapped` (base64) under the master key whose id is `key_id`."""
+
+    ref: str
+    key_id: str
+    wrapped: str
+
+
+class KeyStore(ABC):
+    where: str  # for messages: the file or schema
+
+    @abstractmethod
+    async def open(self) -> None: ...
+
+    @abstractmethod
+    async def exists(self) -> bool:
+        """Whether a key store with keys in it is there (without creating one)."""
+
+    @abstractmethod
+    async def get_many(self, refs: Sequence[str]) -> dict[str, StoredKey]: ...
+
+    @abstractmethod
+    async def add(self, key: StoredKey) -> StoredKey:
+        """Store `key` unless its ref has one already; the one stored (the first wins)."""
+
+    @abstractmethod
+    async def delete(self, refs: Sequence[str]) -> int: ...
+
+    @abstractmethod
+    async def shred(self, refs: Sequence[str]) -> int:
+        """Destroy the keys of `refs`, leaving a TOMBSTONE in their place."""
+
+    @abstractmethod
+    async def counts(self) -> dict[str, int]:
+        """How many data keys each master key id wraps (TOMBSTONE: how many were shredded)."""
+
+    @abstractmethod
+    async def page(self, *, after: str, limit: int, not_key_id: str) -> list[StoredKey]:
+        """Keys in ref order after `after` not wrapped by `not_key_id` (for rotation)."""
+
+    @abstractmethod
+    async def replace(self, old: StoredKey, new: StoredKey) -> bool:
+        """Store `new` in place of `old` if `old` is still what is stored."""
+
+    @abstractmethod
+    async def refs_older_than(
+        self, prefix: str, seconds: float, *, after: str, limit: int
+    ) -> list[str]: ...
+
+    @abstractmethod
+    async def close(self) -> None: ...
+
+
+_CREATE = (
+    "CREATE TABLE IF NOT EXISTS data_key (ref TEXT PRIMARY KEY, key_id TEXT NOT NULL, "
+    "wrapped TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL)"
+)
+
+
+class SQLiteKeyStore(KeyStore):
+    """A SQLite file of its own, on the stdlib driver: a key is read once per process and
+    conversation (then cached), so its few statements run on the event loop, as the data's
+    do (see sqlite_inline)."""
+
+    def __init__(self, path: Path, *, busy_timeout_ms: int) -> None:
+        self.path = path
+        self.where = str(path)
+        self._busy = busy_timeout_ms / 1000
+        self._conn: sqlite3.Connection | None = None
+
+    def _db(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(
+                self.path, timeout=self._busy, isolation_level=None, check_same_thread=False
+            )
+            conn.execute("PRAGMA journal_mode=WAL")
+            # A key must outlive a power cut once the data it seals has committed.
+            conn.execute("PRAGMA synchronous=FULL")
+            conn.execute(_CREATE)
+            self._conn = conn
+        return self._conn
+
+    async def open(self) -> None:
+        self._db()
+
+    async def exists(self) -> bool:
+        if self._conn is None and not self.path.exists():
+            return False
+        return bool(self._db().execute("SELECT 1 FROM data_key LIMIT 1").fetchone())
+
+    async def get_many(self, refs: Sequence[str]) -> dict[str, StoredKey]:
+        found: dict[str, StoredKey] = {}
+        db = self._db()
+        for start in range(0, len(refs), 500):
+            chunk = list(refs[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            for ref, key_id, wrapped in db.execute(
+                f"SELECT ref, key_id, wrapped FROM data_key WHERE ref IN ({marks})", chunk
+            ):
+                found[ref] = StoredKey(ref, key_id, wrapped)
+        return found
+
+    async def add(self, key: StoredKey) -> StoredKey:
+        db = self._db()
+        db.execute(
+            "INSERT OR IGNORE INTO data_key VALUES (?, ?, ?, ?)",
+            (key.ref, key.key_id, key.wrapped, time.time()),
+        )
+        return (await self.get_many([key.ref]))[key.ref]
+
+    async def delete(self, refs: Sequence[str]) -> int:
+        db, count = self._db(), 0
+        for start in range(0, len(refs), 500):
+            chunk = list(refs[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            count += db.execute(f"DELETE FROM data_key WHERE ref IN ({marks})", chunk).rowcount
+        return count
+
+    async def shred(self, refs: Sequence[str]) -> int:
+        db, count = self._db(), 0
+        for start in range(0, len(refs), 500):
+            chunk = list(refs[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            count += db.execute(
+                f"UPDATE data_key SET key_id = ?, wrapped = '' WHERE ref IN ({marks})",
+                [TOMBSTONE, *chunk],
+            ).rowcount
+        return count
+
+    async def counts(self) -> dict[str, int]:
+        rows = self._db().execute("SELECT key_id, count(*) FROM data_key GROUP BY key_id")
+        return {key_id: int(n) for key_id, n in rows}
+
+    async def page(self, *, after: str, limit: int, not_key_id: str) -> list[StoredKey]:
+        rows = self._db().execute(
+            "SELECT ref, key_id, wrapped FROM data_key WHERE ref > ? AND key_id <> ? "
+            "AND key_id <> ? ORDER BY ref LIMIT ?",
+            (after, not_key_id, TOMBSTONE, limit),
+        )
+        return [StoredKey(*row) for row in rows]
+
+    async def replace(self, old: StoredKey, new: StoredKey) -> bool:
+        cursor = self._db().execute(
+            "UPDATE data_key SET key_id = ?, wrapped = ? WHERE ref = ? AND key_id = ? "
+            "AND wrapped = ?",
+            (new.key_id, new.wrapped, old.ref, old.key_id, old.wrapped),
+        )
+        return cursor.rowcount == 1
+
+    async def refs_older_than(
+        self, prefix: str, seconds: float, *, after: str, limit: int
+    ) -> list[str]:
+        rows = self._db().execute(
+            "SELECT ref FROM data_key WHERE ref > ? AND substr(ref, 1, ?) = ? "
+            "AND created_at < ? AND key_id <> ? ORDER BY ref LIMIT ?",
+            (after, len(prefix), prefix, time.time() - seconds, TOMBSTONE, limit),
+        )
+        return [ref for (ref,) in rows]
+
+    async def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+
+class PostgresKeyStore(KeyStore):
+    """A schema of its own in the database, reached through a small pool of its own: a
+    write transaction that needs a new key must not wait for a connection of the data's
+    pool, which other such writers may hold."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.schema = settings.encryption_key_schema
+        self.where = f"schema {self.schema}"
+        self._table = f'"{self.schema}".data_key'
+        self._settings = settings
+        self._engine: AsyncEngine | None = None
+        self._opened = False
+
+    def _pool(self) -> AsyncEngine:
+        if self._engine is None:
+            self._engine = create_async_engine(
+                self._settings.database_url, pool_size=2, max_overflow=8, pool_pre_ping=True
+            )
+        return self._engine
+
+    async def open(self) -> None:
+        if self._opened:
+            return
+        for attempt in range(3):
+            try:
+                async with self._pool().begin() as conn:
+                    await conn.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"'))
+                    await conn.execute(text(_CREATE.replace("data_key", self._table, 1)))
+                break
+            except Exception:
+                # Two processes creating the schema at once: one of them loses the race.
+                if attempt == 2:
+                    raise
+                await asyncio.sleep(0.1)
+        self._opened = True
+
+    async def exists(self) -> bool:
+        async with self._pool().connect() as conn:
+            found = await conn.execute(
+                text("SELECT to_regclass(:t)"), {"t": f'"{self.schema}".data_key'}
+            )
+            if found.scalar() is None:
+                return False
+            rows = await conn.execute(text(f"SELECT 1 FROM {self._table} LIMIT 1"))
+            return rows.first() is not None
+
+    async def get_many(self, refs: Sequence[str]) -> dict[str, StoredKey]:
+        await self.open()
+        async with self._pool().connect() as conn:
+            rows = await conn.execute(
+                text(f"SELECT ref, key_id, wrapped FROM {self._table} WHERE ref = ANY(:refs)"),
+                {"refs": list(refs)},
+            )
+            return {ref: StoredKey(ref, key_id, wrapped) for ref, key_id, wrapped in rows}
+
+    async def add(self, key: StoredKey) -> StoredKey:
+        await self.open()
+        async with self._pool().begin() as conn:
+            await conn.execute(
+                text(
+                    f"INSERT INTO {self._table} VALUES (:ref, :key_id, :wrapped, :at) "
+                    "ON CONFLICT (ref) DO NOTHING"
+                ),
+                {"ref": key.ref, "key_id": key.key_id, "wrapped": key.wrapped, "at": time.time()},
+            )
+        return (await self.get_many([key.ref]))[key.ref]
+
+    async def delete(self, refs: Sequence[str]) -> int:
+        await self.open()
+        async with self._pool().begin() as conn:
+            result = await conn.execute(
+                text(f"DELETE FROM {self._table} WHERE ref = ANY(:refs)"), {"refs": list(refs)}
+            )
+            return int(getattr(result, "rowcount", 0))
+
+    async def shred(self, refs: Sequence[str]) -> int:
+        await self.open()
+        async with self._pool().begin() as conn:
+            result = await conn.execute(
+                text(f"UPDATE {self._table} SET key_id = :t, wrapped = '' WHERE ref = ANY(:refs)"),
+                {"t": TOMBSTONE, "refs": list(refs)},
+            )
+            return int(getattr(result, "rowcount", 0))
+
+    async def counts(self) -> dict[str, int]:
+        await self.open()
+        async with self._pool().connect() as conn:
+            rows = await conn.execute(
+                text(f"SELECT key_id, count(*) FROM {self._table} GROUP BY key_id")
+            )
+            return {key_id: int(n) for key_id, n in rows}
+
+    async def page(self, *, after: str, limit: int, not_key_id: str) -> list[StoredKey]:
+        await self.open()
+        async with self._pool().connect() as conn:
+            rows = await conn.execute(
+                text(
+                    f"SELECT ref, key_id, wrapped FROM {self._table} WHERE ref > :after "
+                    "AND key_id <> :k AND key_id <> :t ORDER BY ref LIMIT :limit"
+                ),
+                {"after": after, "k": not_key_id, "t": TOMBSTONE, "limit": limit},
+            )
+            return [StoredKey(*row) for row in rows]
+
+    async def replace(self, old: StoredKey, new: StoredKey) -> bool:
+        await self.open()
+        async with self._pool().begin() as conn:
+            result = await conn.execute(
+                text(
+                    f"UPDATE {self._table} SET key_id = :nk, wrapped = :nw WHERE ref = :ref "
+                    "AND key_id = :ok AND wrapped = :ow"
+                ),
+                {
+                    "nk": new.key_id,
+                    "nw": new.wrapped,
+                    "ref": old.ref,
+                    "ok": old.key_id,
+                    "ow": old.wrapped,
+                },
+            )
+            return int(getattr(result, "rowcount", 0)) == 1
+
+    async def refs_older_than(
+        self, prefix: str, seconds: float, *, after: str, limit: int
+    ) -> list[str]:
+        await self.open()
+        async with self._pool().connect() as conn:
+            rows = await conn.execute(
+                text(
+                    f"SELECT ref FROM {self._table} WHERE ref > :after AND left(ref, :n) = :p "
+                    "AND created_at < :before AND key_id <> :t ORDER BY ref LIMIT :limit"
+                ),
+                {
+                    "t": TOMBSTONE,
+                    "after": after,
+                    "n": len(prefix),
+                    "p": prefix,
+                    "before": time.time() - seconds,
+                    "limit": limit,
+                },
+            )
+            return [ref for (ref,) in rows]
+
+    async def close(self) -> None:
+        engine, self._engine = self._engine, None
+        self._opened = False
+        if engine is not None:
+            await engine.dispose()
+
+
+def key_store(settings: Settings) -> KeyStore:
+    if settings.is_sqlite:
+        return SQLiteKeyStore(
+            settings.resolved_key_store_file, busy_timeout_ms=settings.sqlite_busy_timeout_ms
+        )
+    return PostgresKeyStore(settings)

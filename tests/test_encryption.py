@@ -1,0 +1,473 @@
+"""Encryption at rest, through the API against a real database: no content in clear in the
+stored bytes, reads exactly as written, search over the blind index, crypto-shredding of a
+restored copy, a wrong or missing master key refused at start, key rotation and the
+encryption of a database written without it."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import sqlite3
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from graph.__main__ import main
+from graph.services import build_services
+from graph.settings import Settings
+from graph.store.encryption import EncryptionError
+from graph.store.key_store import TOMBSTONE
+from tests.conftest import GraphQLClient, Server
+from tests.pg_databases import admin
+from tests.test_auth import stored_bytes
+from tests.test_isolation import ok
+
+KEY = base64.b64encode(b"k" * 32).decode()
+OTHER_KEY = base64.b64encode(b"o" * 32).decode()
+
+HOLDINGS = """
+query($c: ID!, $child: ID!, $s: String!, $word: String!, $summary: String!) {
+  conversation(id: $c) {
+    title metadata version messageCount transcript
+    snapshots { nodes { id messageCount messages } }
+    delegations { nodes { id status summary task } }
+  }
+  child: conversation(id: $child) { title messageCount transcript }
+  sessionState(sessionId: $s) { version state }
+  search: conversations(filter: {search: $word}) { nodes { id } }
+  searchDelegations(query: $summary) { id summary }
+}
+"""
+
+
+@pytest.fixture
+async def settings(settings: Settings) -> AsyncIterator[Settings]:
+    """The database's settings with a key store of the test's own (PostgreSQL: a schema,
+    dropped after; the database's reset between tests empties only the data)."""
+    if settings.is_sqlite:
+        yield settings
+        return
+    schema = f"keys_{uuid.uuid4().hex[:12]}"
+    yield settings.replace(encryption_key_schema=schema)
+    await admin(settings.database_url, f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@dataclass(frozen=True)
+class Seeded:
+    marker: str
+    conversation: str
+    child: str
+    session: str
+
+    @property
+    def secrets(self) -> list[str]:
+        """Every text the seed stored that must not be found in clear."""
+        m = self.marker
+        return [
+            f"title{m}",
+            f"meta{m}",
+            f"word{m}",
+            f"snap{m}",
+            f"task{m}",
+            f"summary{m}",
+            f"fact{m}",
+            f"tool{m}",
+        ]
+
+
+async def seed(client: GraphQLClient, marker: str | None = None) -> Seeded:
+    """A conversation with every kind of content, marked so that it can be looked for."""
+    m = marker or uuid.uuid4().hex[:12]
+    created = await ok(
+        client,
+        "createConversation",
+        {"title": f"title{m}", "metadata": {"note": f"meta{m}", "n": 1.50, "zoë": "\u00e9"}},
+    )
+    cid = created["conversation"]["id"]
+    messages = [
+        {"role": "user", "content": f"find word{m} please", "extra": {"b": 1, "a": [1.0, -0.0]}},
+        {"role": "tool", "content": [{"type": "text", "text": f"tool{m} 🦓"}]},
+    ]
+    await ok(client, "appendMessages", {"conversationId": cid, "messages": messages})
+    await ok(
+        client,
+        "saveSnapshot",
+        {"conversationId": cid, "messages": [{"role": "user", "content": f"snap{m}"}]},
+    )
+    delegate = {"parentConversationId": cid, "delegatingTier": "lead", "targetTier": "worker"}
+    done = await ok(client, "createDelegation", {**delegate, "task": f"task{m}"})
+    await ok(
+        client,
+        "completeDelegation",
+        {
+            "delegationId": done["delegation"]["id"],
+            "status": "COMPLETED",
+            "summary": f"the summary{m} is here",
+        },
+    )
+    session = f"session-{m}"
+    state = {
+        "session_id": session,
+        "active_envelope": {"id": "env-1", "facts": [f"fact{m}"]},
+        "logical_facts": [f"fact{m}"],
+        "n": 2,
+    }
+    await ok(client, "checkpointSession", {"sessionId": session, "state": state})
+    return Seeded(m, cid, done["delegation"]["childConversation"]["id"], session)
+
+
+async def holdings(client: GraphQLClient, s: Seeded) -> dict[str, Any]:
+    return await client(
+        HOLDINGS,
+        {
+            "c": s.conversation,
+            "child": s.child,
+            "s": s.session,
+            "word": f"word{s.marker}",
+            "summary": f"SUMMARY{s.marker}",  # a substring, in other case
+        },
+    )
+
+
+def encrypted(settings: Settings, key: str = KEY, **more: Any) -> Settings:
+    return settings.replace(encryption_key=key, **more)
+
+
+@asynccontextmanager
+async def serving(settings: Settings) -> AsyncIterator[tuple[Server, GraphQLClient]]:
+    from graph.app import create_app
+
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        server = Server(app, settings)
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+            yield server, GraphQLClient(http, await server.token())
+
+
+# -- nothing in clear ---------------------------------------------------------------------
+
+
+async def test_no_content_is_stored_in_clear(settings: Settings) -> None:
+    async with serving(encrypted(settings)) as (server, gql):
+        seeded = await seed(gql)
+        first = await holdings(gql, seeded)
+        # The event log and its replay: a subscription resuming reads the payloads back.
+        stored = await stored_bytes(server)
+        keys = (
+            settings.resolved_key_store_file.read_bytes()
+            if settings.is_sqlite
+            else b""  # on PostgreSQL the key store is a schema: pg_dump above holds it
+        )
+    # The control: the rows are there, sealed.
+    assert b"cvg1:c" + seeded.conversation.encode() in stored
+    for secret in seeded.secrets:
+        assert secret.encode() not in stored, secret
+        assert secret.encode() not in keys, secret
+    # And the reads are those of what was written.
+    conversation = first["conversation"]
+    assert conversation["title"] == f"title{seeded.marker}"
+    assert conversation["metadata"] == {
+        "note": f"meta{seeded.marker}",
+        "n": 1.50,
+        "zoë": "\u00e9",
+    }
+    assert conversation["transcript"][1]["content"][0]["text"] == f"tool{seeded.marker} 🦓"
+    assert conversation["snapshots"]["nodes"][0]["messages"][0]["content"] == (
+        f"snap{seeded.marker}"
+    )
+    assert conversation["delegations"]["nodes"][0]["task"] == f"task{seeded.marker}"
+    assert first["sessionState"]["state"]["logical_facts"] == [f"fact{seeded.marker}"]
+    assert first["search"]["nodes"] == [{"id": seeded.conversation}]
+    assert [d["summary"] for d in first["searchDelegations"]] == [
+        f"the summary{seeded.marker} is here"
+    ]
+
+
+async def test_reads_with_encryption_are_those_without(settings: Settings) -> None:
+    """The same writes, with encryption off and on, read back the same (ids aside)."""
+    if settings.sqlite_path is None:
+        pytest.skip("PostgreSQL: the bad-input suites run with encryption on instead")
+    answers = []
+    for on in (False, True):
+        changed = encrypted(settings) if on else settings.replace(encryption_key=None)
+        async with serving(changed) as (_, gql):
+            seeded = await seed(gql, marker="same")
+            await ok(
+                gql,
+                "replaceTranscript",
+                {
+                    "conversationId": seeded.conversation,
+                    "messages": [{"role": "user", "content": "find wordsame please"}],
+                    "metadata": {"token_id": "t-1"},
+                },
+            )
+            got = await holdings(gql, seeded)
+            got["conversation"]["snapshots"]["nodes"][0].pop("id")
+            got["conversation"]["delegations"]["nodes"][0].pop("id")
+            got["searchDelegations"][0].pop("id")
+            got["search"] = len(got["search"]["nodes"])
+            answers.append(got)
+        if on:
+            break
+        # The next round on a fresh database of its own.
+        assert settings.sqlite_path is not None
+        remove_sqlite(settings.sqlite_path, "", "-wal", "-shm")
+        from graph.store.migrate import upgrade_blocking
+
+        await asyncio.to_thread(upgrade_blocking, settings)
+    assert answers[0] == answers[1]
+
+
+# -- crypto-shredding ---------------------------------------------------------------------
+
+
+def remove_sqlite(path: Path, *suffixes: str) -> None:
+    for suffix in suffixes:
+        Path(str(path) + suffix).unlink(missing_ok=True)
+
+
+def copy_sqlite(source: Path, target: Path) -> None:
+    with sqlite3.connect(source) as src, sqlite3.connect(target) as dst:
+        src.backup(dst)
+
+
+async def test_a_copy_restored_after_a_delete_cannot_read_what_was_deleted(
+    settings: Settings, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    if not settings.is_sqlite:
+        pytest.skip("the file copy is SQLite's; PostgreSQL shares the key store's code")
+    on = encrypted(settings)
+    path = settings.sqlite_path
+    assert path is not None
+    async with serving(on) as (_, gql):
+        victim = await seed(gql)
+        keeper = await seed(gql)
+        kept = await holdings(gql, keeper)
+        copy_sqlite(path, tmp_path / "backup.db")
+        await gql(
+            "mutation($id: ID!) { deleteConversation(input: {id: $id}) { deleted } }",
+            {"id": victim.conversation},
+        )
+        await gql(
+            "mutation($s: String!) { deleteSessionState(input: {sessionId: $s}) { deleted } }",
+            {"s": victim.session},
+        )
+    # The backup of the data, restored beside the key store as it is now.
+    remove_sqlite(path, "-wal", "-shm")
+    (tmp_path / "backup.db").replace(path)
+    # The copy does hold the deleted conversation, sealed.
+    assert f"cvg1:c{victim.conversation}".encode() in path.read_bytes()
+    caplog.set_level(logging.WARNING, logger="convograph.encryption")
+    async with serving(on) as (_, gql):
+        lost = await holdings(gql, victim)
+        assert lost["conversation"] is None
+        assert lost["child"] is None
+        assert lost["sessionState"] is None
+        assert lost["search"]["nodes"] == []
+        everything = await gql("{ conversations(first: 100) { nodes { id } } }")
+        ids = {n["id"] for n in everything["conversations"]["nodes"]}
+        assert victim.conversation not in ids and keeper.conversation in ids
+        # Nor can it be written to.
+        refused = await gql(
+            """mutation($id: ID!) { updateConversation(input: {id: $id, title: "x"}) {
+              userErrors { code } } }""",
+            {"id": victim.conversation},
+        )
+        assert refused["updateConversation"]["userErrors"] == [{"code": "NOT_FOUND"}]
+        # Every other conversation reads back exactly.
+        assert await holdings(gql, keeper) == kept
+    assert f"conversation {victim.conversation} cannot be decrypted" in caplog.text
+
+
+async def test_a_delete_removes_the_keys_of_the_conversation_and_all_below_it(
+    settings: Settings,
+) -> None:
+    on = encrypted(settings)
+    async with serving(on) as (server, gql):
+        seeded = await seed(gql)
+        store = server.services.db.encryption
+        assert store is not None
+        refs = [f"c{seeded.conversation}", f"c{seeded.child}"]
+        assert set(await store.store.get_many(refs)) == set(refs)
+        await gql(
+            "mutation($id: ID!) { deleteConversation(input: {id: $id}) { deleted } }",
+            {"id": seeded.conversation},
+        )
+        # Destroyed: a tombstone, without the key, so that no write can make a new one.
+        left = await store.store.get_many(refs)
+        assert {(k.key_id, k.wrapped) for k in left.values()} == {(TOMBSTONE, "")}
+
+
+# -- the master key at start --------------------------------------------------------------
+
+
+async def test_a_wrong_master_key_is_refused_at_start_naming_the_setting(
+    settings: Settings,
+) -> None:
+    async with serving(encrypted(settings)) as (_, gql):
+        await seed(gql)
+    services = build_services(encrypted(settings, OTHER_KEY))
+    try:
+        with pytest.raises(EncryptionError, match="CONVOGRAPH_ENCRYPTION_KEY"):
+            await services.start()
+    finally:
+        await services.db.dispose()
+
+
+async def test_a_missing_master_key_is_refused_at_start(settings: Settings) -> None:
+    async with serving(encrypted(settings)) as (_, gql):
+        await seed(gql)
+    services = build_services(settings.replace(encryption_key=None))
+    try:
+        with pytest.raises(EncryptionError, match=r"CONVOGRAPH_ENCRYPTION_KEY.*not set"):
+            await services.start()
+    finally:
+        await services.db.dispose()
+
+
+def test_an_unreadable_key_file_is_refused_naming_the_setting(
+    settings: Settings, tmp_path: Path
+) -> None:
+    bad = tmp_path / "master.key"
+    bad.write_text("not a key")
+    for given in (bad, tmp_path / "missing.key"):
+        with pytest.raises(EncryptionError, match="CONVOGRAPH_ENCRYPTION_KEY_FILE"):
+            build_services(settings.replace(encryption_key=None, encryption_key_file=str(given)))
+
+
+# -- the CLI: generate, status, rotate, encrypt-existing -----------------------------------
+
+
+async def cli(monkeypatch: pytest.MonkeyPatch, settings: Settings, *args: str, **env: str) -> None:
+    """`convograph ARGS` with the settings' database and the given encryption variables."""
+    for name in ("KEY", "KEY_FILE", "PREVIOUS_KEY"):
+        monkeypatch.delenv(f"CONVOGRAPH_ENCRYPTION_{name}", raising=False)
+    monkeypatch.setenv("CONVOGRAPH_DATABASE_URL", settings.database_url)
+    monkeypatch.setenv("CONVOGRAPH_SECRET", settings.secret or "")
+    monkeypatch.setenv("CONVOGRAPH_ENCRYPTION_KEY_SCHEMA", settings.encryption_key_schema)
+    for name, value in env.items():
+        monkeypatch.setenv(f"CONVOGRAPH_ENCRYPTION_{name}", value)
+    assert await asyncio.to_thread(main, list(args)) == 0
+
+
+def test_keys_generate_prints_a_usable_key(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["keys", "generate"]) == 0
+    key = capsys.readouterr().out.strip()
+    assert len(base64.b64decode(key)) == 32
+    assert Settings(encryption_key=key).encryption_on
+
+
+async def test_rotation_wraps_every_data_key_under_the_new_master_key(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with serving(encrypted(settings)) as (_, gql):
+        seeded = await seed(gql)
+        before = await holdings(gql, seeded)
+    # Online: a server with the new key and the old one as previous reads and writes.
+    rotating = encrypted(settings, OTHER_KEY, encryption_previous_key=KEY)
+    async with serving(rotating) as (_, gql):
+        assert await holdings(gql, seeded) == before
+        await seed(gql)
+    capsys.readouterr()
+    await cli(monkeypatch, settings, "keys", "status", KEY=OTHER_KEY, PREVIOUS_KEY=KEY)
+    status = capsys.readouterr().out
+    assert "previous (CONVOGRAPH_ENCRYPTION_PREVIOUS_KEY)" in status and "current" in status
+    await cli(monkeypatch, settings, "keys", "rotate", KEY=OTHER_KEY, PREVIOUS_KEY=KEY)
+    # Those made under the old key: the index key, the conversation, its child, the session.
+    assert "wrapped 4 data keys" in capsys.readouterr().out
+    await cli(monkeypatch, settings, "keys", "rotate", KEY=OTHER_KEY, PREVIOUS_KEY=KEY)
+    assert "wrapped 0 data keys" in capsys.readouterr().out  # resumable: nothing left
+    await cli(monkeypatch, settings, "keys", "status", KEY=OTHER_KEY)
+    status = capsys.readouterr().out
+    assert status.count("master key") == 1 and "current" in status
+    # The old key is no longer needed, and no longer enough.
+    async with serving(encrypted(settings, OTHER_KEY)) as (_, gql):
+        assert await holdings(gql, seeded) == before
+    services = build_services(encrypted(settings, KEY))
+    try:
+        with pytest.raises(EncryptionError):
+            await services.start()
+    finally:
+        await services.db.dispose()
+
+
+async def test_encrypt_existing_seals_a_database_written_without_encryption(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plain = settings.replace(encryption_key=None)
+    async with serving(plain) as (server, gql):
+        seeded = await seed(gql)
+        before = await holdings(gql, seeded)
+        assert f"word{seeded.marker}".encode() in await stored_bytes(server)
+    # A server with the key reads the old content, and seals what it writes from now on;
+    # only its search cannot find the old words until they are digested.
+    async with serving(encrypted(settings)) as (_, gql):
+        assert await holdings(gql, seeded) == {**before, "search": {"nodes": []}}
+        newer = await seed(gql)
+        newer_before = await holdings(gql, newer)
+    await cli(monkeypatch, settings, "keys", "encrypt-existing", KEY=KEY)
+    sealed = capsys.readouterr().out
+    assert "messages: sealed 2" in sealed, sealed  # the plain ones only
+    assert "checkpoints: sealed 1" in sealed, sealed
+    await cli(monkeypatch, settings, "keys", "encrypt-existing", KEY=KEY)
+    assert "messages: sealed 0" in capsys.readouterr().out  # resumable: nothing left
+    async with serving(encrypted(settings)) as (server, gql):
+        assert await holdings(gql, seeded) == before
+        assert await holdings(gql, newer) == newer_before
+        if settings.is_sqlite:  # PostgreSQL keeps old row versions until VACUUM FULL
+            stored = await stored_bytes(server)
+            for secret in seeded.secrets:
+                assert secret.encode() not in stored, secret
+
+
+async def test_expiry_deletes_the_keys_and_the_sweep_those_left_without_data(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from graph.store import encryption_admin
+    from graph.store.retention import sweep
+    from tests.test_retention import expire_soon, wait_past
+
+    async with serving(encrypted(settings)) as (server, gql):
+        doomed, kept = await seed(gql), await seed(gql)
+        encryption = server.services.db.encryption
+        assert encryption is not None
+        refs = [f"c{doomed.conversation}", f"c{doomed.child}"]
+        await wait_past(await expire_soon(gql, doomed.conversation))
+        # Keys younger than the orphan age are left alone (a create may be committing).
+        # The child too (its expiry follows its root's); PostgreSQL's count includes it.
+        assert await sweep(server.services.uow) in (1, 2)
+        left = await encryption.store.get_many(refs)
+        assert left[f"c{doomed.conversation}"].key_id == TOMBSTONE
+        monkeypatch.setattr(encryption_admin, "ORPHAN_AGE_SECONDS", 0.0)
+        await sweep(server.services.uow)
+        left = await encryption.store.get_many(refs)
+        assert {k.key_id for k in left.values()} == {TOMBSTONE}
+        alive = [f"c{kept.conversation}", f"c{kept.child}"]
+        assert set(await encryption.store.get_many(alive)) == set(alive)
+        assert (await holdings(gql, kept))["conversation"]["title"] == f"title{kept.marker}"
+
+
+async def test_the_cli_refuses_a_wrong_key_with_a_message_naming_the_setting(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with serving(encrypted(settings)) as (_, gql):
+        await seed(gql)
+    monkeypatch.setenv("CONVOGRAPH_DATABASE_URL", settings.database_url)
+    monkeypatch.setenv("CONVOGRAPH_SECRET", settings.secret or "")
+    monkeypatch.setenv("CONVOGRAPH_ENCRYPTION_KEY_SCHEMA", settings.encryption_key_schema)
+    monkeypatch.setenv("CONVOGRAPH_ENCRYPTION_KEY", OTHER_KEY)
+    assert await asyncio.to_thread(main, ["token", "list"]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("error: CONVOGRAPH_ENCRYPTION_KEY is not the master key"), error
+    assert OTHER_KEY not in error
+    monkeypatch.delenv("CONVOGRAPH_ENCRYPTION_KEY")
+    assert await asyncio.to_thread(main, ["token", "list"]) == 2
+    assert "CONVOGRAPH_ENCRYPTION_KEY" in capsys.readouterr().err

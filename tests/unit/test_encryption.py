@@ -1,0 +1,114 @@
+"""The pure parts of encryption at rest: wrapping data keys, the blind index's words and
+digests, and the master key setting's checks."""
+
+from __future__ import annotations
+
+import base64
+import os
+
+import pytest
+
+from graph.settings import Settings, SettingsError
+from graph.store.encryption import (
+    PREFIX,
+    BlindIndex,
+    EncryptionError,
+    MasterKey,
+    generate_key,
+    words,
+)
+
+
+def master(raw: bytes | None = None) -> MasterKey:
+    return MasterKey(raw or os.urandom(32), setting="CONVOGRAPH_ENCRYPTION_KEY")
+
+
+def test_a_wrapped_data_key_unwraps_under_its_master_key_only() -> None:
+    data_key = os.urandom(32)
+    key = master()
+    stored = key.wrap("cabc", data_key)
+    assert stored.key_id == key.id
+    assert base64.b64decode(stored.wrapped) != data_key
+    assert key.unwrap(stored) == data_key
+    with pytest.raises(EncryptionError, match="CONVOGRAPH_ENCRYPTION_KEY"):
+        master().unwrap(stored)
+
+
+def test_a_wrapped_key_cannot_be_moved_to_another_ref() -> None:
+    key = master()
+    stored = key.wrap("cone", os.urandom(32))
+    moved = type(stored)("ctwo", stored.key_id, stored.wrapped)
+    with pytest.raises(EncryptionError):
+        key.unwrap(moved)
+
+
+def test_the_master_key_id_names_the_key_not_the_wrapping() -> None:
+    raw = os.urandom(32)
+    assert master(raw).id == master(raw).id
+    assert master(raw).id != master().id
+
+
+def test_words_fold_case_and_accents_and_split_on_punctuation() -> None:
+    assert words("Zoë's CAFÉ, naïve-ly: 42x") == ["zoe", "s", "cafe", "naive", "ly", "42x"]
+    assert words("  ...  ") == []
+    assert words("日本語 テキスト") == ["日本語", "テキスト"]
+
+
+def test_the_blind_index_holds_each_word_once_as_a_letter_digest() -> None:
+    index = BlindIndex(os.urandom(32))
+    stored = index.index_text("the Zebra saw the zebra")
+    assert stored is not None
+    digests = stored.split()
+    assert len(digests) == 3 and digests == sorted(digests)
+    assert all(d.isalpha() and d.isascii() and len(d) == 20 for d in digests)
+    assert "zebra" not in stored
+    assert index.word("zebra") in digests
+    assert index.index_text(None) is None
+    assert index.index_text("!!!") is None
+
+
+def test_a_query_digests_its_words_as_the_index_does() -> None:
+    index = BlindIndex(os.urandom(32))
+    stored = set((index.index_text("Find the ZEBRA, quickly") or "").split())
+    assert set(index.query(["zebra"])) <= stored
+    assert set(index.query(["Zébra", "find"])) <= stored
+    # A word without letters or digits matches nothing (as FTS5 and tsquery do).
+    assert not set(index.query(["?!"])) <= stored
+    # Another key, other digests: the index says nothing without the key.
+    assert not set(BlindIndex(os.urandom(32)).query(["zebra"])) <= stored
+
+
+def test_content_digests_are_keyed() -> None:
+    a, b = BlindIndex(os.urandom(32)), BlindIndex(os.urandom(32))
+    assert a.content_digest("d1") == a.content_digest("d1")
+    assert a.content_digest("d1") != b.content_digest("d1")
+    assert a.content_digest("d1") != a.content_digest("d2")
+
+
+def test_generated_keys_are_accepted_and_sealed_values_are_marked() -> None:
+    key = generate_key()
+    assert len(base64.b64decode(key)) == 32
+    assert Settings(encryption_key=key).encryption_on
+    assert not Settings().encryption_on
+    assert PREFIX.endswith(":")
+
+
+@pytest.mark.parametrize(
+    "value", ["", "not base64 !!", base64.b64encode(b"short").decode(), "A" * 100]
+)
+def test_an_invalid_master_key_is_refused_naming_the_variable(
+    value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CONVOGRAPH_ENCRYPTION_KEY", value or " ")
+    with pytest.raises(SettingsError, match="CONVOGRAPH_ENCRYPTION_KEY") as info:
+        Settings.from_env()
+    assert value not in str(info.value) or not value
+
+
+def test_an_invalid_previous_key_is_refused_naming_its_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CONVOGRAPH_ENCRYPTION_KEY", generate_key())
+    monkeypatch.setenv("CONVOGRAPH_ENCRYPTION_PREVIOUS_KEY", "abc")
+    with pytest.raises(SettingsError, match="CONVOGRAPH_ENCRYPTION_PREVIOUS_KEY"):
+        Settings.from_env()
