@@ -19,50 +19,25 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
-import httpx
-
-from graph.app import create_app
-from graph.services import Services
-from graph.store.migrate import upgrade
-
-from .inprocess import App, _token, bench_settings
+from .inprocess import App, app_client
 from .peers.run_peers import make_messages
 from .report import median
+from .transcript import APPEND, TRANSCRIPT
 
 APPENDS = 200
 READS = 20
 SIZE = 1000
 
 CREATE = 'mutation { createConversation(input: {title: "bench"}) { conversation { id } } }'
-APPEND = """
-mutation($id: ID!, $messages: [JSON!]!) {
-  appendMessages(input: {conversationId: $id, messages: $messages}) {
-    conversation { messageCount } userErrors { code message }
-  }
-}"""
-TRANSCRIPT = "query($id: ID!) { conversation(id: $id) { transcript } }"
 
 
-@asynccontextmanager
-async def app(workdir: Path, *, encrypted: bool) -> AsyncIterator[App]:
-    settings = bench_settings(workdir)
-    if encrypted:
-        settings = settings.replace(encryption_key=base64.b64encode(os.urandom(32)).decode())
-    await upgrade(settings)
-    application = create_app(settings)
-    async with application.router.lifespan_context(application):
-        services: Services = application.state.services
-        token, principal = await _token(services)
-        transport = httpx.ASGITransport(app=application)
-        headers = {"Authorization": f"Bearer {token}"}
-        async with httpx.AsyncClient(
-            transport=transport, base_url="http://bench", headers=headers
-        ) as http:
-            yield App(application, services, http, principal)
+def app(workdir: Path, *, encrypted: bool) -> AbstractAsyncContextManager[App]:
+    if not encrypted:
+        return app_client(workdir)
+    return app_client(workdir, encryption_key=base64.b64encode(os.urandom(32)).decode())
 
 
 async def _new(client: App) -> str:

@@ -87,9 +87,12 @@ class App:
 
 
 @asynccontextmanager
-async def app_client(workdir: Path) -> AsyncIterator[App]:
-    """The real Starlette app on a fresh database, with a client holding a WRITE token."""
+async def app_client(workdir: Path, **changes: Any) -> AsyncIterator[App]:
+    """The real Starlette app on a fresh database, with a client holding a WRITE token;
+    `changes` are settings over the bench's own."""
     settings = bench_settings(workdir)
+    if changes:
+        settings = settings.replace(**changes)
     await upgrade(settings)
     app = create_app(settings)
     async with app.router.lifespan_context(app):
