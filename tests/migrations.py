@@ -13,6 +13,13 @@ from graph.settings import Settings
 from graph.store.migrate import alembic_config
 
 
+def before_encryption(settings: Settings) -> Settings:
+    """`settings` with encryption at rest off, for a migration older than it: no database
+    written with encryption on was ever at that revision, and the migration's SQL reads the
+    message JSON as it is stored (even under CONVOGRAPH_TEST_ENCRYPTION=1)."""
+    return settings.replace(encryption_key=None)
+
+
 async def columns_after(settings: Settings, table: str, run: Callable[[Config], Any]) -> list[str]:
     """Run an Alembic command (`run(config)`) on the database; `table`'s columns after it."""
     engine = create_async_engine(settings.database_url, poolclass=pool.NullPool)

@@ -16,7 +16,7 @@ from alembic.config import Config
 
 from graph.settings import Settings
 from tests.conftest import GraphQLClient
-from tests.migrations import columns_after
+from tests.migrations import before_encryption, columns_after
 from tests.test_http import serving
 
 FIGURES = "{ workspaceFigures { conversations messages tokenCount } }"
@@ -83,6 +83,7 @@ async def seed(gql: GraphQLClient) -> None:
 
 
 async def test_the_migration_fills_the_sums_the_api_keeps(settings: Settings) -> None:
+    settings = before_encryption(settings)
     expected = {"conversations": 4, "messages": 15, "tokenCount": 10 + 2**31 - 1 + 5 + 1 + 100}
     async with serving(settings) as (server, http):
         gql = GraphQLClient(http, await server.token(workspace="site:old", owner="user:ada"))

@@ -13,7 +13,7 @@ from alembic.config import Config
 
 from graph.settings import Settings
 from tests.conftest import GraphQLClient
-from tests.migrations import columns_after
+from tests.migrations import before_encryption, columns_after
 from tests.operations import create
 from tests.test_quotas import (
     APPEND,
@@ -44,6 +44,7 @@ async def seed(gql: GraphQLClient) -> int:
 
 
 async def test_the_migration_fills_the_stored_bytes_the_api_keeps(settings: Settings) -> None:
+    settings = before_encryption(settings)
     async with serving_as(settings, "site:old") as (_, gql):
         stored = await seed(gql)
         assert (await gql(FIGURES))["workspaceFigures"] == {"messages": 3, "storedBytes": stored}
