@@ -19,6 +19,7 @@ from starlette.applications import Starlette
 from graph.api.context import Context
 from graph.app import create_app
 from graph.domain.principal import SYSTEM, OwnerType, Principal, Scope
+from graph.server import heap
 from graph.services import Services, build_services
 from graph.settings import Settings
 from graph.store.migrate import upgrade
@@ -96,6 +97,7 @@ async def app_client(workdir: Path, **changes: Any) -> AsyncIterator[App]:
     await upgrade(settings)
     app = create_app(settings)
     async with app.router.lifespan_context(app):
+        heap.settle()  # as `convograph serve` leaves the collector
         services: Services = app.state.services
         token, principal = await _token(services)
         transport = httpx.ASGITransport(app=app)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import logging
 import re
 import sys
@@ -309,6 +308,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from graph.app import create_app
+    from graph.server import heap
     from graph.server.header_timeout import with_header_deadline
     from graph.server.logs import configure_logging
     from graph.server.shutdown import serve
@@ -330,13 +330,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
     sockets = OpenSockets()
     app = create_app(settings, sockets=sockets)
-    # What exists now (modules, the schema, SQLAlchemy's metadata) lives as long as the
-    # process: frozen, full collections stop walking it (they paused large requests).
-    gc.collect()
-    gc.freeze()
-    # A request carrying 5,000 messages allocates some 100,000 containers: with Python's
-    # default threshold of 700 that is 150 young collections per request.
-    gc.set_threshold(20_000, 10, 10)
+    heap.settle()
     config = uvicorn.Config(
         app,
         host=settings.host,
