@@ -5,7 +5,10 @@ and one with: the rounds alternate between them (off, on, off, on, ...) so that 
 else the machine does falls on both alike, and each figure is the median of its rounds.
 A round of appends is `APPENDS` `appendMessages` of one message each to one conversation
 (an agent's turn after turn), through the whole app (httpx ASGITransport: HTTP, token,
-GraphQL, the store); a round of reads is `READS` reads of a `SIZE`-message transcript.
+GraphQL, the store); a round of reads is `READS` reads of a `SIZE`-message transcript (read
+again: an agent's every turn, a dashboard's refresh). Then each app is started again on its
+files, alternately, once per round, for the first read of that transcript in a new process
+(with encryption on, every message decrypted).
 
     .venv/bin/python -m bench.encryption [--rounds N] [--workdir DIR]
 """
@@ -34,10 +37,11 @@ SIZE = 1000
 CREATE = 'mutation { createConversation(input: {title: "bench"}) { conversation { id } } }'
 
 
-def app(workdir: Path, *, encrypted: bool) -> AbstractAsyncContextManager[App]:
-    if not encrypted:
+def app(workdir: Path, *, key: str | None) -> AbstractAsyncContextManager[App]:
+    """The app on `workdir`'s database (made if new), encrypted under `key` if one."""
+    if key is None:
         return app_client(workdir)
-    return app_client(workdir, encryption_key=base64.b64encode(os.urandom(32)).decode())
+    return app_client(workdir, encryption_key=key)
 
 
 async def _new(client: App) -> str:
@@ -52,38 +56,50 @@ async def appends_per_second(client: App, messages: list[dict[str, str]]) -> flo
     return APPENDS / (time.perf_counter() - start)
 
 
-async def read_ms(client: App, cid: str) -> float:
+async def read_ms(client: App, cid: str, reads: int = READS) -> float:
     start = time.perf_counter()
-    for _ in range(READS):
+    for _ in range(reads):
         await client.gql(TRANSCRIPT, {"id": cid})
-    return (time.perf_counter() - start) / READS * 1000
+    return (time.perf_counter() - start) / reads * 1000
 
 
 async def run(workdir: Path, rounds: int) -> dict[str, dict[str, float]]:
     messages = make_messages(SIZE)
+    keys = {"off": None, "on": base64.b64encode(os.urandom(32)).decode()}
+    appends: dict[str, list[float]] = {"off": [], "on": []}
+    reads: dict[str, list[float]] = {"off": [], "on": []}
+    first_reads: dict[str, list[float]] = {"off": [], "on": []}
+    transcripts = {}
     async with (
-        app(workdir / "off", encrypted=False) as off,
-        app(workdir / "on", encrypted=True) as on,
+        app(workdir / "off", key=keys["off"]) as off,
+        app(workdir / "on", key=keys["on"]) as on,
     ):
         clients = {"off": off, "on": on}
-        transcripts = {}
         for name, client in clients.items():
             cid = await _new(client)
             for start in range(0, SIZE, 100):
                 await client.gql(APPEND, {"id": cid, "messages": messages[start : start + 100]})
             transcripts[name] = cid
             await read_ms(client, cid)  # warm: the cached document, the loaded keys
-        appends: dict[str, list[float]] = {"off": [], "on": []}
-        reads: dict[str, list[float]] = {"off": [], "on": []}
         for i in range(rounds):
-            order = ["off", "on"] if i % 2 == 0 else ["on", "off"]
-            for name in order:
+            for name in _order(i):
                 appends[name].append(await appends_per_second(clients[name], messages))
                 reads[name].append(await read_ms(clients[name], transcripts[name]))
+    for i in range(rounds):
+        for name in _order(i):
+            async with app(workdir / name, key=keys[name]) as client:
+                first_reads[name].append(await read_ms(client, transcripts[name], reads=1))
     return {
         "appends/s": {k: median(v) for k, v in appends.items()},
-        f"transcript read of {SIZE} (ms)": {k: median(v) for k, v in reads.items()},
+        f"transcript read of {SIZE}, read again (ms)": {k: median(v) for k, v in reads.items()},
+        f"transcript read of {SIZE}, first in a new process (ms)": {
+            k: median(v) for k, v in first_reads.items()
+        },
     }
+
+
+def _order(round_: int) -> list[str]:
+    return ["off", "on"] if round_ % 2 == 0 else ["on", "off"]
 
 
 def main() -> None:

@@ -226,6 +226,47 @@ async def test_reads_with_encryption_are_those_without(settings: Settings) -> No
     assert answers[0] == answers[1]
 
 
+TRANSCRIPTS = """
+query($a: ID!, $b: ID!) {
+  a: conversation(id: $a) { transcript }
+  b: conversation(id: $b) { transcript }
+}
+"""
+
+
+async def test_a_transcript_read_again_shows_what_another_server_wrote_since(
+    settings: Settings,
+) -> None:
+    """Reads find opened texts by their stored heads: a replica that read a transcript
+    still reads, exactly, what another wrote, replaced or deleted after."""
+    async with (
+        serving(encrypted(settings)) as (_, first),
+        serving(encrypted(settings)) as (_, second),
+    ):
+        cids = []
+        for name in ("a", "b"):
+            created = await ok(first, "createConversation", {"title": name})
+            cid = created["conversation"]["id"]
+            said = [{"role": "user", "content": f"{name} {i}"} for i in range(3)]
+            await ok(first, "appendMessages", {"conversationId": cid, "messages": said})
+            cids.append(cid)
+        one = "query($id: ID!) { conversation(id: $id) { transcript } }"
+        both = {"a": cids[0], "b": cids[1]}
+        before = await first(TRANSCRIPTS, both)
+        assert (await first(one, {"id": cids[0]}))["conversation"] == before["a"]
+
+        more = [{"role": "assistant", "content": "from the other replica"}]
+        await ok(second, "appendMessages", {"conversationId": cids[0], "messages": more})
+        replaced = [{"role": "user", "content": "b, replaced"}]
+        await ok(second, "replaceTranscript", {"conversationId": cids[1], "messages": replaced})
+
+        after = await first(TRANSCRIPTS, both)
+        assert after == await second(TRANSCRIPTS, both)
+        assert after["a"]["transcript"] == [*before["a"]["transcript"], *more]
+        assert after["b"]["transcript"] == replaced
+        assert (await first(one, {"id": cids[0]}))["conversation"] == after["a"]
+
+
 # -- crypto-shredding ---------------------------------------------------------------------
 
 

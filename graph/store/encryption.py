@@ -394,12 +394,12 @@ class Encryption:
         aead = await self.key(ref)
         index = self.index
         out = []
+        at = len(ref) + _REF_AT + 1
+        fresh: dict[Sealed, str] = {}
         for row in rows:
             sealed = self._seal_with(aead, ref, row["data"])
             # The next read of the transcript finds it opened already.
-            at = len(ref) + _REF_AT + 1
-            nonce = sealed[at : at + (12 if self.binary else _NONCE_CHARS)]
-            self._remember(ref, nonce, row["data"])
+            fresh[sealed[at : at + self._nonce_length]] = row["data"]
             out.append(
                 {
                     **row,
@@ -408,17 +408,82 @@ class Encryption:
                     "search_text": index.index_text(row["search_text"]),
                 }
             )
+        self._remember(ref, fresh)
         return out
 
-    def _remember(self, ref: str, nonce: Sealed, plain: str) -> None:
-        """Keep `plain`, opened from the value of `ref` sealed with `nonce`. The nonce names
-        the value: random, never used twice under one key (AES-GCM's own requirement)."""
-        size = len(plain) + 64
+    def _remember(self, ref: str, fresh: Mapping[Sealed, str]) -> None:
+        """Keep texts opened from values sealed under the key of `ref`, by their nonces. A
+        nonce names its value: random, never used twice under one key (AES-GCM's own
+        requirement)."""
+        if not fresh:
+            return
+        size = sum(map(len, fresh.values())) + 64 * len(fresh)
         if self._opened_bytes + size > _OPENED_KEPT:
             self._opened.clear()
             self._opened_bytes = 0
-        self._opened.setdefault(ref, {})[nonce] = plain
+        self._opened.setdefault(ref, {}).update(fresh)
         self._opened_bytes += size
+
+    @property
+    def head_length(self) -> int:
+        """The length of a transcript value's head: prefix, ref (a conversation's) and nonce,
+        which name the value in the cache of opened texts."""
+        return _REF_AT + len(conversation_ref(ids.new_id())) + 1 + self._nonce_length
+
+    @property
+    def _nonce_length(self) -> int:
+        return 12 if self.binary else _NONCE_CHARS
+
+    def remembers(self, conversation_ids: Iterable[str]) -> bool:
+        """Whether texts of every one of these conversations were opened lately (under a
+        key still loaded): only then may `remembered` find them all by their heads."""
+        for cid in conversation_ids:
+            ref = conversation_ref(cid)
+            if ref not in self._keys or not self._opened.get(ref):
+                return False
+        return True
+
+    def remembered(self, heads: Sequence[Sealed]) -> list[str] | None:
+        """The opened texts of sealed values known by their heads alone (`head_length`)
+        when every one is in the cache of opened texts under a loaded key; None otherwise,
+        for the caller to read the values themselves. A transcript read again (every turn
+        of an agent, every refresh of a dashboard) fetches a head per message, not its
+        ciphertext."""
+        nonce_at = -self._nonce_length
+        out: list[str] = []
+        append = out.append
+        last: Sealed | None = None
+        opened: dict[Sealed, str] | None = None
+        for head in heads:
+            under = head[:nonce_at]
+            if under != last:
+                opened = self._opened_under(under)
+                if opened is None:
+                    return None
+                last = under
+            assert opened is not None
+            plain = opened.get(head[nonce_at:])
+            if plain is None:
+                return None
+            append(plain)
+        return out
+
+    def _opened_under(self, under: Sealed) -> dict[Sealed, str] | None:
+        """The cache of texts opened under the key that `under` (a head without its nonce)
+        names, if that key is loaded."""
+        if isinstance(under, bytes) is not self.binary:
+            return None
+        if isinstance(under, bytes):
+            if not (under.startswith(BINARY_PREFIX) and under.endswith(b":")):
+                return None
+            name = under[_REF_AT:-1].decode("utf-8", "replace")
+        elif under.startswith(PREFIX) and under.endswith(":"):
+            name = under[_REF_AT:-1]
+        else:
+            return None
+        if len(under) <= _REF_AT or name not in self._keys:
+            return None
+        return self._opened.get(name)
 
     def open(self, value: Sealed) -> str | None:
         """The text sealed in `value`; None when its key is gone (deleted: crypto-shredded)
@@ -447,7 +512,7 @@ class Encryption:
             return values
         if len(columns) == 1 and len(keys) == 1:
             # One text per row (a transcript's): the common read, in one pass.
-            texts = self._open_blobs(values) if self.binary else self._open_texts(values)
+            texts = self._open_column(values)
             if texts is not None:
                 return texts
         refs = {
@@ -481,77 +546,56 @@ class Encryption:
             out.append(tuple(opened))
         return out
 
-    def _open_texts(self, values: list[tuple[Any, ...]]) -> list[tuple[Any, ...]] | None:
+    def _open_column(self, values: list[tuple[Any, ...]]) -> list[tuple[Any, ...]] | None:
         """Single-column rows opened with the keys already loaded; None when one needs a key
-        not loaded yet (or cannot be opened), for the general path to deal with."""
+        not loaded yet (or cannot be opened), for the general path to deal with. Values are
+        stored as bytes on SQLite (nonce and ciphertext raw), as base64 text on PostgreSQL."""
+        binary = self.binary
+        kind: type = bytes if binary else str
+        prefix: Sealed = BINARY_PREFIX if binary else PREFIX
+        colon: Sealed = b":" if binary else ":"
+        width = self._nonce_length
         out: list[tuple[Any, ...]] = []
         append = out.append
-        keys = self._keys
         # `head` is the prefix and ref of the last value: the rows of a transcript share it.
-        head, at, ref, aad, decrypt = "\0", 0, "", b"", None
+        head: Any = b"\0" if binary else "\0"
+        at, ref, aad, decrypt = 0, "", b"", None
         opened: dict[Sealed, str] = {}
-        for (value,) in values:
-            if value.__class__ is not str:
-                append((value,))
-                continue
-            if not value.startswith(head):
-                if not value.startswith(PREFIX):
+        fresh: dict[Sealed, str] = {}
+        try:
+            for (value,) in values:
+                cls = value.__class__  # (compared apart: mypy would narrow `value` to object)
+                if cls is not kind:
                     append((value,))
                     continue
-                end = value.find(":", _REF_AT)
-                ref = value[_REF_AT:end]
-                aead = keys.get(ref)
-                if aead is None:
-                    return None
-                head, at, aad, decrypt = value[: end + 1], end + 1, ref.encode(), aead.decrypt
-                opened = self._opened.setdefault(ref, {})
-            nonce = value[at : at + _NONCE_CHARS]
-            plain = opened.get(nonce)
-            if plain is None:
-                assert decrypt is not None
-                raw = a2b_base64(value[at:])
-                try:
-                    plain = decrypt(raw[:12], raw[12:], aad).decode("utf-8", "surrogatepass")
-                except InvalidTag:
-                    return None
-                self._remember(ref, nonce, plain)
-                opened = self._opened.setdefault(ref, {})
-            append((plain,))
-        return out
-
-    def _open_blobs(self, values: list[tuple[Any, ...]]) -> list[tuple[Any, ...]] | None:
-        """_open_texts for values stored as bytes (SQLite)."""
-        out: list[tuple[Any, ...]] = []
-        append = out.append
-        keys = self._keys
-        head, at, ref, aad, decrypt = b"\0", 0, "", b"", None
-        opened: dict[Sealed, str] = {}
-        for (value,) in values:
-            if value.__class__ is not bytes:
-                append((value,))
-                continue
-            if not value.startswith(head):
-                if not value.startswith(BINARY_PREFIX):
-                    append((value,))
-                    continue
-                end = value.find(b":", _REF_AT)
-                ref = value[_REF_AT:end].decode()
-                aead = keys.get(ref)
-                if aead is None:
-                    return None
-                head, at, aad, decrypt = value[: end + 1], end + 1, ref.encode(), aead.decrypt
-                opened = self._opened.setdefault(ref, {})
-            nonce = value[at : at + 12]
-            plain = opened.get(nonce)
-            if plain is None:
-                assert decrypt is not None
-                try:
-                    plain = decrypt(nonce, value[at + 12 :], aad).decode("utf-8", "surrogatepass")
-                except InvalidTag:
-                    return None
-                self._remember(ref, nonce, plain)
-                opened = self._opened.setdefault(ref, {})
-            append((plain,))
+                if not value.startswith(head):
+                    if not value.startswith(prefix):
+                        append((value,))
+                        continue
+                    self._remember(ref, fresh)
+                    fresh = {}
+                    end = value.find(colon, _REF_AT)
+                    name = value[_REF_AT:end]
+                    ref = name.decode() if binary else name
+                    aead = self._keys.get(ref)
+                    if aead is None:
+                        return None
+                    head, at, aad, decrypt = value[: end + 1], end + 1, ref.encode(), aead.decrypt
+                    opened = self._opened.get(ref) or {}
+                nonce = value[at : at + width]
+                plain = opened.get(nonce)
+                if plain is None:
+                    assert decrypt is not None
+                    if binary:
+                        sealed = decrypt(nonce, value[at + 12 :], aad)
+                    else:
+                        raw = a2b_base64(value[at:])
+                        sealed = decrypt(raw[:12], raw[12:], aad)
+                    plain = fresh[nonce] = sealed.decode("utf-8", "surrogatepass")
+                append((plain,))
+        except (InvalidTag, binascii.Error):
+            return None
+        self._remember(ref, fresh)
         return out
 
     def _lost(self, value: Sealed) -> None:

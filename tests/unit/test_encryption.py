@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import base64
 import os
+import uuid
+from pathlib import Path
 
 import pytest
 
@@ -12,11 +14,13 @@ from graph.settings import Settings, SettingsError
 from graph.store.encryption import (
     PREFIX,
     BlindIndex,
+    Encryption,
     EncryptionError,
     MasterKey,
     generate_key,
     words,
 )
+from graph.store.key_store import SQLiteKeyStore
 
 
 def master(raw: bytes | None = None) -> MasterKey:
@@ -112,3 +116,36 @@ def test_an_invalid_previous_key_is_refused_naming_its_variable(
     monkeypatch.setenv("CONVOGRAPH_ENCRYPTION_PREVIOUS_KEY", "abc")
     with pytest.raises(SettingsError, match="CONVOGRAPH_ENCRYPTION_PREVIOUS_KEY"):
         Settings.from_env()
+
+
+@pytest.mark.parametrize("binary", [True, False], ids=["sqlite-bytes", "postgresql-text"])
+async def test_texts_sealed_lately_are_known_by_their_heads_alone(
+    binary: bool, tmp_path: Path
+) -> None:
+    store = SQLiteKeyStore(tmp_path / "keys", busy_timeout_ms=1000)
+    encryption = Encryption(master(), None, store, binary=binary)
+    await encryption.ready()
+    cid, other = str(uuid.uuid4()), str(uuid.uuid4())
+    rows = [{"data": f'{{"content": "{i}"}}', "digest": "d", "search_text": "w"} for i in range(3)]
+    try:
+        sealed = [r["data"] for r in await encryption.sealed_messages(cid, rows)]
+        sealed_other = [r["data"] for r in await encryption.sealed_messages(other, rows[:1])]
+        n = encryption.head_length
+        heads = [value[:n] for value in sealed]
+        assert encryption.remembered(heads) == [r["data"] for r in rows]
+        # A transcript of several conversations, in order.
+        both = [*heads, sealed_other[0][:n]]
+        assert encryption.remembered(both) == [*(r["data"] for r in rows), rows[0]["data"]]
+        assert encryption.remembered([]) == []
+
+        # Anything not sealed lately in this process is to be read in full.
+        unknown = await encryption.seal(f"c{cid}", "sealed, not remembered")
+        assert encryption.remembered([*heads, unknown[:n]]) is None
+        plain: str | bytes = '{"content": "stored before encryption was on"}'[:n]
+        assert encryption.remembered([plain, *heads]) is None
+        assert encryption.remembered([heads[0][:-1]]) is None
+        await encryption.forget([f"c{cid}"])
+        assert encryption.remembered(heads) is None
+        assert encryption.remembered([sealed_other[0][:n]]) == [rows[0]["data"]]
+    finally:
+        await encryption.close()
