@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import traceback
 from pathlib import Path
 from types import FrameType
@@ -84,13 +85,19 @@ class _Client:
         return self._process
 
     def fork(
-        self, args: list[str], *, env: dict[str, str], log_path: Path, err_path: Path | None
+        self,
+        args: list[str],
+        *,
+        env: dict[str, str],
+        log_path: Path,
+        err_path: Path | None,
+        cwd: Path = ROOT,
     ) -> ForkedProcess:
         status_path = log_path.with_name(log_path.name + ".exit")
         request = {
             "args": args,
             "env": env,
-            "cwd": str(ROOT),
+            "cwd": str(cwd),
             "log": str(log_path),
             "err": str(err_path or log_path),
             "status": str(status_path),
@@ -119,22 +126,29 @@ async def fork_graph(
     )
 
 
-async def run_graph(args: list[str], *, env: dict[str, str], limit: float) -> tuple[int, str, str]:
-    """`python -m graph ARGS` to its end, forked: (exit code, stdout, stderr), as
+def run_graph_blocking(
+    args: list[str], *, env: dict[str, str], limit: float, cwd: Path = ROOT
+) -> tuple[int, str, str]:
+    """`python -m graph ARGS` to its end, forked, in `cwd`: (exit code, stdout, stderr), as
     tests/commands.py's run_command gives them; a failure when it overruns `limit`."""
     with tempfile.TemporaryDirectory(prefix="graph-command-") as folder:
         out, err = Path(folder) / "out", Path(folder) / "err"
-        process = await fork_graph(args, env=env, log_path=out, err_path=err)
-        try:
-            code = await asyncio.wait_for(process.wait(), limit)
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                process.kill()
-            await process.wait()
-            raise AssertionError(
-                f"`graph {' '.join(args)}` did not finish in {limit:.0f} s"
-            ) from None
+        process = _client.fork(args, env=env, log_path=out, err_path=err, cwd=cwd)
+        deadline = time.monotonic() + limit
+        while (code := process.returncode) is None:
+            if time.monotonic() > deadline:
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+                while process.returncode is None:
+                    time.sleep(0.02)
+                raise AssertionError(f"`graph {' '.join(args)}` did not finish in {limit:.0f} s")
+            time.sleep(0.02)
         return code, out.read_text(errors="replace"), err.read_text(errors="replace")
+
+
+async def run_graph(args: list[str], *, env: dict[str, str], limit: float) -> tuple[int, str, str]:
+    """run_graph_blocking, off the event loop."""
+    return await asyncio.to_thread(run_graph_blocking, args, env=env, limit=limit)
 
 
 # The fork server itself.

@@ -1,4 +1,5 @@
-"""The convograph command, run as `python -m graph` in a subprocess against a SQLite file.
+"""The convograph command, run as `python -m graph` in a process of its own (forked from one
+that imported convograph already: tests/fork_server.py) against a SQLite file.
 
 What the CLI writes is then checked through the API of an app started in-process on the
 same database file, the way a deployment uses the two together.
@@ -25,6 +26,7 @@ import httpx
 import pytest
 
 from graph.settings import Settings
+from tests import fork_server
 from tests.conftest import GraphQLClient
 from tests.test_http import serving
 
@@ -40,6 +42,17 @@ def clean_env(**values: str) -> dict[str, str]:
     return {**env, **values}
 
 
+def graph(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`python -m graph ARGS` to its end: forked (tests/fork_server.py), the same `main`."""
+    if not fork_server.ENABLED:
+        command = [sys.executable, "-m", "graph", *args]
+        return subprocess.run(
+            command, env=env, cwd=cwd, capture_output=True, text=True, timeout=120
+        )
+    code, out, err = fork_server.run_graph_blocking(list(args), env=env, limit=120, cwd=cwd)
+    return subprocess.CompletedProcess(args, code, out, err)
+
+
 @dataclass
 class Cli:
     url: str
@@ -50,14 +63,8 @@ class Cli:
         return Settings(database_url=self.url, secret=SECRET, sweep_interval_seconds=0)
 
     def __call__(self, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run(
-            [sys.executable, "-m", "graph", *args],
-            env=clean_env(CONVOGRAPH_DATABASE_URL=self.url, CONVOGRAPH_SECRET=SECRET),
-            cwd=self.cwd,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        env = clean_env(CONVOGRAPH_DATABASE_URL=self.url, CONVOGRAPH_SECRET=SECRET)
+        result = graph(*args, env=env, cwd=self.cwd)
         if ok:
             assert result.returncode == 0, result.stderr
         return result
@@ -362,23 +369,10 @@ def test_serve_bootstraps_an_admin_token_once(
 
 def test_postgresql_without_a_shared_secret_is_refused_clearly(tmp_path: Path) -> None:
     """A secret generated beside one replica would make the others refuse its tokens."""
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "graph",
-            "token",
-            "create",
-            "--workspace",
-            "site:1",
-            "--owner",
-            "user:alice",
-        ],
+    result = graph(
+        *("token", "create", "--workspace", "site:1", "--owner", "user:alice"),
         env=clean_env(CONVOGRAPH_DATABASE_URL="postgresql+asyncpg://nobody@127.0.0.1:1/x"),
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
     )
     assert result.returncode == 2
     assert "CONVOGRAPH_SECRET" in result.stderr and "Traceback" not in result.stderr
