@@ -425,65 +425,8 @@ class Encryption:
         self._opened_bytes += size
 
     @property
-    def head_length(self) -> int:
-        """The length of a transcript value's head: prefix, ref (a conversation's) and nonce,
-        which name the value in the cache of opened texts."""
-        return _REF_AT + len(conversation_ref(ids.new_id())) + 1 + self._nonce_length
-
-    @property
     def _nonce_length(self) -> int:
         return 12 if self.binary else _NONCE_CHARS
-
-    def remembers(self, conversation_ids: Iterable[str]) -> bool:
-        """Whether texts of every one of these conversations were opened lately (under a
-        key still loaded): only then may `remembered` find them all by their heads."""
-        for cid in conversation_ids:
-            ref = conversation_ref(cid)
-            if ref not in self._keys or not self._opened.get(ref):
-                return False
-        return True
-
-    def remembered(self, heads: Sequence[Sealed]) -> list[str] | None:
-        """The opened texts of sealed values known by their heads alone (`head_length`)
-        when every one is in the cache of opened texts under a loaded key; None otherwise,
-        for the caller to read the values themselves. A transcript read again (every turn
-        of an agent, every refresh of a dashboard) fetches a head per message, not its
-        ciphertext."""
-        nonce_at = -self._nonce_length
-        out: list[str] = []
-        append = out.append
-        last: Sealed | None = None
-        opened: dict[Sealed, str] | None = None
-        for head in heads:
-            under = head[:nonce_at]
-            if under != last:
-                opened = self._opened_under(under)
-                if opened is None:
-                    return None
-                last = under
-            assert opened is not None
-            plain = opened.get(head[nonce_at:])
-            if plain is None:
-                return None
-            append(plain)
-        return out
-
-    def _opened_under(self, under: Sealed) -> dict[Sealed, str] | None:
-        """The cache of texts opened under the key that `under` (a head without its nonce)
-        names, if that key is loaded."""
-        if isinstance(under, bytes) is not self.binary:
-            return None
-        if isinstance(under, bytes):
-            if not (under.startswith(BINARY_PREFIX) and under.endswith(b":")):
-                return None
-            name = under[_REF_AT:-1].decode("utf-8", "replace")
-        elif under.startswith(PREFIX) and under.endswith(":"):
-            name = under[_REF_AT:-1]
-        else:
-            return None
-        if len(under) <= _REF_AT or name not in self._keys:
-            return None
-        return self._opened.get(name)
 
     def open(self, value: Sealed) -> str | None:
         """The text sealed in `value`; None when its key is gone (deleted: crypto-shredded)
@@ -493,14 +436,20 @@ class Encryption:
         if aead is None or ref is None:
             return None
         at = _REF_AT + len(ref) + 1
+        nonce = value[at : at + (12 if isinstance(value, bytes) else _NONCE_CHARS)]
+        opened = self._opened.get(ref)
+        if opened is not None and (plain := opened.get(nonce)) is not None:
+            return plain
         try:
             raw = value[at:] if isinstance(value, bytes) else a2b_base64(value[at:])
-            return aead.decrypt(raw[:12], raw[12:], ref.encode()).decode("utf-8", "surrogatepass")
+            plain = aead.decrypt(raw[:12], raw[12:], ref.encode()).decode("utf-8", "surrogatepass")
         except (InvalidTag, binascii.Error):
             # Altered, or sealed under a key of this ref that was deleted (a restored copy
             # written to since): lost either way, never shown as garbage.
             logger.error("a value sealed under data key %s fails authentication", ref)
             return None
+        self._remember(ref, {nonce: plain})
+        return plain
 
     async def open_rows(
         self, keys: tuple[str, ...], values: list[tuple[Any, ...]], *, lost: Lost
@@ -512,7 +461,7 @@ class Encryption:
             return values
         if len(columns) == 1 and len(keys) == 1:
             # One text per row (a transcript's): the common read, in one pass.
-            texts = self._open_column(values)
+            texts = self._remembered_column(values) or self._open_column(values)
             if texts is not None:
                 return texts
         refs = {
@@ -545,6 +494,30 @@ class Encryption:
                 continue
             out.append(tuple(opened))
         return out
+
+    def _remembered_column(self, values: list[tuple[Any, ...]]) -> list[tuple[Any, ...]] | None:
+        """Single-column rows whose values were all opened lately under the key the first
+        names, found by their nonces alone; None otherwise. An agent reads its whole
+        transcript every turn: this is that read's cost, a lookup per message. (A value of
+        another key has other nonces, random: it is not found, and the caller opens it.)"""
+        first = values[0][0]
+        if first.__class__ is not (bytes if self.binary else str) or not is_sealed(first):
+            return None
+        ref = _ref_of(first)
+        if ref is None or ref not in self._keys:
+            return None
+        opened = self._opened.get(ref)
+        if not opened:
+            return None
+        at = _REF_AT + len(ref) + 1
+        end = at + self._nonce_length
+        try:
+            texts = [opened.get(value[at:end]) for (value,) in values]
+        except TypeError:  # a NULL (or a number) among them
+            return None
+        if None in texts:
+            return None
+        return [(text,) for text in texts]
 
     def _open_column(self, values: list[tuple[Any, ...]]) -> list[tuple[Any, ...]] | None:
         """Single-column rows opened with the keys already loaded; None when one needs a key

@@ -7,6 +7,7 @@ import base64
 import os
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,8 +17,10 @@ from graph.store.encryption import (
     BlindIndex,
     Encryption,
     EncryptionError,
+    Lost,
     MasterKey,
     generate_key,
+    is_sealed,
     words,
 )
 from graph.store.key_store import SQLiteKeyStore
@@ -119,33 +122,41 @@ def test_an_invalid_previous_key_is_refused_naming_its_variable(
 
 
 @pytest.mark.parametrize("binary", [True, False], ids=["sqlite-bytes", "postgresql-text"])
-async def test_texts_sealed_lately_are_known_by_their_heads_alone(
+async def test_a_transcript_opens_the_same_from_the_cache_and_from_its_ciphertext(
     binary: bool, tmp_path: Path
 ) -> None:
-    store = SQLiteKeyStore(tmp_path / "keys", busy_timeout_ms=1000)
-    encryption = Encryption(master(), None, store, binary=binary)
+    encryption = Encryption(
+        master(), None, SQLiteKeyStore(tmp_path / "keys", busy_timeout_ms=1000), binary=binary
+    )
     await encryption.ready()
     cid, other = str(uuid.uuid4()), str(uuid.uuid4())
-    rows = [{"data": f'{{"content": "{i}"}}', "digest": "d", "search_text": "w"} for i in range(3)]
+    plain = [f'{{"content": "{i}"}}' for i in range(3)]
+    rows = [{"data": text, "digest": "d", "search_text": "w"} for text in plain]
+
+    def column(values: list[Any]) -> list[tuple[Any, ...]]:
+        return [(value,) for value in values]
+
+    async def opened(values: list[Any]) -> list[Any]:
+        found = await encryption.open_rows(("data",), column(values), lost=Lost.DROP)
+        return [text for (text,) in found]
+
     try:
         sealed = [r["data"] for r in await encryption.sealed_messages(cid, rows)]
-        sealed_other = [r["data"] for r in await encryption.sealed_messages(other, rows[:1])]
-        n = encryption.head_length
-        heads = [value[:n] for value in sealed]
-        assert encryption.remembered(heads) == [r["data"] for r in rows]
-        # A transcript of several conversations, in order.
-        both = [*heads, sealed_other[0][:n]]
-        assert encryption.remembered(both) == [*(r["data"] for r in rows), rows[0]["data"]]
-        assert encryption.remembered([]) == []
+        assert all(is_sealed(value) for value in sealed)
+        assert await opened(sealed) == plain  # remembered when sealed
+        # Sealed elsewhere (another replica), then mixed with remembered ones and with a
+        # value stored before encryption was on: opened from their ciphertext.
+        elsewhere = await encryption.seal(f"c{cid}", '{"content": "elsewhere"}')
+        before = '{"content": "stored in clear"}'
+        mixed = [*sealed, elsewhere, before]
+        expected = [*plain, '{"content": "elsewhere"}', before]
+        assert await opened(mixed) == expected
+        assert await opened(mixed) == expected  # and again, all remembered now
+        first_other = (await encryption.sealed_messages(other, rows[:1]))[0]["data"]
+        assert await opened([*sealed, first_other]) == [*plain, plain[0]]
 
-        # Anything not sealed lately in this process is to be read in full.
-        unknown = await encryption.seal(f"c{cid}", "sealed, not remembered")
-        assert encryption.remembered([*heads, unknown[:n]]) is None
-        plain: str | bytes = '{"content": "stored before encryption was on"}'[:n]
-        assert encryption.remembered([plain, *heads]) is None
-        assert encryption.remembered([heads[0][:-1]]) is None
+        # A destroyed key takes its remembered texts with it: its rows read as deleted.
         await encryption.forget([f"c{cid}"])
-        assert encryption.remembered(heads) is None
-        assert encryption.remembered([sealed_other[0][:n]]) == [rows[0]["data"]]
+        assert await opened([*sealed, first_other]) == [plain[0]]
     finally:
         await encryption.close()

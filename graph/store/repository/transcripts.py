@@ -6,7 +6,7 @@ import functools
 from collections.abc import Sequence
 from operator import itemgetter
 
-from sqlalchemy import and_, bindparam, delete, func, or_, select
+from sqlalchemy import and_, bindparam, delete, or_, select
 
 from graph.domain.errors import invalid
 from graph.domain.events import EventKind
@@ -36,19 +36,6 @@ _TEXTS_OF_MANY = Prepared(
 # alone, a third of the values to fetch.
 _TEXTS_OF_ONE = Prepared(
     select(M.c.data)
-    .where(M.c.conversation_id == bindparam("id"), M.c.seq >= bindparam("low"))
-    .order_by(M.c.seq)
-)
-# The same, with encryption on: each value's head alone (its key's ref and nonce), which
-# names the text in the cache of opened texts; the values are read when one is not there.
-_HEAD = func.substr(M.c.data, 1, bindparam("head")).label("head")
-_HEADS_OF_MANY = Prepared(
-    select(M.c.conversation_id, M.c.seq, _HEAD)
-    .where(M.c.conversation_id.in_(bindparam("ids", expanding=True)), M.c.seq >= bindparam("low"))
-    .order_by(M.c.conversation_id, M.c.seq)
-)
-_HEADS_OF_ONE = Prepared(
-    select(_HEAD)
     .where(M.c.conversation_id == bindparam("id"), M.c.seq >= bindparam("low"))
     .order_by(M.c.seq)
 )
@@ -229,37 +216,16 @@ class Transcripts(Part):
     async def texts(
         self, wanted: Sequence[tuple[Conversation, int]]
     ) -> dict[tuple[str, int], list[str]]:
-        """The stored JSON texts of each (conversation, from seq), in one statement (two
-        with encryption on, when a text is not in the cache of opened texts)."""
-        encryption = self.sql.encryption
+        """The stored JSON texts of each (conversation, from seq), in one statement."""
         if len(wanted) == 1:
             ((conversation, low),) = wanted
-            params = {"id": conversation.id, "low": low}
-            if encryption is not None and encryption.remembers([conversation.id]):
-                heads = await self.sql.rows(
-                    _HEADS_OF_ONE, {**params, "head": encryption.head_length}
-                )
-                texts = encryption.remembered(heads.scalars())
-                if texts is not None:
-                    return {(conversation.id, low): texts}
-            found = await self.sql.rows(_TEXTS_OF_ONE, params)
+            found = await self.sql.rows(_TEXTS_OF_ONE, {"id": conversation.id, "low": low})
             return {(conversation.id, low): list(map(itemgetter(0), found.values))}
         ids = sorted({c.id for c, _ in wanted})
         low = min(seq for _, seq in wanted)
-        rows = None
-        if encryption is not None and encryption.remembers(ids):
-            params = {"ids": ids, "low": low, "head": encryption.head_length}
-            heads = await self.sql.rows(_HEADS_OF_MANY, params)
-            texts = encryption.remembered([head for _, _, head in heads.values])
-            if texts is not None:
-                rows = [
-                    (cid, seq, text)
-                    for (cid, seq, _), text in zip(heads.values, texts, strict=True)
-                ]
-        if rows is None:
-            rows = (await self.sql.rows(_TEXTS_OF_MANY, {"ids": ids, "low": low})).values
+        found = await self.sql.rows(_TEXTS_OF_MANY, {"ids": ids, "low": low})
         by_conversation: dict[str, list[tuple[int, str]]] = {cid: [] for cid in ids}
-        for cid, seq, data in rows:
+        for cid, seq, data in found.values:
             by_conversation[cid].append((seq, data))
         return {
             (c.id, start): [data for seq, data in by_conversation[c.id] if seq >= start]
