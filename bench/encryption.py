@@ -22,7 +22,6 @@ import os
 import shutil
 import tempfile
 import time
-from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 from .inprocess import App, app_client
@@ -35,13 +34,6 @@ READS = 20
 SIZE = 1000
 
 CREATE = 'mutation { createConversation(input: {title: "bench"}) { conversation { id } } }'
-
-
-def app(workdir: Path, *, key: str | None) -> AbstractAsyncContextManager[App]:
-    """The app on `workdir`'s database (made if new), encrypted under `key` if one."""
-    if key is None:
-        return app_client(workdir)
-    return app_client(workdir, encryption_key=key)
 
 
 async def _new(client: App) -> str:
@@ -71,8 +63,8 @@ async def run(workdir: Path, rounds: int) -> dict[str, dict[str, float]]:
     first_reads: dict[str, list[float]] = {"off": [], "on": []}
     transcripts = {}
     async with (
-        app(workdir / "off", key=keys["off"]) as off,
-        app(workdir / "on", key=keys["on"]) as on,
+        app_client(workdir / "off", encryption_key=keys["off"]) as off,
+        app_client(workdir / "on", encryption_key=keys["on"]) as on,
     ):
         clients = {"off": off, "on": on}
         for name, client in clients.items():
@@ -87,7 +79,7 @@ async def run(workdir: Path, rounds: int) -> dict[str, dict[str, float]]:
                 reads[name].append(await read_ms(clients[name], transcripts[name]))
     for i in range(rounds):
         for name in _order(i):
-            async with app(workdir / name, key=keys[name]) as client:
+            async with app_client(workdir / name, encryption_key=keys[name]) as client:
                 first_reads[name].append(await read_ms(client, transcripts[name], reads=1))
     return {
         "appends/s": {k: median(v) for k, v in appends.items()},

@@ -237,8 +237,8 @@ query($a: ID!, $b: ID!) {
 async def test_a_transcript_read_again_shows_what_another_server_wrote_since(
     settings: Settings,
 ) -> None:
-    """Reads find opened texts by their stored heads: a replica that read a transcript
-    still reads, exactly, what another wrote, replaced or deleted after."""
+    """Reads find opened texts by the nonces of their stored values: a replica that read a
+    transcript still reads, exactly, what another appended or replaced after."""
     async with (
         serving(encrypted(settings)) as (_, first),
         serving(encrypted(settings)) as (_, second),
