@@ -89,7 +89,8 @@ class PoolCollector(Collector):
 
 
 class StorageCollector(Collector):
-    """Writes refused for want of space (the database's, or a workspace quota's)."""
+    """Writes refused for want of space (the database's, or a workspace quota's), and on
+    SQLite how many writes shared each COMMIT."""
 
     def __init__(self, db: Database, quotas: Quotas) -> None:
         self.db = db
@@ -112,6 +113,19 @@ class StorageCollector(Collector):
             "1 while the database refuses writes for want of space (until one succeeds)",
             value=int(full_disk.is_full),
         )
+        commits = self.db.group_commits()
+        if commits is not None:
+            writes, fsyncs = commits
+            yield CounterMetricFamily(
+                "convograph_sqlite_writes",
+                "Write transactions committed (SQLite)",
+                value=writes,
+            )
+            yield CounterMetricFamily(
+                "convograph_sqlite_commits",
+                "COMMITs that made them durable: concurrent writes share one (group commit)",
+                value=fsyncs,
+            )
 
 
 class LimitsCollector(Collector):

@@ -3,9 +3,10 @@
 SQLite allows one writer at a time. Writes take an asyncio.Lock, then the writer's one
 long-lived connection, in transactions opened with BEGIN IMMEDIATE on the driver, so
 concurrent writers queue on the lock instead of failing with "database is locked"; reads
-use a separate pool and see committed data through WAL. While another process (the CLI, a
-backup, a `sqlite3` shell) holds the file's write lock, BEGIN IMMEDIATE is retried with
-asyncio sleeps, never waited for inside SQLite: only the writes wait, the loop goes on.
+use a separate pool and see committed data through WAL. Concurrent writes share a COMMIT
+(group commit, see SQLiteWriter). While another process (the CLI, a backup, a `sqlite3`
+shell) holds the file's write lock, BEGIN IMMEDIATE is retried with asyncio sleeps, never
+waited for inside SQLite: only the writes wait, the loop goes on.
 A query's reads share one ReadTransaction. Statement and error listeners (`on_statement`,
 `on_error`) see every statement, whichever way it runs (see sql.py).
 """
@@ -13,7 +14,9 @@ A query's reads share one ReadTransaction. Statement and error listeners (`on_st
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
+import logging
 import sqlite3
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -29,6 +32,8 @@ from graph.settings import Settings
 from graph.store import sqlite_inline
 from graph.store.encryption import Encryption
 from graph.store.full_disk import FullDisk
+
+logger = logging.getLogger("convograph.db")
 
 StatementListener = Callable[[str, Any], None]
 ErrorListener = Callable[[BaseException, bool], None]  # (error, is_disconnect)
@@ -115,38 +120,167 @@ def driver_connection(conn: AsyncConnection) -> Any:
     return conn.sync_connection.connection.driver_connection  # type: ignore[union-attr]
 
 
+class _Group:
+    """The writes that share one SQLite transaction, and so one COMMIT (one fsync)."""
+
+    def __init__(self) -> None:
+        self.committed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.size = 0  # writes run in it, whether they joined or rolled back their own part
+        self.joined = 0
+        # What the writes that joined do once committed, in the order they ran.
+        self.on_commit: list[Callable[[], None]] = []
+
+    def end(self, error: BaseException | None) -> None:
+        if self.committed.done():
+            return
+        if error is None:
+            self.committed.set_result(None)
+        else:
+            self.committed.set_exception(error)
+            self.committed.exception()  # retrieved: a group nobody joined logs nothing
+
+
 class SQLiteWriter:
-    """The single SQLite writer: one transaction at a time, on one long-lived connection.
+    """The single SQLite writer: one write at a time, on one long-lived connection, and
+    concurrent writes committed together (group commit).
+
+    Each write runs inside a SAVEPOINT of the open transaction. When it ends, the writer
+    yields to the event loop once, so that requests already under way reach their write;
+    if one is then waiting for the lock, the transaction stays open for it, and otherwise
+    (or when the group is full) it commits. A write returns only after the COMMIT that
+    includes it (synchronous=FULL: durable), so every acknowledged write is on disk, and
+    concurrent writes pay one fsync and write each page they share once. A write that fails
+    rolls back to its savepoint, leaving the others; if the failure ended the whole
+    transaction (SQLite rolls back on a full disk or an I/O error), or the COMMIT fails,
+    every write of the group fails with it: none was acknowledged.
 
     The connection stays checked out between transactions (a pool checkout and return per
     write is measurable on an append). It is replaced after a failure left its state
     unknown (see _end).
     """
 
+    # Writes in one transaction at most: the first of them waits for all the others.
+    MAX_GROUP = 64
+    # Turns of the event loop a finished write leaves for others to join its transaction.
+    JOIN_TURNS = 2
+
     def __init__(self, engine: AsyncEngine, *, busy_timeout_ms: int) -> None:
         self.engine = engine
         self.busy_timeout = busy_timeout_ms / 1000
         self._lock = asyncio.Lock()
         self._conn: AsyncConnection | None = None
+        self._waiting = 0  # writes waiting for the lock
+        self._group: _Group | None = None  # the open transaction's writes
+        self._flushes: set[asyncio.Task[None]] = set()
+        self.writes = 0  # writes committed
+        self.commits = 0  # COMMITs that made them durable
 
     @property
     def in_use(self) -> int:
         return 1 if self._lock.locked() else 0
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[AsyncConnection]:
-        async with self._lock:
+    async def transaction(
+        self, on_commit: Callable[[], None] | None = None
+    ) -> AsyncIterator[AsyncConnection]:
+        await self._acquire()
+        group: _Group | None = None
+        try:
             conn = await self._connection()
             raw = driver_connection(conn)
-            # IMMEDIATE takes the write lock up front: a read-then-write transaction can
-            # then never fail half-way on lock upgrade.
-            await self._begin_immediate(raw)
+            group = self._group
+            if group is None:
+                # IMMEDIATE takes the write lock up front: a read-then-write transaction
+                # can then never fail half-way on lock upgrade.
+                await self._begin_immediate(raw)
+                group = self._group = _Group()
+            group.size += 1
+            await _run(raw, "SAVEPOINT write")
             try:
                 yield conn
-            except BaseException:
-                await _end(conn, raw, commit=False)
+            except BaseException as exc:
+                await self._undo(conn, raw, group, exc)
                 raise
-            await _end(conn, raw, commit=True)
+            await _run(raw, "RELEASE write")
+            group.joined += 1
+            if on_commit is not None:
+                group.on_commit.append(on_commit)
+        finally:
+            try:
+                await self._settle()
+            finally:
+                self._lock.release()
+        # Committed by this write or by a later one of its group; returns once it is.
+        assert group is not None
+        await asyncio.shield(group.committed)
+
+    async def _acquire(self) -> None:
+        self._waiting += 1
+        try:
+            await self._lock.acquire()
+        except BaseException:
+            self._waiting -= 1
+            if self._group is not None:
+                # The open transaction was left for this write, which will not come:
+                # commit it in its place.
+                task = asyncio.get_running_loop().create_task(self._flush())
+                self._flushes.add(task)
+                task.add_done_callback(self._flushes.discard)
+            raise
+        self._waiting -= 1
+
+    async def _flush(self) -> None:
+        await self._acquire()
+        try:
+            await self._settle()
+        finally:
+            self._lock.release()
+
+    async def _settle(self, *, now: bool = False) -> None:
+        """With the lock held: commit the open transaction, unless another write is on its
+        way to join it."""
+        group = self._group
+        if group is None:
+            return
+        if not now and group.size < self.MAX_GROUP:
+            # Requests already under way reach their write (and wait for the lock) meanwhile:
+            # the requests read in the next turn of the loop, in the one after.
+            for _ in range(self.JOIN_TURNS):
+                await asyncio.sleep(0)
+            if self._waiting:
+                return
+        self._group = None
+        conn = self._conn
+        if conn is None:  # closed meanwhile: nothing left to commit
+            group.end(DatabaseBusy("COMMIT", None, Exception("the writer was closed")))
+            return
+        try:
+            await _end(conn, driver_connection(conn), commit=True)
+        except BaseException as exc:
+            group.end(exc)
+            return
+        self.commits += 1
+        self.writes += group.joined
+        _committed(group.on_commit)
+        group.end(None)
+
+    async def _undo(
+        self, conn: AsyncConnection, raw: Any, group: _Group, error: BaseException
+    ) -> None:
+        """Roll back one failed write to its savepoint; if the failure (or the rollback)
+        ended the whole transaction, the group's other writes fail with it."""
+        try:
+            if raw.in_transaction:
+                await _run(raw, "ROLLBACK TO write")
+                await _run(raw, "RELEASE write")
+                return
+        except Exception:
+            pass
+        if self._group is group:
+            self._group = None
+        group.end(error)
+        with contextlib.suppress(Exception):  # the caller raises `error`
+            await _end(conn, raw, commit=False)
 
     async def _begin_immediate(self, raw: Any) -> None:
         loop = asyncio.get_running_loop()
@@ -174,10 +308,26 @@ class SQLiteWriter:
         return self._conn
 
     async def close(self) -> None:
-        async with self._lock:
+        await self._acquire()
+        try:
+            await self._settle(now=True)
             if self._conn is not None:
                 await self._conn.close()
                 self._conn = None
+        finally:
+            self._lock.release()
+
+
+def _committed(callbacks: list[Callable[[], None]]) -> None:
+    for callback in callbacks:
+        try:
+            callback()
+        except Exception:  # one write's follow-up must not keep the others' from theirs
+            logger.exception("a callback after COMMIT failed")
+
+
+async def _run(raw: Any, sql: str) -> None:
+    await (await raw.execute(sql)).close()
 
 
 async def _end(conn: AsyncConnection, raw: Any, *, commit: bool) -> None:
@@ -293,14 +443,20 @@ class Database:
             listener(error, context.is_disconnect)
 
     @asynccontextmanager
-    async def write(self) -> AsyncIterator[AsyncConnection]:
-        """A transaction: committed when the block ends, rolled back if it raises."""
+    async def write(
+        self, *, on_commit: Callable[[], None] | None = None
+    ) -> AsyncIterator[AsyncConnection]:
+        """A transaction: committed when the block ends, rolled back if it raises. Returns
+        once it is committed; `on_commit` is called then, in the order transactions commit
+        (on SQLite several commit together: see SQLiteWriter)."""
         if self._sqlite_writer is not None:
-            async with self._sqlite_writer.transaction() as conn:
+            async with self._sqlite_writer.transaction(on_commit) as conn:
                 yield conn
             return
         async with self.writer.begin() as conn:
             yield conn
+        if on_commit is not None:
+            _committed([on_commit])
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:
@@ -335,6 +491,11 @@ class Database:
                 in_use = writer.in_use if name == "writer" and writer else pool.checkedout()
                 stats[name] = (in_use, pool.size())
         return stats
+
+    def group_commits(self) -> tuple[int, int] | None:
+        """SQLite: (writes committed, COMMITs that made them durable); None on PostgreSQL."""
+        writer = self._sqlite_writer
+        return None if writer is None else (writer.writes, writer.commits)
 
     async def dispose(self) -> None:
         if self._sqlite_writer is not None:

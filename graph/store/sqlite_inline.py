@@ -82,6 +82,10 @@ class InlineConnection:
     def isolation_level(self) -> str | None:
         return self._connection.isolation_level
 
+    @property
+    def in_transaction(self) -> bool:
+        return self._connection.in_transaction
+
     def cursor(self) -> InlineCursor:
         return InlineCursor(self._connection.cursor())
 

@@ -20,7 +20,7 @@ from graph.settings import Settings
 from graph.store import event_log, quotas, scope
 from graph.store.db import Database, ReadTransaction
 from graph.store.errors import is_storage_full
-from graph.store.events import EventBroker
+from graph.store.events import Event, EventBroker
 from graph.store.keyring import Keyring
 from graph.store.quotas import Quotas
 from graph.store.repository import Repository
@@ -79,15 +79,17 @@ class UnitOfWork:
         # Marked before the transaction commits, so that no search can read between its
         # commit and this mark (see SearchIndex.written).
         self.search_index.written()
+        events: list[Event] = []
         try:
-            async with self.db.write() as conn:
+            # Published in the order the transactions commit (the order of their positions).
+            async with self.db.write(on_commit=lambda: self.broker.publish(events)) as conn:
                 sql = Sql(conn, self.db)
                 repo = self.repository(sql, principal)
                 yield repo
                 # Last but the log: a quota's row stays locked the shortest time.
                 await self.quotas.settle(sql, repo.usage)
                 # Numbered and logged in the transaction: in the log if and only if it commits.
-                events = await event_log.record(sql, repo.events, repo.positions)
+                events.extend(await event_log.record(sql, repo.events, repo.positions))
                 await self.broker.stage(sql, events)
         except Exception as exc:
             # Out of space: rolled back, so nothing was written; the caller says so.
@@ -99,7 +101,6 @@ class UnitOfWork:
             # Only now that the delete has committed: a key without data is harmless, data
             # without its key is lost.
             await self.db.encryption.forget(repo.shredded)
-        self.broker.publish(events)
 
     async def count_usage(self) -> int:
         """Count every workspace's usage again (a process starting with quotas on, since
