@@ -10,7 +10,6 @@ from graph.store.db import Database
 from graph.store.encryption import check_unencrypted
 from graph.store.errors import is_unavailable
 from graph.store.events import EventBroker
-from graph.store.events_postgres import PostgresBroker
 from graph.store.keyring import Keyring, load_secret
 from graph.store.search_index import SearchIndex
 from graph.store.unit_of_work import UnitOfWork
@@ -59,11 +58,14 @@ def build_services(settings: Settings) -> Services:
     keyring = Keyring(load_secret(settings))
     # In process on SQLite; on PostgreSQL, NOTIFY that every replica LISTENs to.
     queue = settings.subscriber_queue_size
-    broker = (
-        EventBroker(queue_size=queue)
-        if settings.is_sqlite
-        else PostgresBroker(db, settings.asyncpg_dsn, queue_size=queue)
-    )
+    broker: EventBroker
+    if settings.is_sqlite:
+        broker = EventBroker(queue_size=queue)
+    else:
+        # Imported here: a server on SQLite does not load asyncpg.
+        from graph.store.events_postgres import PostgresBroker
+
+        broker = PostgresBroker(db, settings.asyncpg_dsn, queue_size=queue)
     search_index = SearchIndex(db)
     uow = UnitOfWork(
         db, keyring=keyring, settings=settings, broker=broker, search_index=search_index

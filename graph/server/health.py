@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from graph.store.db import Database
-from graph.store.migrate import AT_HEAD, MigrationState
+from graph.store.migration_state import AT_HEAD, MigrationState
 
 UNKNOWN = "unknown"
 

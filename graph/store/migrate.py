@@ -9,18 +9,12 @@ from pathlib import Path
 from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
-from sqlalchemy import pool, text
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy import pool
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from graph.settings import Settings
-from graph.store.db import Database
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
-
-# What migration_state() answers.
-AT_HEAD = "head"
-BEHIND = "behind"
 
 
 def alembic_config(settings: Settings) -> Config:
@@ -60,32 +54,3 @@ def head_revisions() -> frozenset[str]:
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     return frozenset(ScriptDirectory.from_config(config).get_heads())
-
-
-class MigrationState:
-    """Whether the database's schema is at the newest migration this code knows.
-
-    Once it matched it is not queried again (migrations only move forward while a process
-    runs), so a readiness check then costs one ping.
-    """
-
-    def __init__(self, db: Database) -> None:
-        self.db = db
-        self._at_head = False
-
-    async def current(self) -> str:
-        """AT_HEAD or BEHIND; a database that cannot be reached raises ConnectionError."""
-        if self._at_head:
-            return AT_HEAD
-        try:
-            async with self.db.read() as conn:
-                rows = await conn.execute(text("SELECT version_num FROM alembic_version"))
-                current = frozenset(rows.scalars())
-        except DBAPIError as exc:
-            # No alembic_version table: the database was never migrated. A lost
-            # connection is not that: let the caller see it.
-            if exc.connection_invalidated or not await self.db.ping():
-                raise ConnectionError("the database is unreachable") from exc
-            return BEHIND
-        self._at_head = current == head_revisions()
-        return AT_HEAD if self._at_head else BEHIND
