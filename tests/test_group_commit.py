@@ -20,8 +20,9 @@ from sqlalchemy import text
 
 from graph.settings import Settings
 from graph.store.db import Database
-from tests.conftest import GraphQLClient, Server
+from tests.conftest import GraphQLClient
 from tests.operations import create
+from tests.test_http import serving
 
 APPEND = """mutation($id: ID!, $messages: [JSON!]!) {
   appendMessages(input: {conversationId: $id, messages: $messages}) {
@@ -81,35 +82,27 @@ async def test_a_write_refused_inside_a_shared_commit_leaves_the_others_stored(
 ) -> None:
     # The quota is checked after the write's own statements: a refused append rolls back to
     # its savepoint, inside a transaction that other appends share.
-    import httpx
+    async with serving(quota_settings) as (server, http):
+        gql = GraphQLClient(http, await server.token())
+        cid = await create(gql)
+        _, commits_before = await _commit_counts(gql)
 
-    from graph.app import create_app
+        async def append(i: int) -> bool:
+            message = {"role": "user", "i": i}
+            response = await gql.post(APPEND, {"id": cid, "messages": [message]})
+            errors = response.json()["data"]["appendMessages"]["userErrors"]
+            assert [e["code"] for e in errors] in ([], ["STORAGE_FULL"]), errors
+            return not errors
 
-    app = create_app(quota_settings)
-    async with app.router.lifespan_context(app):
-        server = Server(app, quota_settings)
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
-            gql = GraphQLClient(http, await server.token())
-            cid = await create(gql)
-            _, commits_before = await _commit_counts(gql)
-
-            async def append(i: int) -> bool:
-                message = {"role": "user", "i": i}
-                response = await gql.post(APPEND, {"id": cid, "messages": [message]})
-                errors = response.json()["data"]["appendMessages"]["userErrors"]
-                assert [e["code"] for e in errors] in ([], ["STORAGE_FULL"]), errors
-                return not errors
-
-            accepted = await asyncio.gather(*(append(i) for i in range(40)))
-            assert sum(accepted) == 20
-            read = (await gql(TRANSCRIPT, {"id": cid}))["conversation"]
-            assert read["messageCount"] == 20
-            assert sorted(m["i"] for m in read["transcript"]) == [
-                i for i, ok in enumerate(accepted) if ok
-            ]
-            _, commits = await _commit_counts(gql)
-            assert commits - commits_before < 20  # the refused ones shared transactions
+        accepted = await asyncio.gather(*(append(i) for i in range(40)))
+        assert sum(accepted) == 20
+        read = (await gql(TRANSCRIPT, {"id": cid}))["conversation"]
+        assert read["messageCount"] == 20
+        assert sorted(m["i"] for m in read["transcript"]) == [
+            i for i, ok in enumerate(accepted) if ok
+        ]
+        _, commits = await _commit_counts(gql)
+        assert commits - commits_before < 20  # the refused ones shared transactions
 
 
 async def _writer_db(settings: Settings, tmp_path: Path) -> Database:
