@@ -1,8 +1,12 @@
 """The stack's floor: the cheapest server that does convograph's core write.
 
-One POST route, one INSERT + COMMIT through aiosqlite per request, with the same SQLite pragmas
+`/append`: one INSERT + COMMIT through aiosqlite per request, with the same SQLite pragmas
 convograph uses, and no GraphQL, ORM or auth.  Whatever convograph measures above this number is
 the price of its own layers; nothing built on Starlette + aiosqlite can go below it.
+
+`/append-grouped`: the same INSERT, but concurrent requests share a COMMIT (group commit), and
+each still answers only once a COMMIT that includes its INSERT has returned: the floor of a
+server that shares its fsyncs, as convograph does on SQLite.
 
 Run:  FLOOR_DB=/tmp/floor.sqlite python -m uvicorn bench.floor:app --port 8011
 Call: POST /append  {"conversation_id": "c1", "message": {"role": "user", "content": "hi"}}
@@ -20,6 +24,7 @@ import tempfile
 from collections import defaultdict
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from typing import Any
 
 import aiosqlite
 from starlette.applications import Starlette
@@ -73,6 +78,45 @@ async def append(request: Request) -> JSONResponse:
     return JSONResponse({"seq": seq})
 
 
+class _Batch:
+    """Inserts waiting for the COMMIT that will include them."""
+
+    def __init__(self) -> None:
+        self.committed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+
+async def append_grouped(request: Request) -> JSONResponse:
+    try:
+        body = await request.json()
+        conversation_id = body["conversation_id"]
+        message = body["message"]
+    except (ValueError, KeyError, TypeError):
+        return JSONResponse({"error": "expected {conversation_id, message}"}, status_code=400)
+    if not isinstance(conversation_id, str) or not isinstance(message, dict):
+        return JSONResponse({"error": "expected {conversation_id, message}"}, status_code=400)
+
+    state = request.app.state
+    data = json.dumps(message, separators=(",", ":"))
+    now = datetime.now(UTC).isoformat()
+    async with state.lock:
+        seq = state.next_seq[conversation_id] + 1
+        await state.db.execute(INSERT, (conversation_id, seq, message.get("role"), data, now))
+        state.next_seq[conversation_id] = seq
+        batch = state.batch
+        if state.committer is None:
+            state.committer = asyncio.create_task(_commit(state))
+    await asyncio.shield(batch.committed)
+    return JSONResponse({"seq": seq})
+
+
+async def _commit(state: Any) -> None:
+    # Queued on the lock behind the inserts under way: they join this COMMIT.
+    async with state.lock:
+        batch, state.batch, state.committer = state.batch, _Batch(), None
+        await state.db.commit()
+    batch.committed.set_result(None)
+
+
 async def _load_counters(db: aiosqlite.Connection) -> defaultdict[str, int]:
     # Resume numbering when FLOOR_DB points at a database left by an earlier run.
     counters: defaultdict[str, int] = defaultdict(int)
@@ -98,6 +142,8 @@ async def lifespan(app: Starlette) -> AsyncIterator[None]:
         app.state.db = db
         app.state.lock = asyncio.Lock()
         app.state.next_seq = await _load_counters(db)
+        app.state.batch = _Batch()
+        app.state.committer = None
         yield
     finally:
         await db.close()
@@ -105,4 +151,10 @@ async def lifespan(app: Starlette) -> AsyncIterator[None]:
             shutil.rmtree(tmpdir, ignore_errors=True)
 
 
-app = Starlette(routes=[Route("/append", append, methods=["POST"])], lifespan=lifespan)
+app = Starlette(
+    routes=[
+        Route("/append", append, methods=["POST"]),
+        Route("/append-grouped", append_grouped, methods=["POST"]),
+    ],
+    lifespan=lifespan,
+)

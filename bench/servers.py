@@ -198,6 +198,11 @@ class Floor:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/append"
 
+    @property
+    def grouped_url(self) -> str:
+        """The same append with commits shared between concurrent requests."""
+        return f"http://127.0.0.1:{self.port}/append-grouped"
+
     def stop(self) -> None:
         self.process.stop()
 

@@ -2,8 +2,10 @@
 
 Both servers take the same message per request, all into ONE conversation (the floor's
 "c1", convograph's one pre-created conversation): SQLite has a single writer whatever the
-conversation, so spreading the load would only hide the per-request cost.  The two are run
-alternately (floor, convograph, floor, …) and the figure is the median of the per-round ratios.
+conversation, so spreading the load would only hide the per-request cost.  They are run
+alternately (floor, group-commit floor, convograph, floor, …) and the figure is the median
+of the per-round ratios to the floor (one COMMIT per request); the group-commit floor (the
+floor's INSERTs sharing COMMITs, as convograph's do) is reported beside it.
 """
 
 from __future__ import annotations
@@ -61,18 +63,22 @@ def run(server: Convograph, floor: Floor, *, rounds: int, seconds: float) -> Fig
     def load_floor(seconds: float) -> dict[str, Any]:
         return _wrk(floor.process, floor.url, floor_body, floor_headers, seconds)
 
+    def load_grouped(seconds: float) -> dict[str, Any]:
+        return _wrk(floor.process, floor.grouped_url, floor_body, floor_headers, seconds)
+
     def load_convograph(seconds: float) -> dict[str, Any]:
         return _wrk(server.process, server.url, conv_body, conv_headers, seconds)
 
-    warm = [load_floor(1), load_convograph(1)]
-    floors, convs = [], []
+    warm = [load_floor(1), load_grouped(1), load_convograph(1)]
+    floors, grouped, convs = [], [], []
     for _ in range(rounds):
         floors.append(load_floor(seconds))
+        grouped.append(load_grouped(seconds))
         convs.append(load_convograph(seconds))
 
     # Every counted 2xx must be a stored message (wrk cannot read GraphQL userErrors).
     # Requests in flight when wrk stops are not counted but may still be stored.
-    answered = 1 + warm[1]["requests"] + sum(r["requests"] for r in convs)
+    answered = 1 + warm[2]["requests"] + sum(r["requests"] for r in convs)
     stored = message_count(server, conversation_id)
     if not answered <= stored <= answered + 16 * (rounds + 1):
         raise RuntimeError(f"wrk counted {answered} appends but {stored} messages are stored")
@@ -81,7 +87,14 @@ def run(server: Convograph, floor: Floor, *, rounds: int, seconds: float) -> Fig
         c["requests_per_sec"] / f["requests_per_sec"] for f, c in zip(floors, convs, strict=True)
     ]
     ratio = round(median(ratios), 3)
+    grouped_ratios = [
+        g["requests_per_sec"] / f["requests_per_sec"] for f, g in zip(floors, grouped, strict=True)
+    ]
+    versus_grouped = [
+        c["requests_per_sec"] / g["requests_per_sec"] for g, c in zip(grouped, convs, strict=True)
+    ]
     floor_rps = median([f["requests_per_sec"] for f in floors])
+    grouped_rps = median([g["requests_per_sec"] for g in grouped])
     conv_rps = median([c["requests_per_sec"] for c in convs])
     conv_p50 = median([c["latency_ms"]["p50"] for c in convs])
     conv_cpu = median([c["server_cpu_ms_per_request"] for c in convs])
@@ -95,11 +108,16 @@ def run(server: Convograph, floor: Floor, *, rounds: int, seconds: float) -> Fig
             f"convograph {conv_rps:.0f} req/s vs floor {floor_rps:.0f} req/s "
             f"(medians of {rounds} alternating {seconds:g}s wrk -t2 -c16 rounds, one "
             f"conversation; convograph p50 {conv_p50:.1f} ms; server CPU per request "
-            f"{conv_cpu:.2f} ms vs {floor_cpu:.2f} ms)"
+            f"{conv_cpu:.2f} ms vs {floor_cpu:.2f} ms); group-commit floor {grouped_rps:.0f} "
+            f"req/s = {median(grouped_ratios):.2f}x the floor, convograph "
+            f"{median(versus_grouped):.3f}x it"
         ),
         data={
             "ratios": [round(r, 4) for r in ratios],
+            "grouped_floor_ratios": [round(r, 4) for r in grouped_ratios],
+            "ratios_to_grouped_floor": [round(r, 4) for r in versus_grouped],
             "floor": floors,
+            "grouped_floor": grouped,
             "convograph": convs,
             "stored_messages": stored,
             "counted_responses": answered,
