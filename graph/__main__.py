@@ -343,6 +343,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         http=with_header_deadline(settings.header_timeout_seconds),
         # Past this many open connections, new ones get 503 instead of piling up.
         limit_concurrency=settings.max_connections,
+        ws_per_message_deflate=settings.ws_compression,
         # A WebSocket message carries one subscribe (a query and a few ids), not 16 MiB:
         # comments are lexed but not counted as tokens, so their length is what bounds them.
         ws_max_size=4 * settings.max_query_chars,

@@ -80,6 +80,10 @@ class Settings(BaseModel):
     # n same-named fields cost about 4·n²). Real documents spend tens.
     max_merge_checks: int = Field(default=10_000, gt=0)
     max_connections: int = Field(default=1000, gt=0)
+    # WebSocket compression (permessage-deflate), off by default: each connection that
+    # negotiates it holds a zlib compressor and decompressor (about 50 KB), for events of a
+    # few hundred bytes.
+    ws_compression: bool = False
     # A connection whose request headers have not ended by then is closed (slow loris).
     header_timeout_seconds: float = Field(default=10.0, gt=0)
     # On SIGTERM or Ctrl-C, how long requests in flight get to finish before they are cancelled.
