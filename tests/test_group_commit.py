@@ -20,8 +20,9 @@ from sqlalchemy import text
 
 from graph.settings import Settings
 from graph.store.db import Database
-from tests.conftest import GraphQLClient
-from tests.operations import create
+from tests import ws
+from tests.conftest import GraphQLClient, Server
+from tests.operations import WATCH, create
 from tests.test_http import serving
 
 APPEND = """mutation($id: ID!, $messages: [JSON!]!) {
@@ -70,6 +71,25 @@ async def test_concurrent_appends_share_commits_and_every_one_is_stored(
     writes, commits = await _commit_counts(gql)
     assert writes - writes_before >= n  # and the search index's batches
     assert commits - commits_before < n  # shared: fewer COMMITs than appends
+
+
+async def test_events_reach_a_subscriber_in_the_order_their_writes_committed(
+    server: Server, gql: GraphQLClient
+) -> None:
+    # The writes of a group resume in any order once their COMMIT returns; their events are
+    # published by the writer, in the order the writes ran (their versions' order).
+    cid = await create(gql)
+    assert gql.token is not None
+    async with ws.connect_app(server.app, token=gql.token) as socket:
+        await socket.init()
+        await socket.subscribe(WATCH, {"id": cid})
+        await ws.until_live(socket, gql, cid)
+        n = 40
+        message = {"role": "user", "content": "x"}
+        await asyncio.gather(*(gql(APPEND, {"id": cid, "messages": [message]}) for _ in range(n)))
+        versions = [(await socket.event())["version"] for _ in range(n)]
+    assert versions == sorted(versions)
+    assert len(set(versions)) == n
 
 
 @pytest.fixture
