@@ -18,6 +18,7 @@ from graph.server.auth import TokenBackend, refusal
 from graph.server.endpoint import GraphQLEndpoint
 from graph.server.health import Health
 from graph.server.ide import ASSETS_DIR
+from graph.server.in_flight import InFlightMiddleware
 from graph.server.inspector.routes import routes as inspector_routes
 from graph.server.metrics import LimitsCollector, Metrics, StorageCollector, metrics_endpoint
 from graph.server.request_id import RequestIdMiddleware
@@ -78,6 +79,7 @@ def create_app(
             *inspector_routes(),
         ],
         middleware=[
+            Middleware(InFlightMiddleware, in_flight=services.db.in_flight),
             Middleware(RequestIdMiddleware),
             Middleware(AccessLog, metrics=metrics),
         ],

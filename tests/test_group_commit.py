@@ -125,11 +125,43 @@ async def test_a_write_refused_inside_a_shared_commit_leaves_the_others_stored(
         assert commits - commits_before < 20  # the refused ones shared transactions
 
 
-async def _writer_db(settings: Settings, tmp_path: Path) -> Database:
+async def _writer_db(settings: Settings, tmp_path: Path, *, requests: int = 2) -> Database:
+    """A database with a table `t`, as a server sees it with `requests` HTTP requests under
+    way (a write waits for others to join its COMMIT only while there are others)."""
     db = Database(settings.replace(database_url=f"sqlite+aiosqlite:///{tmp_path / 'w.sqlite'}"))
     async with db.write() as conn:
         await conn.execute(text("CREATE TABLE t (x INTEGER PRIMARY KEY)"))
+    db.in_flight.requests = requests
     return db
+
+
+@pytest.mark.parametrize(("requests", "commits"), [(1, 2), (2, 1)], ids=["alone", "with-others"])
+async def test_a_write_waits_for_others_to_join_only_while_others_are_under_way(
+    settings: Settings, tmp_path: Path, requests: int, commits: int
+) -> None:
+    db = await _writer_db(settings, tmp_path, requests=requests)
+    try:
+        before = db.group_commits()
+        assert before is not None
+        written = asyncio.Event()
+
+        async def first() -> None:
+            async with db.write() as conn:
+                await conn.execute(text("INSERT INTO t VALUES (1)"))
+                written.set()  # the second write starts in the next turn of the loop
+
+        async def second() -> None:
+            await written.wait()
+            async with db.write() as conn:
+                await conn.execute(text("INSERT INTO t VALUES (2)"))
+
+        await asyncio.wait_for(asyncio.gather(first(), second()), timeout=10)
+        after = db.group_commits()
+        assert after is not None
+        assert (after[0] - before[0], after[1] - before[1]) == (2, commits)
+        assert await _stored(db) == {1, 2}
+    finally:
+        await db.dispose()
 
 
 async def _stored(db: Database) -> set[int]:

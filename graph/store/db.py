@@ -140,14 +140,28 @@ class _Group:
             self.committed.exception()  # retrieved: a group nobody joined logs nothing
 
 
+class InFlight:
+    """The HTTP requests being answered now, counted by the server (server/in_flight.py).
+
+    The SQLite writer leaves its transaction open for other writes to join only while other
+    requests are under way: alone (one client's turn after turn, the CLI, the sweep) a
+    write commits at once.
+    """
+
+    __slots__ = ("requests",)
+
+    def __init__(self) -> None:
+        self.requests = 0
+
+
 class SQLiteWriter:
     """The single SQLite writer: one write at a time, on one long-lived connection, and
     concurrent writes committed together (group commit).
 
-    Each write runs inside a SAVEPOINT of the open transaction. When it ends, the writer
-    yields to the event loop once, so that requests already under way reach their write;
-    if one is then waiting for the lock, the transaction stays open for it, and otherwise
-    (or when the group is full) it commits. A write returns only after the COMMIT that
+    Each write runs inside a SAVEPOINT of the open transaction. When it ends while other
+    requests are under way, the writer yields to the event loop, so that they reach their
+    write; if one is then waiting for the lock, the transaction stays open for it, and
+    otherwise (or when the group is full) it commits. A write returns only after the COMMIT that
     includes it (synchronous=FULL: durable), so every acknowledged write is on disk, and
     concurrent writes pay one fsync and write each page they share once. A write that fails
     rolls back to its savepoint, leaving the others; if the failure ended the whole
@@ -164,9 +178,10 @@ class SQLiteWriter:
     # Turns of the event loop a finished write leaves for others to join its transaction.
     JOIN_TURNS = 2
 
-    def __init__(self, engine: AsyncEngine, *, busy_timeout_ms: int) -> None:
+    def __init__(self, engine: AsyncEngine, *, busy_timeout_ms: int, in_flight: InFlight) -> None:
         self.engine = engine
         self.busy_timeout = busy_timeout_ms / 1000
+        self.in_flight = in_flight
         self._lock = asyncio.Lock()
         self._conn: AsyncConnection | None = None
         self._waiting = 0  # writes waiting for the lock
@@ -220,14 +235,19 @@ class SQLiteWriter:
             await self._lock.acquire()
         except BaseException:
             self._waiting -= 1
-            if self._group is not None:
-                # The open transaction was left for this write, which will not come:
-                # commit it in its place.
-                task = asyncio.get_running_loop().create_task(self._flush())
-                self._flushes.add(task)
-                task.add_done_callback(self._flushes.discard)
+            # The open transaction may have been left for this write, which will not come.
+            self._flush_later()
             raise
         self._waiting -= 1
+
+    def _flush_later(self) -> None:
+        """Have the open transaction, if any, committed by a task of its own: a write that
+        was to commit it (or to join it) was cancelled first."""
+        if self._group is None:
+            return
+        task = asyncio.get_running_loop().create_task(self._flush())
+        self._flushes.add(task)
+        task.add_done_callback(self._flushes.discard)
 
     async def _flush(self) -> None:
         await self._acquire()
@@ -243,12 +263,19 @@ class SQLiteWriter:
         if group is None:
             return
         if not now and group.size < self.MAX_GROUP:
-            # Requests already under way reach their write (and wait for the lock) meanwhile:
-            # the requests read in the next turn of the loop, in the one after.
-            for _ in range(self.JOIN_TURNS):
-                await asyncio.sleep(0)
             if self._waiting:
                 return
+            if self.in_flight.requests > 1:
+                # Requests under way reach their write (and wait for the lock) meanwhile: the
+                # requests read in the next turn of the loop, in the one after.
+                try:
+                    for _ in range(self.JOIN_TURNS):
+                        await asyncio.sleep(0)
+                except BaseException:  # cancelled meanwhile: the group is committed anyway
+                    self._flush_later()
+                    raise
+                if self._waiting:
+                    return
         self._group = None
         conn = self._conn
         if conn is None:  # closed meanwhile: nothing left to commit
@@ -404,13 +431,16 @@ class Database:
         self.statement_listeners: list[StatementListener] = []
         self.error_listeners: list[ErrorListener] = []
         self.full_disk = FullDisk(_where(settings))
+        self.in_flight = InFlight()
         # Content sealed at rest (store/encryption.py), when a master key is set.
         self.encryption = Encryption.from_settings(settings) if settings.encryption_on else None
         if self.is_sqlite:
             self.writer = _sqlite_engine(settings, writer=True)
             self.reader = _sqlite_engine(settings, writer=False)
             self._sqlite_writer = SQLiteWriter(
-                self.writer, busy_timeout_ms=settings.sqlite_busy_timeout_ms
+                self.writer,
+                busy_timeout_ms=settings.sqlite_busy_timeout_ms,
+                in_flight=self.in_flight,
             )
         else:
             self.writer = self.reader = _postgres_engine(settings)
