@@ -54,28 +54,30 @@ CREATE TABLE IF NOT EXISTS message (
 INSERT = "INSERT INTO message (conversation_id, seq, role, data, created_at) VALUES (?, ?, ?, ?, ?)"
 
 
-async def append(request: Request) -> JSONResponse:
+BAD_BODY = JSONResponse({"error": "expected {conversation_id, message}"}, status_code=400)
+
+
+async def read_append(request: Request) -> tuple[str, dict[str, Any]] | None:
+    """The conversation id and message of an append's body; None when it is not one."""
     try:
         body = await request.json()
         conversation_id = body["conversation_id"]
         message = body["message"]
     except (ValueError, KeyError, TypeError):
-        return JSONResponse({"error": "expected {conversation_id, message}"}, status_code=400)
+        return None
     if not isinstance(conversation_id, str) or not isinstance(message, dict):
-        return JSONResponse({"error": "expected {conversation_id, message}"}, status_code=400)
+        return None
+    return conversation_id, message
 
-    state = request.app.state
+
+async def _insert(state: Any, conversation_id: str, message: dict[str, Any]) -> int:
+    """With the lock held: the message's INSERT at the conversation's next seq."""
+    seq = int(state.next_seq[conversation_id]) + 1
     data = json.dumps(message, separators=(",", ":"))
     now = datetime.now(UTC).isoformat()
-    # One shared connection: the lock keeps each request's INSERT and COMMIT a transaction of
-    # its own (otherwise one request's commit would silently flush another's insert), and makes
-    # the in-memory seq counter race-free.
-    async with state.lock:
-        seq = state.next_seq[conversation_id] + 1
-        await state.db.execute(INSERT, (conversation_id, seq, message.get("role"), data, now))
-        await state.db.commit()
-        state.next_seq[conversation_id] = seq
-    return JSONResponse({"seq": seq})
+    await state.db.execute(INSERT, (conversation_id, seq, message.get("role"), data, now))
+    state.next_seq[conversation_id] = seq
+    return seq
 
 
 class _Batch:
@@ -85,28 +87,32 @@ class _Batch:
         self.committed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
 
-async def append_grouped(request: Request) -> JSONResponse:
-    try:
-        body = await request.json()
-        conversation_id = body["conversation_id"]
-        message = body["message"]
-    except (ValueError, KeyError, TypeError):
-        return JSONResponse({"error": "expected {conversation_id, message}"}, status_code=400)
-    if not isinstance(conversation_id, str) or not isinstance(message, dict):
-        return JSONResponse({"error": "expected {conversation_id, message}"}, status_code=400)
-
+async def _append(request: Request, *, grouped: bool) -> JSONResponse:
+    found = await read_append(request)
+    if found is None:
+        return BAD_BODY
     state = request.app.state
-    data = json.dumps(message, separators=(",", ":"))
-    now = datetime.now(UTC).isoformat()
+    # One shared connection: the lock keeps each request's INSERT and COMMIT a transaction of
+    # its own (otherwise one request's commit would silently flush another's insert), or, with
+    # `grouped`, the INSERTs of one batch apart from its COMMIT; and the seq counter race-free.
     async with state.lock:
-        seq = state.next_seq[conversation_id] + 1
-        await state.db.execute(INSERT, (conversation_id, seq, message.get("role"), data, now))
-        state.next_seq[conversation_id] = seq
+        seq = await _insert(state, *found)
+        if not grouped:
+            await state.db.commit()
+            return JSONResponse({"seq": seq})
         batch = state.batch
         if state.committer is None:
             state.committer = asyncio.create_task(_commit(state))
     await asyncio.shield(batch.committed)
     return JSONResponse({"seq": seq})
+
+
+async def append(request: Request) -> JSONResponse:
+    return await _append(request, grouped=False)
+
+
+async def append_grouped(request: Request) -> JSONResponse:
+    return await _append(request, grouped=True)
 
 
 async def _commit(state: Any) -> None:

@@ -24,6 +24,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from .floor import BAD_BODY, read_append
+
 # As many connections as a convograph process keeps (CONVOGRAPH_POOL_SIZE's default).
 POOL_SIZE = 10
 
@@ -54,14 +56,10 @@ INSERT = (
 
 
 async def append(request: Request) -> JSONResponse:
-    try:
-        body = await request.json()
-        conversation_id = body["conversation_id"]
-        message = body["message"]
-    except (ValueError, KeyError, TypeError):
-        return JSONResponse({"error": "expected {conversation_id, message}"}, status_code=400)
-    if not isinstance(conversation_id, str) or not isinstance(message, dict):
-        return JSONResponse({"error": "expected {conversation_id, message}"}, status_code=400)
+    found = await read_append(request)
+    if found is None:
+        return BAD_BODY
+    conversation_id, message = found
     data = json.dumps(message, separators=(",", ":"))
     pool: asyncpg.Pool = request.app.state.pool
     async with pool.acquire() as conn, conn.transaction():

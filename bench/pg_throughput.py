@@ -26,25 +26,11 @@ import orjson
 from .peers.run_peers import make_messages
 from .report import median
 from .scaleout import ADMIN_URL, CREATE, Replica, _admin, _cli
-from .servers import PYTHON, Client, Process, append_body, check_data, free_port
+from .servers import Client, Floor, append_body, check_data
 from .servers import graphql_body as _body
 from .throughput import _wrk
 
 TARGET = 0.4
-
-
-class PgFloor:
-    def __init__(self, dsn: str, workdir: Path) -> None:
-        self.port = free_port()
-        env = {**os.environ, "FLOOR_DSN": dsn}
-        argv = [PYTHON, "-m", "uvicorn", "bench.pg_floor:app", "--port", str(self.port)]
-        argv += ["--log-level", "warning", "--no-access-log"]
-        self.process = Process(argv, env, workdir / "pg-floor.log", self.port)
-        self.process.wait_listening()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/append"
 
 
 def run(workdir: Path, *, rounds: int, seconds: float) -> dict[str, Any]:
@@ -58,13 +44,13 @@ def run(workdir: Path, *, rounds: int, seconds: float) -> dict[str, Any]:
         "CONVOGRAPH_SWEEP_INTERVAL_SECONDS": "0",
     }
     server: Replica | None = None
-    floor: PgFloor | None = None
+    floor: Floor | None = None
     try:
         _cli(env, "migrate")
         token = _cli(env, "token", "create", "--workspace", "site:1", "--owner", "user:bench")
         auth = f"Bearer {token.strip().splitlines()[-1]}"
         server = Replica(env, workdir)
-        floor = PgFloor(url.replace("postgresql+asyncpg", "postgresql"), workdir)
+        floor = Floor(workdir, dsn=url.replace("postgresql+asyncpg", "postgresql"))
         client = Client(server.port, {"Authorization": auth})
         status, answer, _ = client.post("/graphql", _body(CREATE, {}))
         cid = check_data(status, answer)["createConversation"]["conversation"]["id"]

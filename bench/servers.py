@@ -184,14 +184,20 @@ class Convograph:
 
 
 class Floor:
-    """bench/floor.py under uvicorn: one worker, the same event loop and HTTP parser."""
+    """bench/floor.py under uvicorn: one worker, the same event loop and HTTP parser. With
+    `dsn`, bench/pg_floor.py over that PostgreSQL database instead."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, *, dsn: str | None = None) -> None:
         self.port = free_port()
-        env = {**os.environ, "FLOOR_DB": str(workdir / "floor.sqlite")}
-        argv = [PYTHON, "-m", "uvicorn", "bench.floor:app", "--port", str(self.port)]
+        if dsn is None:
+            app, env = "bench.floor:app", {**os.environ, "FLOOR_DB": str(workdir / "floor.sqlite")}
+        else:
+            app, env = "bench.pg_floor:app", {**os.environ, "FLOOR_DSN": dsn}
+        argv = [PYTHON, "-m", "uvicorn", app, "--port", str(self.port)]
         argv += ["--log-level", "warning", "--no-access-log"]
-        self.process = Process(argv, env, workdir / "floor.log", self.port)
+        self.process = Process(
+            argv, env, workdir / f"{app.split('.')[1].split(':')[0]}.log", self.port
+        )
         self.process.wait_listening()
 
     @property
