@@ -236,12 +236,13 @@ async def test_sweep_removes_only_expired_conversations(cli: Cli) -> None:
       createConversation(input: {title: $title, expiresAt: $at}) { conversation { id } }
     }"""
     async with api(cli.settings, token) as client:
-        soon = (datetime.now(UTC) + timedelta(seconds=1)).isoformat()
+        soon_at = datetime.now(UTC) + timedelta(seconds=2)  # still ahead on a loaded machine
+        soon = soon_at.isoformat()
         later = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
         await client(create, {"at": soon, "title": "short-lived"})
         await client(create, {"at": later, "title": "long-lived"})
         await client(create, {"at": None, "title": "forever"})
-        await asyncio.sleep(1.2)
+        await asyncio.sleep(max(0.0, (soon_at - datetime.now(UTC)).total_seconds()) + 0.2)
         assert "removed 1 " in (await run(cli, "sweep")).stdout
         listed = await client("{ conversations { nodes { title } } }")
         titles = {n["title"] for n in listed["conversations"]["nodes"]}

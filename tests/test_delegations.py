@@ -490,8 +490,9 @@ async def test_delegations_expire_with_their_parent(gql: GraphQLClient) -> None:
     await complete(gql, made["id"], summary="short-lived work")
     assert (await gql(LATEST, {"tier": "coder"}))["latestDelegation"] is not None
 
-    # The expiry is set once the tree exists, so a slow machine cannot expire it early.
-    expires = datetime.now(UTC) + timedelta(seconds=0.5)
+    # The expiry is set once the tree exists, so a slow machine cannot expire it early, and
+    # far enough ahead that the update still finds it in the future on a loaded machine.
+    expires = datetime.now(UTC) + timedelta(seconds=2)
     expire = """mutation($input: UpdateConversationInput!) {
       updateConversation(input: $input) { userErrors { code } } }"""
     updated = await gql(expire, {"input": {"id": parent, "expiresAt": expires.isoformat()}})
