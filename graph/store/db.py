@@ -277,10 +277,10 @@ class SQLiteWriter:
                 if self._waiting:
                     return
         self._group = None
+        # A group lives on the connection that began it: a failure that replaces the
+        # connection ends the group first (_undo), and close() commits it before closing.
         conn = self._conn
-        if conn is None:  # closed meanwhile: nothing left to commit
-            group.end(DatabaseBusy("COMMIT", None, Exception("the writer was closed")))
-            return
+        assert conn is not None
         try:
             await _end(conn, driver_connection(conn), commit=True)
         except BaseException as exc:
@@ -314,7 +314,7 @@ class SQLiteWriter:
         deadline = loop.time() + self.busy_timeout
         for attempt in itertools.count():
             try:
-                await (await raw.execute("BEGIN IMMEDIATE")).close()
+                await _run(raw, "BEGIN IMMEDIATE")
                 return
             except sqlite3.OperationalError as exc:
                 if "locked" not in str(exc) and "busy" not in str(exc):
@@ -399,7 +399,7 @@ class ReadTransaction:
                 conn = await self._engine.connect()
                 try:
                     if self._sqlite:
-                        await (await driver_connection(conn).execute("BEGIN")).close()
+                        await _run(driver_connection(conn), "BEGIN")
                     else:
                         await conn.execution_options(
                             isolation_level="REPEATABLE READ", postgresql_readonly=True
