@@ -34,18 +34,13 @@ import httpx
 import websockets
 
 from .memory import TARGET_MB
-from .report import median
+from .report import median, p99
 from .servers import Convograph, append_body, create_conversation
 
 WATCH = """subscription Watch($id: ID!) {
   conversationEvents(conversationId: $id) { kind version } }"""
 PROTOCOL = "graphql-transport-ws"
 TIMEOUT = 60.0
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
 async def _open(url: str, token: str, subscribe: str | None) -> Any:
@@ -192,7 +187,7 @@ def run(
         "deliveries": len(delays),
         "expected_deliveries": expected,
         "delivery_ms_p50": round(median(delays), 1) if delays else None,
-        "delivery_ms_p99": round(percentile(delays, 0.99), 1) if delays else None,
+        "delivery_ms_p99": round(p99(delays), 1) if delays else None,
         "rss_before_mb": round(base_rss, 1),
         "rss_subscribed_mb": round(subscribed_rss, 1),
         "kb_per_subscriber": round((subscribed_rss - base_rss) * 1024 / subscribers, 1),
