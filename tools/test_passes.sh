@@ -15,8 +15,8 @@ SLOW_TIMEOUT="${CONVOGRAPH_SLOW_TIMEOUT:-1500}"
 # (or fill a disk that PostgreSQL's checkpoints then cannot write to),
 # so they run afterwards in a pytest of their own, with no other test beside them.
 CORES=$(nproc 2>/dev/null || echo 2)
-WORKERS=(-n "${CONVOGRAPH_TEST_WORKERS:-$((CORES * 2))}")
-SLOW_WORKERS=(-n "${CONVOGRAPH_TEST_WORKERS:-$CORES}")
+WORKERS="${CONVOGRAPH_TEST_WORKERS:-$((CORES * 2))}"
+SLOW_WORKERS="${CONVOGRAPH_TEST_WORKERS:-$CORES}"
 # What does not depend on the database runs in the SQLite pass only: the unit layer, SQLite's
 # prepared statements, the GraphQL-over-HTTP audit, the per-process rate limits, the pages in
 # a browser, the native adapters and the examples (which reach the store only through the API
@@ -38,9 +38,9 @@ SQLITE_ONLY=(
   tests/test_container.py
 )
 
-run_pytest() {  # $1: marker expression; $2: the name of the workers array; then a timeout
-  local marks="$1" workers="$2[@]"; shift 2  # command prefix, if any
-  "$@" "$PY" -m pytest -q -m "($marks) and not serial" "${!workers}" ${PYTEST_ARGS:-}
+run_pytest() {  # $1: marker expression; $2: pytest workers; then a timeout command, if any
+  local marks="$1" workers="$2"; shift 2
+  "$@" "$PY" -m pytest -q -m "($marks) and not serial" -n "$workers" ${PYTEST_ARGS:-}
   local parallel_rc=$?
   "$@" "$PY" -m pytest -q -m "($marks) and serial" ${PYTEST_ARGS:-}
   local serial_rc=$?
@@ -52,7 +52,7 @@ run_pytest() {  # $1: marker expression; $2: the name of the workers array; then
 slow_pass() {  # $1: backend name; runs in the environment the caller gives it
   [ -n "${CONVOGRAPH_SLOW_TESTS:-}" ] || return 0
   echo "== long reliability variants ($1), at most ${SLOW_TIMEOUT}s"
-  run_pytest slow SLOW_WORKERS timeout --kill-after=30 "$SLOW_TIMEOUT"
+  run_pytest slow "$SLOW_WORKERS" timeout --kill-after=30 "$SLOW_TIMEOUT"
 }
 
 # Toolchains the adapters' and the browser tests need: a pass without one skips those
@@ -70,7 +70,7 @@ took() { echo "== $1 took $((SECONDS - $2)) s"; }
 
 echo "== test pass 1/2: SQLite"
 started=$SECONDS
-(unset CONVOGRAPH_TEST_DATABASE_URL; run_pytest "not slow" WORKERS)
+(unset CONVOGRAPH_TEST_DATABASE_URL; run_pytest "not slow" "$WORKERS")
 sqlite_rc=$?
 took "SQLite pass" "$started"
 (unset CONVOGRAPH_TEST_DATABASE_URL; slow_pass SQLite)
@@ -82,7 +82,7 @@ if "$PY" -m tests.pg_probe "$pg_url"; then
   echo "== test pass 2/2: PostgreSQL ($("$PY" -m tests.pg_probe --describe "$pg_url"))"
   started=$SECONDS
   (export CONVOGRAPH_TEST_DATABASE_URL="$pg_url"
-   PYTEST_ARGS="${PYTEST_ARGS:-} ${SQLITE_ONLY[*]/#/--ignore=}"; run_pytest "not slow" WORKERS)
+   PYTEST_ARGS="${PYTEST_ARGS:-} ${SQLITE_ONLY[*]/#/--ignore=}"; run_pytest "not slow" "$WORKERS")
   pg_rc=$?
   took "PostgreSQL pass" "$started"
   (export CONVOGRAPH_TEST_DATABASE_URL="$pg_url"; slow_pass PostgreSQL)
