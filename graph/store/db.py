@@ -158,15 +158,16 @@ class SQLiteWriter:
     """The single SQLite writer: one write at a time, on one long-lived connection, and
     concurrent writes committed together (group commit).
 
-    Each write runs inside a SAVEPOINT of the open transaction. When it ends while other
-    requests are under way, the writer yields to the event loop, so that they reach their
-    write; if one is then waiting for the lock, the transaction stays open for it, and
-    otherwise (or when the group is full) it commits. A write returns only after the COMMIT that
-    includes it (synchronous=FULL: durable), so every acknowledged write is on disk, and
-    concurrent writes pay one fsync and write each page they share once. A write that fails
-    rolls back to its savepoint, leaving the others; if the failure ended the whole
-    transaction (SQLite rolls back on a full disk or an I/O error), or the COMMIT fails,
-    every write of the group fails with it: none was acknowledged.
+    Each write after a group's first runs inside a SAVEPOINT of the open transaction (the
+    first is alone in it). When a write ends while other requests are under way, the writer
+    yields to the event loop, so that they reach their write; if one is then waiting for the
+    lock, the transaction stays open for it, and otherwise (or when the group is full) it
+    commits. A write returns only after the COMMIT that includes it (synchronous=FULL:
+    durable), so every acknowledged write is on disk, and concurrent writes pay one fsync and
+    write each page they share once. A write that fails rolls back to its savepoint, leaving
+    the others (the first rolls back the transaction, which holds nothing else); if the
+    failure ended the whole transaction (SQLite rolls back on a full disk or an I/O error),
+    or the COMMIT fails, every write of the group fails with it: none was acknowledged.
 
     The connection stays checked out between transactions (a pool checkout and return per
     write is measurable on an append). It is replaced after a failure left its state
@@ -210,13 +211,18 @@ class SQLiteWriter:
                 await self._begin_immediate(raw)
                 group = self._group = _Group()
             group.size += 1
-            await _run(raw, "SAVEPOINT write")
+            # The first write of a group is alone in its transaction: undoing it is a
+            # ROLLBACK, and it needs no savepoint of its own.
+            savepoint = group.size > 1
+            if savepoint:
+                await _run(raw, "SAVEPOINT write")
             try:
                 yield conn
             except BaseException as exc:
-                await self._undo(conn, raw, group, exc)
+                await self._undo(conn, raw, group, exc, savepoint=savepoint)
                 raise
-            await _run(raw, "RELEASE write")
+            if savepoint:
+                await _run(raw, "RELEASE write")
             group.joined += 1
             if on_commit is not None:
                 group.on_commit.append(on_commit)
@@ -292,12 +298,19 @@ class SQLiteWriter:
         group.end(None)
 
     async def _undo(
-        self, conn: AsyncConnection, raw: Any, group: _Group, error: BaseException
+        self,
+        conn: AsyncConnection,
+        raw: Any,
+        group: _Group,
+        error: BaseException,
+        *,
+        savepoint: bool,
     ) -> None:
-        """Roll back one failed write to its savepoint; if the failure (or the rollback)
-        ended the whole transaction, the group's other writes fail with it."""
+        """Roll back one failed write: to its savepoint, or the whole transaction when it is
+        the group's first (nothing else is in it). If the failure (or the rollback) ended
+        the whole transaction, the group's other writes fail with it."""
         try:
-            if raw.in_transaction:
+            if savepoint and raw.in_transaction:
                 await _run(raw, "ROLLBACK TO write")
                 await _run(raw, "RELEASE write")
                 return
