@@ -365,3 +365,28 @@ async def test_the_sweep_prunes_a_prefix_of_each_tree_and_a_delete_takes_the_who
     assert await logged(server, root) == [4, 5, 6]  # a child's delete is in its tree's log
     assert (await gql(DELETE, {"id": root}))["deleteConversation"]["deleted"]
     assert await logged(server, root) == []
+
+
+async def test_the_sweep_prunes_an_old_prefix_longer_than_one_batch_across_trees(
+    server: Server, gql: GraphQLClient
+) -> None:
+    first, second = await create(gql), await create(gql)
+    a, b = len(await logged(server, first)), len(await logged(server, second))
+    for root in (first, second, first, second, first):
+        await append(gql, root, "old")
+    old = {first: a + 3, second: b + 2}  # what committed so far: every tree's oldest
+    for root in (first, second):
+        await append(gql, root, "new")
+    now = datetime.now(UTC)
+    keep = timedelta(seconds=server.settings.event_retention_seconds)
+    async with server.services.uow.write(SYSTEM) as repo:
+        for root, upto in old.items():
+            await repo.sql.execute(
+                update(L).where(L.c.root_id == root, L.c.position <= upto).values(at=now - 2 * keep)
+            )
+    # Two rows per statement: the old prefix spans several.
+    async with server.services.uow.write(SYSTEM) as repo:
+        pruned = await event_log.prune(repo.sql, now - keep, batch=2)
+    assert pruned == a + b + 5
+    assert await logged(server, first) == [a + 4]
+    assert await logged(server, second) == [b + 3]

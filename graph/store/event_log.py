@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import bindparam, delete, func, select, update
+from sqlalchemy import Integer, bindparam, delete, func, literal_column, select, update
 
 from graph.domain.events import EventKind
 from graph.store.encryption import seal_payloads
@@ -232,12 +232,36 @@ async def bounds(sql: Sql, root_id: str) -> tuple[int, int] | None:
     return (head + 1 if oldest is None else int(oldest)), int(head)
 
 
-async def prune(sql: Sql, before: datetime) -> int:
+# SQLite: the oldest rows of the log, by rowid (see `prune`).
+_OLDEST = (
+    select(literal_column("rowid", Integer).label("r"), L.c.at)
+    .order_by(literal_column("rowid"))
+    .limit(bindparam("batch"))
+    .subquery()
+)
+_LAST_OLD = select(func.max(_OLDEST.c.r)).where(_OLDEST.c.at < bindparam("before"))
+_PRUNE_OLDEST = delete(L).where(literal_column("rowid", Integer) <= _LAST_OLD.scalar_subquery())
+
+
+async def prune(sql: Sql, before: datetime, *, batch: int = 10_000) -> int:
     """Delete the events older than `before`, and every earlier one of their trees.
 
     Clocks differ between replicas, so `at` need not grow with the position: what is kept of
     a tree is always a run of positions up to its last one, never a log with holes.
+
+    SQLite has one writer: a row's rowid orders the log as its transactions committed, so
+    every row up to the last old one among the oldest is a prefix of each tree's positions,
+    found without an index on `at` (which would cost every commit one page more).
+    PostgreSQL's writers commit concurrently: it finds the old events by that index.
+    SQLite reads at most `batch` rows of the log per statement.
     """
+    if sql.is_sqlite:
+        pruned = 0
+        while True:
+            count = await sql.execute(_PRUNE_OLDEST, {"batch": batch, "before": before})
+            pruned += count
+            if count < batch:
+                return pruned
     older = L.alias("older")
     upto = (
         select(func.max(older.c.position))

@@ -316,7 +316,8 @@ class EventLog(SQLModel, table=True):
     store/event_log.py. Deleted with the root; pruned by the sweep after the retention."""
 
     __tablename__ = "event_log"
-    __table_args__ = (Index("ix_event_log_at", "at"),)
+    # The sweep's index, on PostgreSQL only: SQLite prunes by rowid (migration 0010).
+    __table_args__ = (Index("ix_event_log_at", "at").ddl_if(dialect="postgresql"),)
 
     root_id: str = Field(
         sa_column=Column(

@@ -1,0 +1,58 @@
+"""Revision 0010 drops SQLite's index on the event log's `at` (the sweep prunes by rowid
+there) and keeps PostgreSQL's: the server logs and replays events, and the sweep prunes them,
+at the revision before it, after its downgrade, and after it again."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Connection, inspect, update
+
+from graph.domain.principal import SYSTEM
+from graph.settings import Settings
+from graph.store.retention import sweep
+from graph.store.tables import event_log as L
+from tests.conftest import GraphQLClient, Server
+from tests.migrations import columns_after
+from tests.operations import append, create
+from tests.test_event_resume import logged
+
+
+async def indexes(server: Server) -> set[str]:
+    async with server.services.db.write() as conn:
+
+        def names(sync: Connection) -> set[str]:
+            return {str(i["name"]) for i in inspect(sync).get_indexes("event_log")}
+
+        return await conn.run_sync(names)
+
+
+async def test_the_sweep_prunes_the_log_before_the_revision_and_after_it(
+    server: Server, gql: GraphQLClient, settings: Settings
+) -> None:
+    sqlite = server.services.db.is_sqlite
+    assert ("ix_event_log_at" in await indexes(server)) is not sqlite
+    for target in ("0009", "head"):
+
+        def migrate(config: Config, target: str = target) -> None:
+            (command.downgrade if target == "0009" else command.upgrade)(config, target)
+
+        await columns_after(settings, "event_log", migrate)
+        expected = target == "0009" or not sqlite
+        assert ("ix_event_log_at" in await indexes(server)) is expected
+        root = await create(gql)
+        for text in ("one", "two", "three"):
+            await append(gql, root, text)
+        positions = await logged(server, root)
+        now = datetime.now(UTC)
+        keep = timedelta(seconds=server.settings.event_retention_seconds)
+        async with server.services.uow.write(SYSTEM) as repo:
+            await repo.sql.execute(
+                update(L)
+                .where(L.c.root_id == root, L.c.position < positions[-1])
+                .values(at=now - 2 * keep)
+            )
+        await sweep(server.services.uow, now=now)
+        assert await logged(server, root) == positions[-1:]
