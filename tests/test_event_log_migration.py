@@ -4,20 +4,17 @@ at the revision before it, after its downgrade, and after it again."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Connection, inspect, update
+from sqlalchemy import Connection, inspect
 
-from graph.domain.principal import SYSTEM
 from graph.settings import Settings
 from graph.store.retention import sweep
 from graph.store.tables import event_log as L
 from tests.conftest import GraphQLClient, Server
 from tests.migrations import columns_after
 from tests.operations import append, create
-from tests.test_event_resume import logged
+from tests.test_event_resume import aged, logged
 
 
 async def indexes(server: Server) -> set[str]:
@@ -46,13 +43,6 @@ async def test_the_sweep_prunes_the_log_before_the_revision_and_after_it(
         for text in ("one", "two", "three"):
             await append(gql, root, text)
         positions = await logged(server, root)
-        now = datetime.now(UTC)
-        keep = timedelta(seconds=server.settings.event_retention_seconds)
-        async with server.services.uow.write(SYSTEM) as repo:
-            await repo.sql.execute(
-                update(L)
-                .where(L.c.root_id == root, L.c.position < positions[-1])
-                .values(at=now - 2 * keep)
-            )
+        now = await aged(server, L.c.root_id == root, L.c.position < positions[-1])
         await sweep(server.services.uow, now=now)
         assert await logged(server, root) == positions[-1:]

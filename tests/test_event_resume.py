@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import ColumnElement, and_, or_, select, update
 
 from graph.domain import cursors
 from graph.domain.messages import prepare_message
@@ -344,6 +344,16 @@ async def logged(server: Server, root: str) -> list[int]:
     return [p for (p,) in found.values]
 
 
+async def aged(server: Server, *where: ColumnElement[bool]) -> datetime:
+    """Make the logged events `where` selects older than the retention; the `now` that sees
+    them so (a sweep's)."""
+    now = datetime.now(UTC)
+    keep = timedelta(seconds=server.settings.event_retention_seconds)
+    async with server.services.uow.write(SYSTEM) as repo:
+        await repo.sql.execute(update(L).where(*where).values(at=now - 2 * keep))
+    return now
+
+
 async def test_the_sweep_prunes_a_prefix_of_each_tree_and_a_delete_takes_the_whole_log(
     server: Server, gql: GraphQLClient
 ) -> None:
@@ -352,13 +362,8 @@ async def test_the_sweep_prunes_a_prefix_of_each_tree_and_a_delete_takes_the_who
     for text in ("one", "two", "three"):
         await append(gql, child, text)
     assert await logged(server, root) == [1, 2, 3, 4, 5]
-    now = datetime.now(UTC)
-    keep = timedelta(seconds=server.settings.event_retention_seconds)
     # Replicas' clocks differ: position 3 looks old, the ones around it do not.
-    async with server.services.uow.write(SYSTEM) as repo:
-        await repo.sql.execute(
-            update(L).where(L.c.root_id == root, L.c.position == 3).values(at=now - 2 * keep)
-        )
+    now = await aged(server, L.c.root_id == root, L.c.position == 3)
     await sweep(server.services.uow, now=now)
     assert await logged(server, root) == [4, 5]  # never a log with a hole
     assert (await gql(DELETE, {"id": child}))["deleteConversation"]["deleted"]
@@ -377,13 +382,9 @@ async def test_the_sweep_prunes_an_old_prefix_longer_than_one_batch_across_trees
     old = {first: a + 3, second: b + 2}  # what committed so far: every tree's oldest
     for root in (first, second):
         await append(gql, root, "new")
-    now = datetime.now(UTC)
+    oldest = (and_(L.c.root_id == root, L.c.position <= upto) for root, upto in old.items())
+    now = await aged(server, or_(*oldest))
     keep = timedelta(seconds=server.settings.event_retention_seconds)
-    async with server.services.uow.write(SYSTEM) as repo:
-        for root, upto in old.items():
-            await repo.sql.execute(
-                update(L).where(L.c.root_id == root, L.c.position <= upto).values(at=now - 2 * keep)
-            )
     # Two rows per statement: the old prefix spans several.
     async with server.services.uow.write(SYSTEM) as repo:
         pruned = await event_log.prune(repo.sql, now - keep, batch=2)
