@@ -30,6 +30,7 @@ pytest_plugins = ["tests.live_server"]
 KEY = base64.b64encode(b"crash-test-master-key-32-bytes!!").decode()
 WRITERS = 4
 LOOPS = 3
+ROUND_MINIMUM = 12
 READ = "query($id: ID!) { conversation(id: $id) { title transcript } }"
 LIST = """query($after: String) { conversations(first: 100, after: $after) {
   totalCount nodes { id } pageInfo { hasNextPage endCursor } } }"""
@@ -57,12 +58,20 @@ async def write_until_killed(client: GraphQLClient, writer: int, seen: Acknowled
             n += 1
 
 
+async def acknowledged(seen: Acknowledged, count: int) -> None:
+    while len(seen.messages) < count:
+        await asyncio.sleep(0.01)
+
+
 async def load_then_kill(
     server: LiveServer, token: str, seen: Acknowledged, rng: random.Random
 ) -> None:
     async with server.client(token) as client:
         writers = [asyncio.create_task(write_until_killed(client, w, seen)) for w in range(WRITERS)]
-        await asyncio.sleep(rng.uniform(0.5, 1.5))
+        # Kill under load, however slow the machine: once this round has had some writes
+        # acknowledged, then at a random moment, most likely between a key and its data.
+        await asyncio.wait_for(acknowledged(seen, len(seen.messages) + ROUND_MINIMUM), 60)
+        await asyncio.sleep(rng.uniform(0.0, 0.5))
         await server.kill()
         await asyncio.wait_for(asyncio.gather(*writers), 30)
 
@@ -98,4 +107,4 @@ async def test_a_crash_leaves_no_acknowledged_content_without_its_key(
                     break
                 after = page["pageInfo"]["endCursor"]
             assert listed == total >= len(seen.titles), (listed, total)
-    assert len(seen.messages) > 10 * LOOPS, len(seen.messages)
+    assert len(seen.messages) >= ROUND_MINIMUM * LOOPS, len(seen.messages)
