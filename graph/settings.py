@@ -99,6 +99,8 @@ class Settings(BaseModel):
     subscriber_queue_size: int = Field(default=1000, gt=0)
     pool_size: int = Field(default=10, gt=0)
     pool_timeout_seconds: float = Field(default=10.0, gt=0)
+    # PostgreSQL: a pooled connection idle this long is pinged before use (0: every time).
+    pool_ping_idle_seconds: float = Field(default=5.0, ge=0)
     statement_timeout_seconds: float = Field(default=30.0, gt=0)
     # How long a write waits for SQLite's write lock while another process holds it.
     sqlite_busy_timeout_ms: int = Field(default=10_000, ge=0)

@@ -3,6 +3,7 @@ without restarting the server."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from urllib.parse import urlsplit, urlunsplit
 
@@ -16,8 +17,10 @@ from tests.operations import CREATE
 from tests.tcp_proxy import TcpProxy
 
 
-@pytest.fixture
-async def proxied(database_url: str, tmp_path) -> AsyncIterator[tuple[TcpProxy, Server]]:  # type: ignore[no-untyped-def]
+@pytest.fixture(params=[5.0])
+async def proxied(  # type: ignore[no-untyped-def]
+    database_url: str, tmp_path, request
+) -> AsyncIterator[tuple[TcpProxy, Server]]:
     if database_url.startswith("sqlite"):
         pytest.skip("an embedded SQLite file cannot go away: PostgreSQL only")
     parts = urlsplit(database_url)
@@ -34,6 +37,7 @@ async def proxied(database_url: str, tmp_path) -> AsyncIterator[tuple[TcpProxy, 
         sweep_interval_seconds=0,
         pool_timeout_seconds=2,
         statement_timeout_seconds=5,
+        pool_ping_idle_seconds=request.param,
     )
     app = create_app(settings)
     async with app.router.lifespan_context(app):
@@ -64,3 +68,26 @@ async def test_requests_fail_clearly_while_the_database_is_away_and_recover_afte
         back = await gql(CREATE)
         assert back["createConversation"]["conversation"]["id"]
         assert (await http.get("/readyz")).status_code == 200
+
+
+@pytest.mark.parametrize("proxied", [0.3], indirect=True)
+async def test_connections_cut_while_idle_are_replaced_before_a_request_gets_them(
+    proxied: tuple[TcpProxy, Server],
+) -> None:
+    # A database restart (or a firewall's idle timeout) while the server had nothing to do:
+    # every pooled connection is dead, and no request has failed to say so. The first
+    # requests after it must not fail: idle connections are pinged before use.
+    proxy, server = proxied
+    token = await server.token()
+    transport = httpx.ASGITransport(app=server.app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+        gql = GraphQLClient(http, token)
+        for _ in range(3):
+            assert (await gql(CREATE))["createConversation"]["conversation"]["id"]
+        await proxy.cut()
+        await proxy.start()
+        await asyncio.sleep(0.5)  # past pool_ping_idle_seconds
+        for _ in range(3):
+            answer = await gql.post(CREATE)
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["data"]["createConversation"]["conversation"]["id"]

@@ -40,6 +40,7 @@ LIST = """query($after: String) { conversations(first: 100, after: $after) {
 class Acknowledged:
     titles: dict[str, str] = field(default_factory=dict)
     messages: dict[str, str] = field(default_factory=dict)
+    grew: asyncio.Condition = field(default_factory=asyncio.Condition)
 
 
 async def write_until_killed(client: GraphQLClient, writer: int, seen: Acknowledged) -> None:
@@ -55,12 +56,14 @@ async def write_until_killed(client: GraphQLClient, writer: int, seen: Acknowled
             appended = await client(APPEND, {"id": cid, "m": [{"role": "user", "content": text}]})
             assert appended["appendMessages"]["userErrors"] == []
             seen.messages[cid] = text
+            async with seen.grew:
+                seen.grew.notify_all()
             n += 1
 
 
 async def acknowledged(seen: Acknowledged, count: int) -> None:
-    while len(seen.messages) < count:
-        await asyncio.sleep(0.01)
+    async with seen.grew:
+        await seen.grew.wait_for(lambda: len(seen.messages) >= count)
 
 
 async def load_then_kill(

@@ -32,6 +32,7 @@ from graph.settings import Settings
 from graph.store import sqlite_inline
 from graph.store.encryption import Encryption
 from graph.store.full_disk import FullDisk
+from graph.store.idle_ping import ping_when_idle
 
 logger = logging.getLogger("convograph.db")
 
@@ -92,12 +93,13 @@ def _sqlite_engine(settings: Settings, *, writer: bool) -> AsyncEngine:
 
 
 def _postgres_engine(settings: Settings) -> AsyncEngine:
-    return create_async_engine(
+    engine = create_async_engine(
         settings.database_url,
         pool_size=settings.pool_size,
         max_overflow=settings.pool_size,
         pool_timeout=settings.pool_timeout_seconds,
-        pool_pre_ping=True,
+        # Connections are pinged only after sitting idle (idle_ping.py), not on each checkout.
+        pool_pre_ping=False,
         connect_args={
             "timeout": settings.pool_timeout_seconds,
             "command_timeout": settings.statement_timeout_seconds,
@@ -106,6 +108,8 @@ def _postgres_engine(settings: Settings) -> AsyncEngine:
             },
         },
     )
+    ping_when_idle(engine, idle_seconds=settings.pool_ping_idle_seconds)
+    return engine
 
 
 def _where(settings: Settings) -> str:
@@ -503,7 +507,13 @@ class Database:
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:
+        """A connection for reads that need no snapshot across statements (a query's reads
+        share a ReadTransaction). On PostgreSQL each statement commits by itself: under READ
+        COMMITTED a transaction around them would see no more, and cost a BEGIN and a
+        ROLLBACK, two round trips, every time."""
         async with self.reader.connect() as conn:
+            if not self.is_sqlite:
+                await conn.execution_options(isolation_level="AUTOCOMMIT")
             yield conn
 
     @asynccontextmanager
