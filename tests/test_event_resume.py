@@ -272,8 +272,7 @@ async def test_a_stream_resumes_on_another_replica_and_never_passes_a_later_comm
                     sql = Sql(conn, services.db)
                     repo = services.uow.repository(sql, principal)
                     await repo.transcripts.append(child, [message], expected_version=None)
-                    numbered = await event_log.record(sql, repo.events)
-                    await services.broker.stage(sql, numbered)
+                    await event_log.record(sql, repo.events, broker=services.broker)
                     taken.set()
                     await release.wait()
 

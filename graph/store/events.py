@@ -8,7 +8,7 @@ reading is cut off instead of growing memory without limit.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -173,8 +173,11 @@ class EventBroker:
         finally:
             self._listeners.discard(listener)
 
-    async def stage(self, sql: Sql, events: Iterable[Event]) -> None:
-        """Called inside the write transaction, before commit (PostgreSQL NOTIFYs here)."""
+    async def notices(self, sql: Sql, events: Sequence[Event]) -> list[tuple[str, str]]:
+        """The notifications to send inside the write transaction for `events`, as (channel,
+        payload): PostgreSQL's NOTIFY, which event_log.record sends with the log rows. None
+        here: this process's subscribers get the events once committed."""
+        return []
 
     async def start(self) -> None:
         """Hook for brokers that listen to the database (PostgreSQL LISTEN/NOTIFY)."""

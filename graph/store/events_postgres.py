@@ -11,13 +11,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
 import asyncpg
 import orjson
-from sqlalchemy import insert, select, text
+from sqlalchemy import insert, select
 
 from graph.domain.events import EventKind
 from graph.store.db import Database
@@ -72,7 +72,8 @@ class PostgresBroker(EventBroker):
         # them needs a round trip to load a parked payload.
         self._inbox: asyncio.Queue[str] = asyncio.Queue()
 
-    async def stage(self, sql: Sql, events: Iterable[Event]) -> None:
+    async def notices(self, sql: Sql, events: Sequence[Event]) -> list[tuple[str, str]]:
+        out = []
         for event in events:
             payload = encode_event(event)
             if len(payload) > NOTIFY_LIMIT:
@@ -87,9 +88,8 @@ class PostgresBroker(EventBroker):
                     .returning(event_outbox.c.id)
                 )
                 payload = orjson.dumps({"ref": parked.scalars()[0]})
-            await sql.execute(
-                text("SELECT pg_notify(:c, :p)"), {"c": CHANNEL, "p": payload.decode()}
-            )
+            out.append((CHANNEL, payload.decode()))
+        return out
 
     def publish(self, events: Iterable[Event]) -> None:
         """Nothing to do here: the events come back through LISTEN once committed."""

@@ -88,9 +88,11 @@ class UnitOfWork:
                 yield repo
                 # Last but the log: a quota's row stays locked the shortest time.
                 await self.quotas.settle(sql, repo.usage)
-                # Numbered and logged in the transaction: in the log if and only if it commits.
-                events.extend(await event_log.record(sql, repo.events, repo.positions))
-                await self.broker.stage(sql, events)
+                # Numbered, logged and notified in the transaction: in the log (and sent to
+                # the other replicas) if and only if it commits.
+                events.extend(
+                    await event_log.record(sql, repo.events, repo.positions, broker=self.broker)
+                )
         except Exception as exc:
             # Out of space: rolled back, so nothing was written; the caller says so.
             if is_storage_full(exc):
