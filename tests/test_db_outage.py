@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -45,14 +46,19 @@ async def proxied(  # type: ignore[no-untyped-def]
     await proxy.cut()
 
 
+@asynccontextmanager
+async def clients(server: Server) -> AsyncIterator[tuple[httpx.AsyncClient, GraphQLClient]]:
+    token = await server.token()
+    transport = httpx.ASGITransport(app=server.app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+        yield http, GraphQLClient(http, token)
+
+
 async def test_requests_fail_clearly_while_the_database_is_away_and_recover_after(
     proxied: tuple[TcpProxy, Server],
 ) -> None:
     proxy, server = proxied
-    token = await server.token()
-    transport = httpx.ASGITransport(app=server.app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
-        gql = GraphQLClient(http, token)
+    async with clients(server) as (http, gql):
         assert (await gql(CREATE))["createConversation"]["conversation"]["id"]
 
         await proxy.cut()
@@ -78,10 +84,7 @@ async def test_connections_cut_while_idle_are_replaced_before_a_request_gets_the
     # every pooled connection is dead, and no request has failed to say so. The first
     # requests after it must not fail: idle connections are pinged before use.
     proxy, server = proxied
-    token = await server.token()
-    transport = httpx.ASGITransport(app=server.app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
-        gql = GraphQLClient(http, token)
+    async with clients(server) as (_http, gql):
         for _ in range(3):
             assert (await gql(CREATE))["createConversation"]["conversation"]["id"]
         await proxy.cut()
