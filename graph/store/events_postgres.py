@@ -132,7 +132,11 @@ class PostgresBroker(EventBroker):
             await asyncio.sleep(RECONNECT_SECONDS)
 
     def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
-        self._inbox.put_nowait(payload)
+        # With nobody subscribed here, there is no one to decode it for. A subscriber that
+        # arrives later misses nothing: what committed before it subscribed, it reads from
+        # the event log (resuming) or was never owed (a new stream starts at its subscribe).
+        if self.active:
+            self._inbox.put_nowait(payload)
 
     async def _consume(self) -> None:
         while True:
