@@ -433,6 +433,10 @@ class ReadTransaction:
         if conn is not None:
             try:
                 await _end(conn, driver_connection(conn), commit=False)
+            except Exception:
+                # Read only: the reads are done and nothing was written, so the answer
+                # stands; the connection that could not end its transaction was dropped.
+                logger.warning("a read transaction could not be ended", exc_info=True)
             finally:
                 await conn.close()
 

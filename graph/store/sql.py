@@ -1,14 +1,15 @@
 """The one way the repositories run SQL: `Sql` over a connection.
 
 A statement is either a `Prepared` one (built and compiled once, for the hot paths) or any
-SQLAlchemy statement. On SQLite a Prepared statement runs on the driver connection: there a
+SQLAlchemy statement. A Prepared statement runs on the driver connection: on SQLite a
 statement takes microseconds on the event loop (see sqlite_inline), and SQLAlchemy's
 execution around it (execution context, result objects, the greenlet hop) costs several
-times more. Its SQL and its values are still SQLAlchemy's: compiled by the dialect, bound
-and read through the columns' own processors (tests/test_prepared.py checks that both
-ways give the same SQL and the same values). Everything else, and everything on PostgreSQL,
-runs through SQLAlchemy. Either way the statement listeners of `Database.on_statement` see
-it, and an error comes out as SQLAlchemy's exception type for it.
+times more; on PostgreSQL it costs more CPU than asyncpg's round trip (pg_driver.py). Its
+SQL and its values are still SQLAlchemy's: compiled by the dialect, bound and read through
+the columns' own processors (tests/test_prepared.py checks that both ways give the same SQL
+and the same values). A Prepared statement with an IN list on PostgreSQL, and everything
+else, runs through SQLAlchemy. Either way the statement listeners of
+`Database.on_statement` see it, and an error comes out as SQLAlchemy's exception type for it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from sqlalchemy.exc import DBAPIError, StatementError
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.compiler import SQLCompiler
 
+from graph.store import pg_driver
 from graph.store.db import Database, driver_connection
 from graph.store.encryption import Lost
 
@@ -131,12 +133,14 @@ class Prepared:
     def __init__(self, statement: Executable, column_keys: Sequence[str] | None = None) -> None:
         self.statement = statement
         self._column_keys = column_keys
-        self._compiled: _Compiled | None = None
+        self._compiled: dict[str, _Compiled] = {}
 
     def compiled(self, dialect: Dialect) -> _Compiled:
-        if self._compiled is None:
-            self._compiled = _compile(self.statement, dialect, self._column_keys)  # type: ignore[arg-type]
-        return self._compiled
+        found = self._compiled.get(dialect.name)
+        if found is None:
+            found = _compile(self.statement, dialect, self._column_keys)  # type: ignore[arg-type]
+            self._compiled[dialect.name] = found
+        return found
 
 
 Statement = Prepared | Executable
@@ -169,12 +173,17 @@ class Sql:
 
     async def _rows(self, statement: Statement, params: Mapping[str, Any] | None) -> Rows:
         if isinstance(statement, Prepared):
+            compiled = statement.compiled(self.dialect)
             if self.is_sqlite:
-                compiled = statement.compiled(self.dialect)
                 sql, values = compiled.parameters(params or {})
                 raw = await self._driver(sql, values)
                 rows = raw if not compiled.processed else [compiled.row(r) for r in raw]
                 return Rows(compiled.keys, rows)
+            if compiled.distinct is not None:
+                sql, values = compiled.parameters(params or {})
+                self._announce(sql, values)
+                found = await pg_driver.fetch(self.conn, sql, values, self.db.error_listeners)
+                return Rows(compiled.keys, [compiled.row(r) for r in found])
             statement = statement.statement
         result = await self.conn.execute(statement, dict(params or {}))
         if not result.returns_rows:
@@ -184,20 +193,28 @@ class Sql:
     async def execute(self, statement: Statement, params: Mapping[str, Any] | None = None) -> int:
         """Run a statement for its effect; the number of rows it matched."""
         if isinstance(statement, Prepared):
+            compiled = statement.compiled(self.dialect)
             if self.is_sqlite:
-                sql, values = statement.compiled(self.dialect).parameters(params or {})
+                sql, values = compiled.parameters(params or {})
                 return await self._driver_effect(sql, values)
+            if compiled.distinct is not None:
+                sql, values = compiled.parameters(params or {})
+                self._announce(sql, values)
+                return await pg_driver.execute(self.conn, sql, values, self.db.error_listeners)
             statement = statement.statement
         result = await self.conn.execute(statement, dict(params or {}))
         return int(getattr(result, "rowcount", 0))
 
     async def execute_many(self, statement: Prepared, rows: Sequence[Mapping[str, Any]]) -> None:
-        if not self.is_sqlite:
+        compiled = statement.compiled(self.dialect)
+        if not self.is_sqlite and compiled.distinct is None:
             await self.conn.execute(statement.statement, [dict(r) for r in rows])
             return
-        compiled = statement.compiled(self.dialect)
         params = [compiled.parameters(r)[1] for r in rows]
         self._announce(compiled.sql, params)
+        if not self.is_sqlite:
+            await pg_driver.execute_many(self.conn, compiled.sql, params, self.db.error_listeners)
+            return
         try:
             cursor = await driver_connection(self.conn).executemany(compiled.sql, params)
         except sqlite3.Error as exc:
