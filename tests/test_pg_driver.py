@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -22,30 +21,14 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import Pool
 
-from graph.domain.principal import OwnerType
 from graph.store import event_log
 from graph.store.db import Database, ReadTransaction
 from graph.store.repository import transcripts
 from graph.store.sql import Prepared, Sql
 from graph.store.tables import conversation as C
 from graph.store.tables import message as M
-from tests.test_prepared import BUMP
+from tests.test_prepared import BUMP, CONVERSATION_ROW, NOW, ROOT
 
-NOW = datetime(2026, 12, 2, 12, 30, 15, 123456, tzinfo=UTC)
-ROOT = "0b8f2d5e-1c2a-4e7b-9d3f-5a6b7c8d9e0f"
-CONVERSATION_ROW: dict[str, Any] = {
-    "id": ROOT,
-    "workspace_type": "site",
-    "workspace_id": "1",
-    "owner_type": OwnerType.USER,
-    "owner_digest": "d" * 64,
-    "title": "t",
-    "metadata": "{}",
-    "version": 3,
-    "message_count": 2,
-    "created_at": NOW,
-    "updated_at": NOW,
-}
 MESSAGE_ROW: dict[str, Any] = {
     "conversation_id": ROOT,
     "seq": 3,
