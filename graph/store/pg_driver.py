@@ -22,8 +22,9 @@ from typing import Any, NoReturn, TypeVar
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from graph.store.db import ErrorListener
+
 T = TypeVar("T")
-ErrorListener = Callable[[BaseException, bool], None]
 _COUNT = re.compile(r"(?:SELECT|UPDATE|DELETE|INSERT \d+|MERGE) (\d+)")
 
 
@@ -70,7 +71,7 @@ async def _run(
             # timeout): the connection's state is unknown, so it is dropped, not reused.
             conn.sync_connection.invalidate(error)  # type: ignore[union-attr]
             raise
-        await _raise(conn, adapted, error, sql, values, listeners)  # type: ignore[arg-type]
+        await _raise(conn, adapted, error, sql, values, listeners)
 
 
 def _interrupted(error: BaseException) -> bool:
@@ -80,7 +81,7 @@ def _interrupted(error: BaseException) -> bool:
 async def _raise(
     conn: AsyncConnection,
     adapted: Any,
-    error: Exception,
+    error: BaseException,
     sql: str,
     values: Any,
     listeners: Sequence[ErrorListener],
