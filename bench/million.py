@@ -113,7 +113,7 @@ def fill_sqlite(path: Path, keyring: Keyring) -> None:
         COLUMNS,
         then=(
             "INSERT INTO message_fts(rowid, search_text) SELECT id, search_text FROM message",
-            "DELETE FROM message_fts_pending",
+            "UPDATE message_fts_mark SET upto = (SELECT coalesce(max(id), 0) FROM message)",
         ),
     )
 

@@ -8,9 +8,9 @@ resolver's query, decoding the JSON as the peers do.  Each peer runs in its own 
 (bench/.venv-peers) with the same messages and the same summary (run_peers.Timings), between
 runs of convograph.  Pragmas: convograph WAL + synchronous=FULL; each peer keeps its own
 defaults (the journal mode each used is recorded).  Beside each convograph run, a reference
-run without the search index's insert trigger shows what the index costs an append (no peer
-indexes for search; convograph notes each message for graph/search_index.py to index in
-batches); it does not enter the figure.
+run with the search index's batches off shows what indexing costs the appends (no peer
+indexes for search; graph/search_index.py indexes the new messages in batches while the
+appends wait); it does not enter the figure.
 """
 
 from __future__ import annotations
@@ -22,8 +22,6 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-
-from sqlalchemy import text
 
 from graph.domain import jsoncodec
 from graph.domain.conversations import new_conversation
@@ -43,10 +41,9 @@ async def _convograph(workdir: Path, n: int, *, search_index: bool = True) -> di
     timings = Timings()
     async with storage(workdir) as ctx:
         if not search_index:
-            # The reference run: an append that does not note its message for the search
-            # index (conversations(filter: {search})), which no peer keeps.
-            async with ctx.services.db.write() as conn:
-                await conn.execute(text("DROP TRIGGER message_fts_insert"))
+            # The reference run: no message is indexed for search
+            # (conversations(filter: {search})), which no peer offers.
+            ctx.services.search_index.enabled = False
         async with ctx.write() as repo:
             conversation = await repo.conversations.create(
                 new_conversation(now=datetime.now(UTC), title="peers")

@@ -111,8 +111,8 @@ async def test_a_failure_to_update_the_index_is_masked(server: Any, gql: GraphQL
         pytest.skip("PostgreSQL keeps its index itself")
     cid = await new(gql)
     await append(gql, cid, "waiting")
-    with sqlite3.connect(path) as db:  # the waiting list can no longer be read
-        db.execute("ALTER TABLE message_fts_pending RENAME TO message_fts_gone")
+    with sqlite3.connect(path) as db:  # the mark can no longer be read
+        db.execute("ALTER TABLE message_fts_mark RENAME TO message_fts_gone")
     response = await gql.post(SEARCH, {"q": "waiting"})
     assert response.status_code == 200
     errors = response.json()["errors"]

@@ -197,12 +197,15 @@ async def _seal_table(
             after = found.values[-1][found.keys.index(key)]
 
 
+# A message above the index's mark waits to be indexed with its new text (search_index.py).
 _UNINDEX = text(
     "INSERT INTO message_fts(message_fts, rowid, search_text) "
-    "SELECT 'delete', :id, :old WHERE NOT EXISTS "
-    "(SELECT 1 FROM message_fts_pending WHERE id = :id)"
+    "SELECT 'delete', :id, :old WHERE :id <= (SELECT upto FROM message_fts_mark)"
 )
-_REINDEX = text("INSERT OR IGNORE INTO message_fts_pending(id) VALUES (:id)")
+_REINDEX = text(
+    "INSERT INTO message_fts(rowid, search_text) "
+    "SELECT :id, :new WHERE :id <= (SELECT upto FROM message_fts_mark)"
+)
 
 
 async def _seal_messages(db: Database) -> int:
@@ -236,7 +239,7 @@ async def _seal_messages(db: Database) -> int:
                     {"mid": mid, "old": data},
                 )
                 if db.is_sqlite and sealed["search_text"] is not None:
-                    await sql.execute(_REINDEX, {"id": mid})
+                    await sql.execute(_REINDEX, {"id": mid, "new": sealed["search_text"]})
                 done += 1
             after = found.values[-1][0]
 

@@ -1,9 +1,10 @@
 """SQLite's full-text index of messages, brought up to date in batches.
 
 FTS5 writes an index segment at every commit that touched it: indexing each appended
-message in the append's own transaction cost about a sixth of an append. So an append only
-notes its message in `message_fts_pending` (a trigger, migration 0003), and the waiting
-messages are indexed together, in one write transaction:
+message in the append's own transaction cost about a sixth of an append. So an append writes
+nothing for the index: `message_fts_mark.upto` is the last message id indexed (migration
+0011: a new message's id is above every existing one), and the messages above it are
+indexed together, in one write transaction:
 - `DELAY` seconds after a write, or at once when `BATCH` writes have come since the last
   update, so the list stays short;
 - before every operation that may search (`ready()`, called by the api's search gate before
@@ -29,17 +30,18 @@ logger = logging.getLogger("convograph.search_index")
 DELAY = 0.2
 BATCH = 256
 
+_LARGEST = "(SELECT coalesce(max(id), 0) FROM message)"
 _INDEX_WAITING = (
     text(
-        "INSERT INTO message_fts(rowid, search_text) "
-        "SELECT m.id, m.search_text FROM message_fts_pending p JOIN message m ON m.id = p.id"
+        "INSERT INTO message_fts(rowid, search_text) SELECT id, search_text FROM message "
+        "WHERE id > (SELECT upto FROM message_fts_mark) AND search_text IS NOT NULL"
     ),
-    text("DELETE FROM message_fts_pending"),
+    text(f"UPDATE message_fts_mark SET upto = {_LARGEST} WHERE upto <> {_LARGEST}"),
 )
 
 
 async def index_waiting(sql: Sql) -> None:
-    """SQLite: index the messages waiting in message_fts_pending, in the caller's transaction."""
+    """SQLite: index the messages above the mark, in the caller's transaction."""
     for statement in _INDEX_WAITING:
         await sql.execute(statement)
 
@@ -72,6 +74,8 @@ class SearchIndex:
 
     async def ready(self) -> None:
         """Every committed message is indexed when this returns."""
+        if not self.enabled:
+            return
         if self._dirty or self._lock.locked():  # an update under way has not committed yet
             await self._update()
 
