@@ -1,0 +1,54 @@
+"""UTCDateTime on SQLite: its fast bind processor writes exactly the text SQLAlchemy's own
+DATETIME would (the stored timestamps sort and compare as text), and reads back the instant."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+from sqlalchemy import DateTime
+from sqlalchemy.dialects import postgresql, sqlite
+
+from graph.store.tables import UTCDateTime
+
+SQLITE = sqlite.dialect()
+INSTANTS = [
+    datetime(2026, 12, 2, 18, 43, 32, 540831, tzinfo=UTC),
+    datetime(2026, 12, 2, 18, 43, 32, tzinfo=UTC),  # no microseconds: still six digits
+    datetime(999, 1, 2, 3, 4, 5, 6, tzinfo=UTC),  # a year below 1000: four digits
+    datetime(2026, 1, 1, 0, 30, tzinfo=timezone(timedelta(hours=5, minutes=30))),
+    datetime(2026, 6, 30, 23, 59, 59, 999999, tzinfo=timezone(timedelta(hours=-8))),
+]
+
+
+def sqlalchemys_text(value: datetime) -> str:
+    process = DateTime().dialect_impl(SQLITE).bind_processor(SQLITE)
+    assert process is not None
+    return str(process(value.astimezone(UTC).replace(tzinfo=None)))
+
+
+@pytest.mark.parametrize("value", INSTANTS, ids=str)
+def test_the_stored_text_is_sqlalchemys(value: datetime) -> None:
+    process = UTCDateTime().dialect_impl(SQLITE).bind_processor(SQLITE)
+    assert process is not None
+    text = process(value)
+    assert text == sqlalchemys_text(value)
+    read = UTCDateTime().dialect_impl(SQLITE).result_processor(SQLITE, None)
+    assert read is not None and read(text) == value
+
+
+def test_a_naive_value_counts_as_utc() -> None:
+    process = UTCDateTime().dialect_impl(SQLITE).bind_processor(SQLITE)
+    assert process is not None
+    naive = datetime(2026, 3, 4, 5, 6, 7, 8)
+    aware = naive.replace(tzinfo=UTC)
+    assert process(naive) == process(aware) == sqlalchemys_text(aware)
+    assert process(None) is None
+
+
+def test_other_dialects_keep_an_aware_utc_value() -> None:
+    dialect = postgresql.dialect()
+    process = UTCDateTime().dialect_impl(dialect).bind_processor(dialect)
+    value = INSTANTS[3]
+    bound = process(value) if process is not None else value
+    assert bound == value and bound.tzinfo == UTC
