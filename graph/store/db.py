@@ -18,6 +18,7 @@ import contextlib
 import itertools
 import logging
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -74,22 +75,51 @@ def _sqlite_engine(settings: Settings, *, writer: bool) -> AsyncEngine:
 
     @event.listens_for(engine.sync_engine, "connect")
     def _pragmas(dbapi_connection: Any, _record: Any) -> None:
-        cursor = dbapi_connection.cursor()
         # Opening the file waits like a reader: while another process closes its last
         # connection (checkpointing and removing the WAL) or recovers the WAL, setting the
         # journal mode is refused at once without a timeout.
-        cursor.execute(f"PRAGMA busy_timeout={int(settings.sqlite_busy_timeout_ms)}")
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA synchronous=FULL")
-        cursor.execute("PRAGMA foreign_keys=ON")
-        if busy != settings.sqlite_busy_timeout_ms:
-            cursor.execute(f"PRAGMA busy_timeout={int(busy)}")
-        cursor.close()
+        timeout_ms = settings.sqlite_busy_timeout_ms
+        statements = [
+            f"PRAGMA busy_timeout={int(timeout_ms)}",
+            "PRAGMA journal_mode=WAL",
+            "PRAGMA synchronous=FULL",
+            "PRAGMA foreign_keys=ON",
+        ]
+        if busy != timeout_ms:
+            statements.append(f"PRAGMA busy_timeout={int(busy)}")
+        open_sqlite(dbapi_connection, statements, timeout=timeout_ms / 1000)
 
     # No BEGIN from SQLAlchemy (the dialect's do_begin is a no-op): the writer's
     # transactions are opened by SQLiteWriter, and a reader opens one only for a
     # ReadTransaction: other reads see the latest commit at each statement (WAL).
     return engine
+
+
+def open_sqlite(dbapi_connection: Any, statements: list[str], *, timeout: float) -> None:
+    """Run a new connection's PRAGMAs, retrying them while SQLite answers "locked" at once.
+
+    The busy timeout covers most waits, but SQLite documents moments when a connection
+    that opens the file is refused at once whatever its timeout (another process closing
+    its last connection, or recovering the WAL): a server must not fail its start on one.
+    """
+    deadline = time.monotonic() + timeout
+    for attempt in itertools.count():
+        cursor = dbapi_connection.cursor()
+        try:
+            for statement in statements:
+                cursor.execute(statement)
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            if time.monotonic() >= deadline:
+                raise
+            if attempt == 0:
+                logger.warning("opening the SQLite database met a lock (%s): retrying", exc)
+        finally:
+            cursor.close()
+        # Blocks the loop, as the busy timeout itself does; only while a connection opens.
+        time.sleep(BUSY_BACKOFF_SECONDS[min(attempt, len(BUSY_BACKOFF_SECONDS) - 1)])
 
 
 def _postgres_engine(settings: Settings) -> AsyncEngine:
