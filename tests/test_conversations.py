@@ -690,6 +690,44 @@ async def test_search_no_longer_finds_a_message_replace_transcript_removed(
     assert await list_ids(gql, filter={"search": "hello"}) == [cid]
 
 
+@pytest.mark.parametrize(
+    ("many_hits", "window"),
+    [(1_000, 2_000), (1, 3), (1, 100)],
+    ids=["hits-first", "walk-then-hits-first", "walk-only"],
+)
+async def test_search_pages_are_the_same_whichever_way_they_are_found(
+    gql: GraphQLClient, monkeypatch: pytest.MonkeyPatch, many_hits: int, window: int
+) -> None:
+    """On SQLite a word with many hits is found by walking the conversations in page order
+    through a window, then hits first past it; every page is what hits first gives."""
+    from graph.store.repository import search
+
+    monkeypatch.setattr(search, "WALK_ABOVE_HITS", many_hits)
+    monkeypatch.setattr(search, "WALK_WINDOW", window)
+    created = [(await create(gql, title=f"c{i}"))["id"] for i in range(10)]
+    # Matches among the newest, past the window of 3, and in the oldest; one with two hits.
+    matching = {created[i] for i in (0, 1, 4, 6, 9)}
+    for cid in created:
+        content = "a note on ochre pigments" if cid in matching else "a note on umber"
+        await append(gql, cid, [{"role": "user", "content": content}])
+    await append(gql, created[6], [{"role": "user", "content": "ochre again"}])
+    expected = [cid for cid in reversed(created) if cid in matching]
+    seen: list[str] = []
+    after = None
+    while True:
+        page = await listing(gql, filter={"search": "ochre"}, first=2, after=after)
+        seen += [edge["node"]["id"] for edge in page["edges"]]
+        assert page["totalCount"] == len(expected)
+        if not page["pageInfo"]["hasNextPage"]:
+            break
+        after = page["pageInfo"]["endCursor"]
+    assert seen == expected
+    assert await list_ids(gql, filter={"search": "umber"}, first=20) == [
+        cid for cid in reversed(created) if cid not in matching
+    ]
+    assert await list_ids(gql, filter={"search": "ochre umber"}) == []
+
+
 async def test_search_only_finds_the_callers_conversations(
     server: Server, gql: GraphQLClient
 ) -> None:

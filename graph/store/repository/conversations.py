@@ -38,12 +38,14 @@ from graph.domain.paging import Page
 from graph.store import event_log, scope
 from graph.store.encryption import conversation_ref, sealed_changes
 from graph.store.keyring import new_lock_token
+from graph.store.repository import search
 from graph.store.repository.base import Part, alive
-from graph.store.repository.search import conversations_matching
 from graph.store.repository.versions import CONVERSATIONS
-from graph.store.sql import Prepared
+from graph.store.sql import Prepared, Rows
 from graph.store.tables import Conversation
 from graph.store.tables import conversation as C
+
+_NEWEST_FIRST = (C.c.created_at.desc(), C.c.id.desc())
 
 IDEMPOTENCY_KEY = [
     "workspace_type",
@@ -74,14 +76,17 @@ class Conversations(Part):
         self, query: ConversationQuery, *, first: int, after: str | None
     ) -> Page[Conversation]:
         """A page of readable conversations, newest first."""
-        statement = self._matching(query, await self._search_terms(query))
+        words = await self._search_terms(query)
+        listed = self._listed(query)
         if after is not None:
             mark = cursors.keyset(after, "after")
-            statement = statement.where(tuple_(C.c.created_at, C.c.id) < tuple_(*mark))
-        found = await self.sql.rows(
-            statement.order_by(C.c.created_at.desc(), C.c.id.desc()).limit(first + 1),
-            self.params(),
-        )
+            listed = listed.where(tuple_(C.c.created_at, C.c.id) < tuple_(*mark))
+        if words and self.sql.is_sqlite and (await self.sql.rows(search.many_hits(words))).first():
+            found = await self._walk(listed, words, first + 1)
+        else:
+            if words:
+                listed = listed.where(self._matches(words))
+            found = await self._newest(listed, first + 1)
         items = CONVERSATIONS.many(found.keys, found.values[:first])
         return Page(
             items=items,
@@ -89,6 +94,36 @@ class Conversations(Part):
             has_next_page=len(found.values) > first,
             has_previous_page=after is not None,
         )
+
+    async def _newest(self, statement: Select[tuple[Conversation]], limit: int) -> Rows:
+        return await self.sql.rows(statement.order_by(*_NEWEST_FIRST).limit(limit), self.params())
+
+    async def _walk(
+        self, listed: Select[tuple[Conversation]], words: list[str], limit: int
+    ) -> Rows:
+        """The page of a word with many hits (SQLite): the conversations in page order, each
+        probed for a matching message, through a window of WALK_WINDOW of them; past it, the
+        rest hits first (see repository/search.py)."""
+        floor = (
+            await self.sql.rows(
+                listed.with_only_columns(C.c.created_at, C.c.id)
+                .order_by(*_NEWEST_FIRST)
+                .limit(1)
+                .offset(search.WALK_WINDOW - 1),
+                self.params(),
+            )
+        ).first()
+        walked = listed.where(search.has_matching_message(C.c.id, words))
+        if floor is not None:
+            walked = walked.where(tuple_(C.c.created_at, C.c.id) >= tuple_(*floor))
+        found = await self._newest(walked, limit)
+        if len(found.values) < limit and floor is not None:
+            rest = listed.where(
+                tuple_(C.c.created_at, C.c.id) < tuple_(*floor), self._matches(words)
+            )
+            more = await self._newest(rest, limit - len(found.values))
+            found = Rows(found.keys, found.values + more.values)
+        return found
 
     async def count(self, query: ConversationQuery) -> int:
         matching = self._matching(query, await self._search_terms(query))
@@ -102,7 +137,8 @@ class Conversations(Part):
             return (await encryption.ready()).query(words)
         return words
 
-    def _matching(self, query: ConversationQuery, words: list[str]) -> Select[tuple[Conversation]]:
+    def _listed(self, query: ConversationQuery) -> Select[tuple[Conversation]]:
+        """The readable conversations that the query's filters, all but its search, select."""
         clauses: list[ColumnElement[bool]] = [self.where(C, scope.Access.READ), alive(C)]
         if query.owner is not None and self.reach(C, scope.Access.READ) is scope.Reach.WORKSPACE:
             owner_type, key = query.owner
@@ -119,9 +155,14 @@ class Conversations(Part):
             clauses.append(C.c.created_at < query.created_before)
         if query.root_only:
             clauses.append(C.c.parent_delegation_id.is_(None))
-        if words:
-            clauses.append(C.c.id.in_(conversations_matching(words, sqlite=self.sql.is_sqlite)))
         return select(C).where(*clauses)
+
+    def _matches(self, words: list[str]) -> ColumnElement[bool]:
+        return C.c.id.in_(search.conversations_matching(words, sqlite=self.sql.is_sqlite))
+
+    def _matching(self, query: ConversationQuery, words: list[str]) -> Select[tuple[Conversation]]:
+        listed = self._listed(query)
+        return listed.where(self._matches(words)) if words else listed
 
     async def recent_pending(
         self, *, within_seconds: int, context: str, token_id: str | None

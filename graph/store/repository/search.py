@@ -1,22 +1,65 @@
-"""Full-text search of message content: FTS5 on SQLite, a GIN tsvector index on PostgreSQL."""
+"""Full-text search of message content: FTS5 on SQLite, a GIN tsvector index on PostgreSQL.
+
+A page of the conversations matching a search can be found two ways on SQLite. Hits first:
+every matching message, its conversation, then the page among them; its cost grows with
+the number of hits (a word in 1% of a million messages: some 10,000 lookups). Walk first:
+the conversations in page order, each probed for a matching message, until the page is
+full; its cost grows with the number of conversations passed over, which for a rare word
+is all of them. `Conversations.find` walks only when the word has many hits, and then only
+through a window of conversations, before it falls back to hits first for the rest.
+"""
 
 from __future__ import annotations
 
-from sqlalchemy import Integer, Select, column, func, select, text
+from sqlalchemy import (
+    ColumnElement,
+    Integer,
+    Select,
+    TextClause,
+    column,
+    exists,
+    func,
+    select,
+    text,
+)
 
 from graph.store.tables import message as M
+
+# More hits than this and a page is found by walking the conversations (SQLite).
+WALK_ABOVE_HITS = 1_000
+# How many conversations a walk passes over before the rest is found hits first.
+WALK_WINDOW = 2_000
+
+
+def _fts_query(words: list[str]) -> str:
+    # Every word as a quoted phrase: user text never reaches FTS5's query syntax.
+    return " ".join('"' + w.replace('"', '""') + '"' for w in words)
+
+
+def _fts_hits(words: list[str]) -> TextClause:
+    return text("SELECT rowid FROM message_fts WHERE message_fts MATCH :q").bindparams(
+        q=_fts_query(words)
+    )
+
+
+def many_hits(words: list[str]) -> Select[tuple[int]]:
+    """SQLite: a row when more than WALK_ABOVE_HITS messages match (it reads no more)."""
+    hits = _fts_hits(words).columns(column("rowid", Integer)).subquery()
+    return select(hits.c.rowid).limit(1).offset(WALK_ABOVE_HITS)
+
+
+def has_matching_message(
+    conversation_id: ColumnElement[str], words: list[str]
+) -> ColumnElement[bool]:
+    """SQLite: the conversation holds a message with every word (a probe per conversation)."""
+    fts = _fts_hits(words).columns(column("rowid", Integer))
+    return exists().where(M.c.conversation_id == conversation_id, M.c.id.in_(fts))
 
 
 def conversations_matching(words: list[str], *, sqlite: bool) -> Select[tuple[str]]:
     """The ids of conversations with a message that holds every word."""
     if sqlite:
-        # Every word as a quoted phrase: user text never reaches FTS5's query syntax.
-        match = " ".join('"' + w.replace('"', '""') + '"' for w in words)
-        fts = (
-            text("SELECT rowid FROM message_fts WHERE message_fts MATCH :q")
-            .bindparams(q=match)
-            .columns(column("rowid", Integer))
-        )
+        fts = _fts_hits(words).columns(column("rowid", Integer))
         return select(M.c.conversation_id).where(M.c.id.in_(fts))
     # The matching messages first, from the GIN index, then the conversations among them:
     # left to itself the planner walks the conversations newest first and probes each one's
