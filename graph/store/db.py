@@ -95,6 +95,15 @@ def _sqlite_engine(settings: Settings, *, writer: bool) -> AsyncEngine:
     return engine
 
 
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    """SQLite refused for another connection's lock (what waiting and retrying can cure)."""
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
+def _backoff(attempt: int) -> float:
+    return BUSY_BACKOFF_SECONDS[min(attempt, len(BUSY_BACKOFF_SECONDS) - 1)]
+
+
 def open_sqlite(dbapi_connection: Any, statements: list[str], *, timeout: float) -> None:
     """Run a new connection's PRAGMAs, retrying them while SQLite answers "locked" at once.
 
@@ -110,16 +119,14 @@ def open_sqlite(dbapi_connection: Any, statements: list[str], *, timeout: float)
                 cursor.execute(statement)
             return
         except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) and "busy" not in str(exc):
-                raise
-            if time.monotonic() >= deadline:
+            if not _busy(exc) or time.monotonic() >= deadline:
                 raise
             if attempt == 0:
                 logger.warning("opening the SQLite database met a lock (%s): retrying", exc)
         finally:
             cursor.close()
         # Blocks the loop, as the busy timeout itself does; only while a connection opens.
-        time.sleep(BUSY_BACKOFF_SECONDS[min(attempt, len(BUSY_BACKOFF_SECONDS) - 1)])
+        time.sleep(_backoff(attempt))
 
 
 def _postgres_engine(settings: Settings) -> AsyncEngine:
@@ -364,11 +371,11 @@ class SQLiteWriter:
                 await _run(raw, "BEGIN IMMEDIATE")
                 return
             except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) and "busy" not in str(exc):
+                if not _busy(exc):
                     raise
                 if loop.time() >= deadline:
                     raise DatabaseBusy("BEGIN IMMEDIATE", None, exc) from exc
-            pause = BUSY_BACKOFF_SECONDS[min(attempt, len(BUSY_BACKOFF_SECONDS) - 1)]
+            pause = _backoff(attempt)
             await asyncio.sleep(min(pause, max(0.0, deadline - loop.time())))
 
     async def _connection(self) -> AsyncConnection:
