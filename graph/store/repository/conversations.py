@@ -45,6 +45,8 @@ from graph.store.sql import Prepared, Rows
 from graph.store.tables import Conversation
 from graph.store.tables import conversation as C
 
+# A conversation's place in a page (newest first): its keyset cursor.
+_page_key = tuple_(C.c.created_at, C.c.id)
 _NEWEST_FIRST = (C.c.created_at.desc(), C.c.id.desc())
 
 IDEMPOTENCY_KEY = [
@@ -80,7 +82,7 @@ class Conversations(Part):
         listed = self._listed(query)
         if after is not None:
             mark = cursors.keyset(after, "after")
-            listed = listed.where(tuple_(C.c.created_at, C.c.id) < tuple_(*mark))
+            listed = listed.where(_page_key < tuple_(*mark))
         if words and self.sql.is_sqlite and (await self.sql.rows(search.many_hits(words))).first():
             found = await self._walk(listed, words, first + 1)
         else:
@@ -115,12 +117,10 @@ class Conversations(Part):
         ).first()
         walked = listed.where(search.has_matching_message(C.c.id, words))
         if floor is not None:
-            walked = walked.where(tuple_(C.c.created_at, C.c.id) >= tuple_(*floor))
+            walked = walked.where(_page_key >= tuple_(*floor))
         found = await self._newest(walked, limit)
         if len(found.values) < limit and floor is not None:
-            rest = listed.where(
-                tuple_(C.c.created_at, C.c.id) < tuple_(*floor), self._matches(words)
-            )
+            rest = listed.where(_page_key < tuple_(*floor), self._matches(words))
             more = await self._newest(rest, limit - len(found.values))
             found = Rows(found.keys, found.values + more.values)
         return found

@@ -15,7 +15,7 @@ from sqlalchemy import (
     ColumnElement,
     Integer,
     Select,
-    TextClause,
+    TextualSelect,
     column,
     exists,
     func,
@@ -36,15 +36,18 @@ def _fts_query(words: list[str]) -> str:
     return " ".join('"' + w.replace('"', '""') + '"' for w in words)
 
 
-def _fts_hits(words: list[str]) -> TextClause:
-    return text("SELECT rowid FROM message_fts WHERE message_fts MATCH :q").bindparams(
-        q=_fts_query(words)
+def _fts_hits(words: list[str]) -> TextualSelect:
+    """The rowids of the messages holding every word."""
+    return (
+        text("SELECT rowid FROM message_fts WHERE message_fts MATCH :q")
+        .bindparams(q=_fts_query(words))
+        .columns(column("rowid", Integer))
     )
 
 
 def many_hits(words: list[str]) -> Select[tuple[int]]:
     """SQLite: a row when more than WALK_ABOVE_HITS messages match (it reads no more)."""
-    hits = _fts_hits(words).columns(column("rowid", Integer)).subquery()
+    hits = _fts_hits(words).subquery()
     return select(hits.c.rowid).limit(1).offset(WALK_ABOVE_HITS)
 
 
@@ -52,15 +55,13 @@ def has_matching_message(
     conversation_id: ColumnElement[str], words: list[str]
 ) -> ColumnElement[bool]:
     """SQLite: the conversation holds a message with every word (a probe per conversation)."""
-    fts = _fts_hits(words).columns(column("rowid", Integer))
-    return exists().where(M.c.conversation_id == conversation_id, M.c.id.in_(fts))
+    return exists().where(M.c.conversation_id == conversation_id, M.c.id.in_(_fts_hits(words)))
 
 
 def conversations_matching(words: list[str], *, sqlite: bool) -> Select[tuple[str]]:
     """The ids of conversations with a message that holds every word."""
     if sqlite:
-        fts = _fts_hits(words).columns(column("rowid", Integer))
-        return select(M.c.conversation_id).where(M.c.id.in_(fts))
+        return select(M.c.conversation_id).where(M.c.id.in_(_fts_hits(words)))
     # The matching messages first, from the GIN index, then the conversations among them:
     # left to itself the planner walks the conversations newest first and probes each one's
     # messages, which for a rare word reads the whole table (1.5 s at a million messages).
