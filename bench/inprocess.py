@@ -109,9 +109,10 @@ async def app_client(workdir: Path, **changes: Any) -> AsyncIterator[App]:
 
 
 @asynccontextmanager
-async def storage(workdir: Path) -> AsyncIterator[Storage]:
-    """The storage layer without HTTP or GraphQL: the unit of work the resolvers use."""
-    settings = bench_settings(workdir)
+async def storage(workdir: Path, settings: Settings | None = None) -> AsyncIterator[Storage]:
+    """The storage layer without HTTP or GraphQL: the unit of work the resolvers use (on a
+    fresh SQLite file in `workdir`, or on the database `settings` name)."""
+    settings = settings or bench_settings(workdir)
     await upgrade(settings)
     services = build_services(settings)
     await services.start()

@@ -66,8 +66,9 @@ APPEND = """mutation($id: ID!) { appendMessages(input: {conversationId: $id,
   messages: [{role: "user", content: "one more turn"}]}) { userErrors { code } } }"""
 
 
-def rows(keyring: Keyring) -> Iterator[tuple[str, tuple[Any, ...]]]:
-    """("conversation"|"message", row): the owner's conversations, oldest first."""
+def rows(keyring: Keyring, *, sqlite: bool) -> Iterator[tuple[str, tuple[Any, ...]]]:
+    """("conversation"|"message", row): the owner's conversations, oldest first. (SQLite's
+    index reads a message's words from its JSON: its search_text column stays NULL.)"""
     base = datetime(2026, 1, 1, tzinfo=UTC)
     digest = keyring.owner_digest(OWNER[1])
     counter = 0
@@ -89,12 +90,12 @@ def rows(keyring: Keyring) -> Iterator[tuple[str, tuple[Any, ...]]]:
                 words += f" {RARE}"
             data = json.dumps({"role": "user", "content": words}, separators=(",", ":"))
             hashed = hashlib.blake2b(data.encode(), digest_size=16).hexdigest()
-            yield "message", (cid, m + 1, "user", data, hashed, words, at)
+            yield "message", (cid, m + 1, "user", data, hashed, None if sqlite else words, at)
 
 
-def batches(keyring: Keyring) -> Iterator[dict[str, list[tuple[Any, ...]]]]:
+def batches(keyring: Keyring, *, sqlite: bool) -> Iterator[dict[str, list[tuple[Any, ...]]]]:
     batch: dict[str, list[tuple[Any, ...]]] = {"conversation": [], "message": []}
-    for table, row in rows(keyring):
+    for table, row in rows(keyring, sqlite=sqlite):
         batch[table].append(row)
         if len(batch["message"]) >= 50_000:
             yield batch
@@ -109,10 +110,11 @@ def fill_sqlite(path: Path, keyring: Keyring) -> None:
     # The full-text index as the server's batches would have built it, in one pass.
     load_sqlite(
         path,
-        batches(keyring),
+        batches(keyring, sqlite=True),
         COLUMNS,
         then=(
-            "INSERT INTO message_fts(rowid, search_text) SELECT id, search_text FROM message",
+            "INSERT INTO message_fts(rowid, search_text) "
+            "SELECT id, search_text FROM message_search WHERE search_text IS NOT NULL",
             "UPDATE message_fts_mark SET upto = (SELECT coalesce(max(id), 0) FROM message)",
         ),
     )
@@ -244,7 +246,7 @@ async def main() -> None:
             await upgrade(full)
             await upgrade(empty)
             started = time.perf_counter()
-            await load_postgres(full, batches(Keyring(load_secret(full))), COLUMNS)
+            await load_postgres(full, batches(Keyring(load_secret(full)), sqlite=False), COLUMNS)
             print(f"filled in {time.perf_counter() - started:.0f} s")
             await measure(full, empty)
 

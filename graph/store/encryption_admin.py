@@ -18,6 +18,8 @@ from typing import Any
 from sqlalchemy import Table, and_, bindparam, or_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from graph.domain import jsoncodec
+from graph.domain.messages import search_text as message_search_text
 from graph.settings import Settings
 from graph.store.db import Database
 from graph.store.encryption import (
@@ -197,14 +199,18 @@ async def _seal_table(
             after = found.values[-1][found.keys.index(key)]
 
 
-# A message above the index's mark waits to be indexed with its new text (search_index.py).
+# A message's words as the index holds them (the view of migration 0012): taken out before
+# its row is sealed, its digests put in after. A message above the index's mark waits to be
+# indexed with its new text (search_index.py).
 _UNINDEX = text(
     "INSERT INTO message_fts(message_fts, rowid, search_text) "
-    "SELECT 'delete', :id, :old WHERE :id <= (SELECT upto FROM message_fts_mark)"
+    "SELECT 'delete', id, search_text FROM message_search WHERE id = :id "
+    "AND search_text IS NOT NULL AND id <= (SELECT upto FROM message_fts_mark)"
 )
 _REINDEX = text(
     "INSERT INTO message_fts(rowid, search_text) "
-    "SELECT :id, :new WHERE :id <= (SELECT upto FROM message_fts_mark)"
+    "SELECT id, search_text FROM message_search WHERE id = :id "
+    "AND search_text IS NOT NULL AND id <= (SELECT upto FROM message_fts_mark)"
 )
 
 
@@ -228,18 +234,20 @@ async def _seal_messages(db: Database) -> int:
             for mid, cid, data, digest, search_text in found.values:
                 if is_sealed(data):
                     continue
+                if search_text is None:  # SQLite keeps no copy of the words: read the JSON
+                    search_text = message_search_text(jsoncodec.loads(data))
                 row = {"data": data, "digest": digest, "search_text": search_text}
                 (sealed,) = await encryption.sealed_messages(cid, [row])
-                if db.is_sqlite and search_text is not None:
-                    await sql.execute(_UNINDEX, {"id": mid, "old": search_text})
+                if db.is_sqlite:
+                    await sql.execute(_UNINDEX, {"id": mid})
                 await sql.execute(
                     update(M)
                     .where(M.c.id == bindparam("mid"), M.c.data == bindparam("old"))
                     .values(sealed),
                     {"mid": mid, "old": data},
                 )
-                if db.is_sqlite and sealed["search_text"] is not None:
-                    await sql.execute(_REINDEX, {"id": mid, "new": sealed["search_text"]})
+                if db.is_sqlite:
+                    await sql.execute(_REINDEX, {"id": mid})
                 done += 1
             after = found.values[-1][0]
 

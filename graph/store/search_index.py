@@ -12,6 +12,11 @@ indexed together, in one write transaction:
 - within a transcript save's own transaction (Transcripts.replace), where an extra commit
   would cost more than indexing its rows.
 PostgreSQL's GIN index is maintained by PostgreSQL itself: there this does nothing.
+
+The index's words are read from the messages' JSON (migration 0012): its content is the view
+`message_search`, the string leaves under each message's "content", so a row does not hold
+its text a second time. A message row's `search_text` is therefore stored only where the
+JSON cannot be read for it (`stores_search_text`).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import logging
 
 from sqlalchemy import text
 
+from graph.domain.messages import PreparedMessage
 from graph.store.db import Database
 from graph.store.sql import Sql
 
@@ -33,11 +39,31 @@ BATCH = 256
 _LARGEST = "(SELECT coalesce(max(id), 0) FROM message)"
 _INDEX_WAITING = (
     text(
-        "INSERT INTO message_fts(rowid, search_text) SELECT id, search_text FROM message "
+        "INSERT INTO message_fts(rowid, search_text) SELECT id, search_text FROM message_search "
         "WHERE id > (SELECT upto FROM message_fts_mark) AND search_text IS NOT NULL"
     ),
     text(f"UPDATE message_fts_mark SET upto = {_LARGEST} WHERE upto <> {_LARGEST}"),
 )
+
+
+# SQLite's JSON functions end a string at an escaped NUL: the words after it would be lost.
+_NUL_ESCAPE = b"\\u0000"
+
+
+def stores_search_text(sql: Sql) -> bool:
+    """Whether every message row stores its `search_text`: on PostgreSQL, the text its GIN
+    index is built from; on SQLite with encryption on, where the JSON is sealed and the row
+    keeps the keyed word digests instead. Otherwise SQLite's index reads the words from the
+    JSON, and a row stores them only where the JSON cannot yield them (`stored_search_text`).
+    """
+    return not sql.is_sqlite or sql.encryption is not None
+
+
+def stored_search_text(message: PreparedMessage, *, always: bool) -> str | None:
+    """The `search_text` a message row stores; `always` is `stores_search_text`'s answer."""
+    if always or _NUL_ESCAPE in message.encoded:
+        return message.search_text
+    return None
 
 
 async def index_waiting(sql: Sql) -> None:
