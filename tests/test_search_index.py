@@ -48,9 +48,10 @@ def assert_index_consistent(settings: Settings) -> None:
         return
     with sqlite3.connect(settings.sqlite_path) as db:
         db.execute("INSERT INTO message_fts(message_fts) VALUES ('integrity-check')")
+        # The fresh index made as the real one was (its tokenizer above all).
+        (made,) = db.execute("SELECT sql FROM sqlite_schema WHERE name = 'message_fts'").fetchone()
+        db.execute(made.replace("message_fts", "temp.fresh", 1))
         db.executescript(
-            "CREATE VIRTUAL TABLE temp.fresh USING fts5(search_text, content='', "
-            "tokenize='unicode61 remove_diacritics 2');"
             "INSERT INTO temp.fresh(rowid, search_text) SELECT id, search_text "
             "FROM message_search WHERE id <= (SELECT upto FROM message_fts_mark) "
             "AND search_text IS NOT NULL;"

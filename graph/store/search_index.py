@@ -13,10 +13,10 @@ indexed together, in one write transaction:
   would cost more than indexing its rows.
 PostgreSQL's GIN index is maintained by PostgreSQL itself: there this does nothing.
 
-The index's words are read from the messages' JSON (migration 0012): its content is the view
-`message_search`, the string leaves under each message's "content", so a row does not hold
-its text a second time. A message row's `search_text` is therefore stored only where the
-JSON cannot be read for it (`stores_search_text`).
+The index is contentless and filled from the view `message_search` (migration 0012): the
+string leaves under each message's "content", read from its JSON, so a row does not hold
+its text a second time. A message row's `search_text` is stored only where the JSON cannot
+yield it (`stored_search_text`).
 """
 
 from __future__ import annotations
@@ -50,18 +50,12 @@ _INDEX_WAITING = (
 _NUL_ESCAPE = b"\\u0000"
 
 
-def stores_search_text(sql: Sql) -> bool:
-    """Whether every message row stores its `search_text`: on PostgreSQL, the text its GIN
-    index is built from; on SQLite with encryption on, where the JSON is sealed and the row
-    keeps the keyed word digests instead. Otherwise SQLite's index reads the words from the
-    JSON, and a row stores them only where the JSON cannot yield them (`stored_search_text`).
-    """
-    return not sql.is_sqlite or sql.encryption is not None
-
-
-def stored_search_text(message: PreparedMessage, *, always: bool) -> str | None:
-    """The `search_text` a message row stores; `always` is `stores_search_text`'s answer."""
-    if always or _NUL_ESCAPE in message.encoded:
+def stored_search_text(sql: Sql, message: PreparedMessage) -> str | None:
+    """The `search_text` a message row stores: on PostgreSQL, the text its GIN index is built
+    from; on SQLite with encryption on, that text too (the JSON is sealed: the encryption
+    turns it into keyed word digests). Otherwise SQLite's index reads the words from the
+    JSON, and the row stores nothing, unless the JSON cannot yield them (an escaped NUL)."""
+    if not sql.is_sqlite or sql.encryption is not None or _NUL_ESCAPE in message.encoded:
         return message.search_text
     return None
 

@@ -16,7 +16,7 @@ from graph.store.encryption import opened_size, sealed_changes
 from graph.store.quotas import byte_length
 from graph.store.repository.base import Part
 from graph.store.rows import Builder
-from graph.store.search_index import index_waiting, stored_search_text, stores_search_text
+from graph.store.search_index import index_waiting, stored_search_text
 from graph.store.sql import Prepared
 from graph.store.tables import Conversation, Delegation, Message
 from graph.store.tables import message as M
@@ -166,7 +166,6 @@ class Transcripts(Part):
         if not messages:
             return ()
         now = self.repo.now()
-        always = stores_search_text(self.sql)
         rows = [
             {
                 "conversation_id": conversation.id,
@@ -174,7 +173,7 @@ class Transcripts(Part):
                 "role": m.role,
                 "data": m.text,
                 "digest": m.digest,
-                "search_text": stored_search_text(m, always=always),
+                "search_text": stored_search_text(self.sql, m),
                 "created_at": now,
             }
             for i, m in enumerate(messages)
