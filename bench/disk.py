@@ -1,9 +1,10 @@
 """Disk (issue 13, item 1): the bytes a SQLite database takes per byte of message JSON.
 
-    python -m bench.disk [--conversations 20000] [--messages 26] [--database-url URL]
+    python -m bench.disk [--conversations 20000] [--messages 26] [--turns] [--database-url URL]
 
 A fresh migrated database is filled through the storage layer, as the mutations fill it
-(one unit of work per conversation: its creation and one append of its messages), with
+(one unit of work per conversation: its creation and one append of its messages; with
+`--turns`, one unit of work per message, as an agent runtime appends a turn), with
 varied English-like messages of about 370 bytes of JSON each (words drawn from a fixed
 vocabulary, a quarter of them with structured content parts), then the search index's
 last batch is written and the WAL checkpointed. The figure is the database's size on disk
@@ -77,9 +78,11 @@ def conversations(total: int, each: int) -> Iterator[list[Any]]:
         yield messages(each, rng, words, weights)
 
 
-async def fill(workdir: Path, settings: Settings | None, total: int, each: int) -> dict[str, Any]:
+async def fill(
+    workdir: Path, settings: Settings | None, total: int, each: int, *, turns: bool = False
+) -> dict[str, Any]:
     """Fill a fresh database and measure it: the messages' JSON bytes, the database's bytes
-    on disk and each table's and index's."""
+    on disk and each table's and index's. With `turns`, each message is appended alone."""
     json_bytes = 0
     started = time.perf_counter()
     async with storage(workdir, settings) as ctx:
@@ -93,7 +96,12 @@ async def fill(workdir: Path, settings: Settings | None, total: int, each: int) 
                 created = await repo.conversations.create(
                     new_conversation(now=datetime.now(UTC), title="disk")
                 )
-                await repo.transcripts.append(created.id, prepared, expected_version=None)
+                if not turns:
+                    await repo.transcripts.append(created.id, prepared, expected_version=None)
+            if turns:
+                for message in prepared:
+                    async with ctx.write() as repo:
+                        await repo.transcripts.append(created.id, [message], expected_version=None)
         await ctx.services.search_index.ready()
         filled = time.perf_counter() - started
         db = ctx.services.db
@@ -131,15 +139,16 @@ async def fill(workdir: Path, settings: Settings | None, total: int, each: int) 
 
 async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     if args.database_url is None:
-        return await fill(workdir, None, args.conversations, args.messages)
+        return await fill(workdir, None, args.conversations, args.messages, turns=args.turns)
     async with postgres_databases(args.database_url, "cg_disk") as (settings,):
-        return await fill(workdir, settings, args.conversations, args.messages)
+        return await fill(workdir, settings, args.conversations, args.messages, turns=args.turns)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--conversations", type=int, default=20_000)
     parser.add_argument("--messages", type=int, default=26, help="per conversation")
+    parser.add_argument("--turns", action="store_true", help="one append per message")
     parser.add_argument("--database-url", help="a PostgreSQL database to work beside")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="bench-disk-"))
@@ -151,8 +160,9 @@ def main() -> None:
     mb = 1024 * 1024
     ratio = found["disk"] / found["json"]
     verdict = "met" if ratio <= TARGET else "NOT met"
+    how = "one append per message" if args.turns else "one append per conversation"
     print(
-        f"{count:,} messages, {found['json'] / mb:.1f} MB of JSON (filled in "
+        f"{count:,} messages ({how}), {found['json'] / mb:.1f} MB of JSON (filled in "
         f"{found['fill_s']:.0f} s): the database takes {found['disk'] / mb:.1f} MB, "
         f"{ratio:.2f}x (target {TARGET}x: {verdict})"
     )

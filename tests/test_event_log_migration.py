@@ -1,6 +1,7 @@
 """Revision 0010 drops SQLite's index on the event log's `at` (the sweep prunes by rowid
-there) and keeps PostgreSQL's: the server logs and replays events, and the sweep prunes them,
-at the revision before it, after its downgrade, and after it again."""
+there) and keeps PostgreSQL's: the index is back after its downgrade, gone after it again,
+and then the server logs events and the sweep prunes them. (This code needs the newest
+schema: it no longer runs at the revision before 0010.)"""
 
 from __future__ import annotations
 
@@ -39,6 +40,8 @@ async def test_the_sweep_prunes_the_log_before_the_revision_and_after_it(
         await columns_after(settings, "event_log", migrate)
         expected = target == "0009" or not sqlite
         assert ("ix_event_log_at" in await indexes(server)) is expected
+        if target == "0009":
+            continue
         root = await create(gql)
         for text in ("one", "two", "three"):
             await append(gql, root, text)

@@ -48,8 +48,8 @@ CASES: dict[str, tuple[Prepared, dict[str, Any]]] = {
     "an event log insert that notifies": (
         event_log._INSERT_NOTIFY,
         {"root_id": ROOT, "position": 1, "conversation_id": ROOT, "ancestry": "",
-         "kind": "MESSAGES_APPENDED", "version": 4, "at": NOW, "payload": None,
-         "channel": "test_channel", "notice": "{}"},
+         "kind": "MESSAGES_APPENDED", "version": 4, "at": NOW, "payload": None, "seq_low": 3,
+         "seq_high": 4, "channel": "test_channel", "notice": "{}"},
     ),
     "ranges of messages": (transcripts._ranges(2), {"c0": ROOT, "l0": 1, "h0": 5, "c1": ROOT,
                                                       "l1": 7, "h1": 9}),

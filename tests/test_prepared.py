@@ -109,7 +109,8 @@ CASES: dict[str, tuple[Prepared, dict[str, Any]]] = {
     "an event log insert": (
         event_log._INSERT,
         {"root_id": ROOT, "position": 1, "conversation_id": ROOT, "ancestry": "",
-         "kind": "MESSAGES_APPENDED", "version": 4, "at": NOW, "payload": None},
+         "kind": "MESSAGES_APPENDED", "version": 4, "at": NOW, "payload": None, "seq_low": 3,
+         "seq_high": 4},
     ),
     # An IN list: SQLAlchemy expands it at execution; the prepared path replaces the marker.
     "an IN list": (

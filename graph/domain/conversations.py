@@ -151,6 +151,12 @@ def is_pending(*, message_count: int, locked_until: datetime | None, now: dateti
     return message_count == 0 or (locked_until is not None and locked_until > now)
 
 
+def root_of(conversation_id: str, ancestry: str) -> str:
+    """The root of a conversation's tree, from its ancestry (the ids above it, root first,
+    space-separated; empty for a root)."""
+    return ancestry.split(" ", 1)[0] if ancestry else conversation_id
+
+
 def is_interactive(context: str) -> bool:
     return context in INTERACTIVE_CONTEXTS
 

@@ -18,20 +18,35 @@ called first by every write that has events), so that taking the position last c
 deadlock with a writer that holds the root and waits for a row below it (a delete, an
 expiry change). SQLite has one writer at a time: nothing to lock.
 
-A row is small: the event's columns, plus what it carries besides them (its messages as
-stored, its delegation) as JSON: the transcript may since have been replaced or deleted,
-and the replayed event must be the one the subscribers were sent.
+A row is small: the event's columns, its delegation as JSON, and its messages by reference
+(`seq_low`..`seq_high` of its conversation's message rows, which an append has just written:
+a copy would double what every append writes). The replayed event must be the one the
+subscribers were sent, so what takes messages away while their tree's log lives (a
+transcript replace, a child transcript's delete or expiry) first copies them into the rows
+that reference them (`keep_messages`), in the same transaction.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import Integer, bindparam, delete, func, literal_column, select, update
+from sqlalchemy import (
+    Integer,
+    bindparam,
+    delete,
+    func,
+    literal,
+    literal_column,
+    or_,
+    select,
+    update,
+)
 
+from graph.domain.conversations import root_of
 from graph.domain.events import EventKind
 from graph.store.encryption import seal_payloads
 from graph.store.events import Event, EventBroker
@@ -40,11 +55,13 @@ from graph.store.sql import Prepared, Sql
 from graph.store.tables import Delegation, Message
 from graph.store.tables import conversation as C
 from graph.store.tables import event_log as L
+from graph.store.tables import message as M
 
 _MESSAGES = Builder(Message)
 _DELEGATIONS = Builder(Delegation)
 _MESSAGE_KEYS = ("seq", "role", "data", "created_at")
 _COLUMNS = ("root_id", "position", "conversation_id", "ancestry", "kind", "version", "at")
+_STORED = (*_COLUMNS, "payload", "seq_low", "seq_high")
 
 _BUMP = Prepared(
     update(C)
@@ -52,10 +69,10 @@ _BUMP = Prepared(
     .values(event_position=C.c.event_position + bindparam("count"))
     .returning(C.c.event_position)
 )
-_INSERT = Prepared(L.insert(), column_keys=[*_COLUMNS, "payload"])
+_INSERT = Prepared(L.insert(), column_keys=list(_STORED))
 # PostgreSQL: a notification sent by the statement that logs its event (see `record`).
 _NOTIFY = func.pg_notify(bindparam("channel"), bindparam("notice"))
-_INSERT_NOTIFY = Prepared(L.insert().returning(_NOTIFY), column_keys=[*_COLUMNS, "payload"])
+_INSERT_NOTIFY = Prepared(L.insert().returning(_NOTIFY), column_keys=list(_STORED))
 _NOTIFY_ALONE = Prepared(select(_NOTIFY))
 _ANCESTRY = Prepared(select(C.c.ancestry).where(C.c.id == bindparam("id")))
 _LOCK = Prepared(select(C.c.id).where(C.c.id == bindparam("id")).with_for_update())
@@ -66,10 +83,19 @@ _LOCK_MANY = Prepared(
     .with_for_update()
 )
 _AFTER = Prepared(
-    select(*(L.c[k] for k in _COLUMNS), L.c.payload)
+    select(*(L.c[k] for k in _STORED))
     .where(L.c.root_id == bindparam("root"), L.c.position > bindparam("after"))
     .order_by(L.c.position)
     .limit(bindparam("limit"))
+)
+# One conversation's messages of a range of seqs, as an event carries them.
+_MESSAGES_OF = Prepared(
+    select(M.c.conversation_id, *(M.c[k] for k in _MESSAGE_KEYS))
+    .where(
+        M.c.conversation_id == bindparam("id"),
+        M.c.seq.between(bindparam("low"), bindparam("high")),
+    )
+    .order_by(M.c.seq)
 )
 _BOUNDS = Prepared(
     select(
@@ -106,7 +132,7 @@ async def lock_tree(sql: Sql, conversation_id: str) -> None:
         if not found.values:
             return  # the write itself finds it missing and says so
         ancestry: str = found.values[0][0]
-        root = ancestry.split(" ", 1)[0] if ancestry else conversation_id
+        root = root_of(conversation_id, ancestry)
         if len(_ROOTS) >= _ROOTS_KEPT:
             _ROOTS.clear()
         _ROOTS[conversation_id] = root
@@ -119,9 +145,7 @@ async def lock_trees(sql: Sql, conversations: Iterable[tuple[str, str]]) -> None
     sweep): a writer holds one root at most, so taking them in one order cannot deadlock."""
     if sql.is_sqlite:
         return
-    roots = sorted(
-        {ancestry.split(" ", 1)[0] if ancestry else cid for cid, ancestry in conversations}
-    )
+    roots = sorted({root_of(cid, ancestry) for cid, ancestry in conversations})
     if roots:
         await sql.rows(_LOCK_MANY, {"ids": roots})
 
@@ -185,8 +209,12 @@ async def record(
 
 def _row(event: Event) -> dict[str, Any]:
     carried: dict[str, Any] = {}
-    if event.messages is not None:
-        carried["m"] = [[getattr(m, k) for k in _MESSAGE_KEYS] for m in event.messages]
+    low = high = None
+    if (messages := event.messages) is not None:
+        if messages and messages[-1].seq - messages[0].seq == len(messages) - 1:
+            low, high = messages[0].seq, messages[-1].seq  # just written: referenced
+        else:
+            carried["m"] = [_copy(m) for m in messages]
     if event.delegation is not None:
         carried["d"] = dump(event.delegation)
     return {
@@ -198,14 +226,24 @@ def _row(event: Event) -> dict[str, Any]:
         "version": event.version,
         "at": event.at,
         "payload": orjson.dumps(carried).decode() if carried else None,
+        "seq_low": low,
+        "seq_high": high,
     }
 
 
-def _event(row: Sequence[Any], *, workspace: tuple[str, str]) -> Event:
-    _root, position, conversation_id, ancestry, kind, version, at, payload = row
+def _copy(message: Message) -> list[Any]:
+    return [getattr(message, k) for k in _MESSAGE_KEYS]
+
+
+def _event(
+    row: Sequence[Any], *, workspace: tuple[str, str], referenced: dict[str, dict[int, Message]]
+) -> Event:
+    _root, position, conversation_id, ancestry, kind, version, at, payload, low, high = row
     carried = orjson.loads(payload) if payload else {}
     messages = None
-    if "m" in carried:
+    if low is not None:
+        messages = tuple(_between(referenced.get(conversation_id, {}), low, high))
+    elif "m" in carried:
         messages = tuple(
             _MESSAGES.load(
                 {"conversation_id": conversation_id, **dict(zip(_MESSAGE_KEYS, m, strict=True))}
@@ -237,7 +275,90 @@ async def after(
 ) -> list[Event]:
     """Up to `limit` logged events of the tree of `root_id` after `position`, in order."""
     found = await sql.rows(_AFTER, {"root": root_id, "after": position, "limit": limit})
-    return [_event(row, workspace=workspace) for row in found.values]
+    referenced = await _referenced(sql, ((row[2], row[8], row[9]) for row in found.values))
+    return [_event(row, workspace=workspace, referenced=referenced) for row in found.values]
+
+
+async def _referenced(
+    sql: Sql, ranges: Iterable[tuple[str, int | None, int | None]]
+) -> dict[str, dict[int, Message]]:
+    """The messages of (conversation, lowest seq, highest seq) ranges, by conversation and
+    seq: one read per conversation, of the span of its ranges."""
+    spans: dict[str, tuple[int, int]] = {}
+    for cid, low, high in ranges:
+        if low is not None and high is not None:
+            was = spans.get(cid, (low, high))
+            spans[cid] = (min(was[0], low), max(was[1], high))
+    referenced: dict[str, dict[int, Message]] = {}
+    for cid, (low, high) in spans.items():
+        found = await sql.rows(_MESSAGES_OF, {"id": cid, "low": low, "high": high})
+        referenced[cid] = {m.seq: m for m in _MESSAGES.many(found.keys, found.values)}
+    return referenced
+
+
+def _between(messages: dict[int, Message], low: int, high: int) -> list[Message]:
+    return [messages[seq] for seq in range(low, high + 1) if seq in messages]
+
+
+_SUBTREE = or_(
+    L.c.conversation_id == bindparam("id"),
+    (literal(" ") + L.c.ancestry + " ").like(bindparam("below")),
+)
+
+
+@functools.cache
+def _referencing(subtree: bool) -> Prepared:
+    """The log rows of a tree that reference messages of one conversation (and, with
+    `subtree`, of every conversation below it) above a seq."""
+    return Prepared(
+        select(L.c.position, L.c.conversation_id, L.c.payload, L.c.seq_low, L.c.seq_high)
+        .where(
+            L.c.root_id == bindparam("root"),
+            _SUBTREE if subtree else L.c.conversation_id == bindparam("id"),
+            L.c.seq_high > bindparam("above"),
+        )
+        .order_by(L.c.position)
+    )
+
+
+_COPIED = Prepared(
+    update(L)
+    .where(L.c.root_id == bindparam("root"), L.c.position == bindparam("at_position"))
+    .values(payload=bindparam("copy"), seq_low=None, seq_high=None)
+)
+
+
+async def keep_messages(
+    sql: Sql, root_id: str, conversation_id: str, *, above: int = 0, subtree: bool = False
+) -> int:
+    """Copy into the log rows of the tree of `root_id` the messages they reference, of
+    `conversation_id` (and of every conversation below it, with `subtree`) and with a seq
+    above `above`: call it before those messages are deleted (a replace keeps the first
+    `above`; a delete keeps none). Returns how many rows it copied into.
+
+    Not needed when the root itself goes: its whole log goes with it.
+    """
+    found = await sql.rows(
+        _referencing(subtree),
+        {"root": root_id, "id": conversation_id, "below": f"% {conversation_id} %", "above": above},
+    )
+    if not found.values:
+        return 0
+    referenced = await _referenced(sql, ((row[1], row[3], row[4]) for row in found.values))
+    rows: list[dict[str, Any]] = []
+    for position, cid, payload, low, high in found.values:
+        carried = orjson.loads(payload) if payload else {}
+        carried["m"] = [_copy(m) for m in _between(referenced.get(cid, {}), low, high)]
+        rows.append(
+            {"root_id": root_id, "position": position, "payload": orjson.dumps(carried).decode()}
+        )
+    if sql.encryption is not None:
+        await seal_payloads(sql.encryption, rows)
+    await sql.execute_many(
+        _COPIED,
+        [{"root": root_id, "at_position": r["position"], "copy": r["payload"]} for r in rows],
+    )
+    return len(rows)
 
 
 async def bounds(sql: Sql, root_id: str) -> tuple[int, int] | None:

@@ -30,7 +30,7 @@ from sqlalchemy.engine import Dialect
 from sqlmodel import Field, SQLModel
 
 from graph.domain.checkpoints import ReflectOutcome
-from graph.domain.conversations import is_interactive, is_pending
+from graph.domain.conversations import is_interactive, is_pending, root_of
 from graph.domain.delegations import DelegationStatus
 from graph.domain.events import EventKind
 from graph.domain.principal import OwnerType
@@ -204,6 +204,11 @@ class Conversation(Owned, table=True):
         return tuple(self.ancestry.split())
 
     @property
+    def root_id(self) -> str:
+        """The root of this conversation's tree (itself for a root)."""
+        return root_of(self.id, self.ancestry)
+
+    @property
     def interactive(self) -> bool:
         return is_interactive(self.context)
 
@@ -348,8 +353,12 @@ class EventLog(SQLModel, table=True):
     kind: EventKind = Field(sa_type=EnumText(EventKind))
     version: int
     at: datetime = _ts()
-    # What the event carries besides its columns (messages, a delegation), as JSON.
+    # What the event carries besides its columns, as JSON: its delegation, or its messages
+    # when they are copied (see store/event_log.py).
     payload: str | None = _text(nullable=True)
+    # The event's messages by reference: its conversation's message rows of these seqs.
+    seq_low: int | None = None
+    seq_high: int | None = None
 
 
 class WorkspaceUsage(SQLModel, table=True):

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from graph.domain import conversations
-from graph.domain.conversations import KEEP, MAX_LOCK_TTL
+from graph.domain.conversations import KEEP, MAX_LOCK_TTL, root_of
 from graph.domain.errors import ErrorCode
 from tests.unit.helpers import PROPERTY, raises_domain
 
@@ -235,3 +235,9 @@ def test_search_words_never_hold_blanks_or_nul(text: str) -> None:
         assert "\x00" not in word
         assert not any(c.isspace() for c in word)
         assert word in text
+
+
+def test_a_tree_s_root_is_the_first_of_the_ancestry_or_the_conversation_itself() -> None:
+    assert root_of("r", "") == "r"
+    assert root_of("c", "r") == "r"
+    assert root_of("g", "r c") == "r"

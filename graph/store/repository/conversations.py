@@ -30,6 +30,7 @@ from graph.domain.conversations import (
     NewConversation,
     lock_expiry,
     pending_since,
+    root_of,
     search_words,
 )
 from graph.domain.errors import DomainError, ErrorCode, not_found
@@ -263,7 +264,11 @@ class Conversations(Part):
                 self.where(C, scope.Access.OWN), C.c.idempotency_key == new.idempotency_key
             )
             # An expired holder of the key is gone for every read: the key starts a new one.
-            await self.sql.execute(delete(C).where(holder, not_(alive(C))), self.params())
+            gone = and_(holder, not_(alive(C)))
+            expired = await self.sql.rows(select(C.c.id, C.c.ancestry).where(gone), self.params())
+            if expired.values:
+                await self._keep_logged_messages(expired.values)
+                await self.sql.execute(delete(C).where(gone), self.params())
             # A retry with the same key returns the first conversation, even when two
             # replicas race: the unique constraint decides, the loser reads the winner.
             statement = (
@@ -309,6 +314,13 @@ class Conversations(Part):
         if cid is None:
             return False
         await event_log.lock_tree(self.sql, cid)
+        doomed = await self.sql.rows(
+            select(C.c.ancestry).where(C.c.id == cid, self.where(C, scope.Access.WRITE), alive(C)),
+            self.params(),
+        )
+        if not doomed.values:
+            return False
+        await self._keep_logged_messages([(cid, doomed.values[0][0])])
         below = await self._below(cid) if self.sql.encryption is not None else []
         found = await self.sql.rows(
             delete(C)
@@ -330,11 +342,9 @@ class Conversations(Part):
         expired_now = and_(
             self.where(C, scope.Access.WRITE), C.c.expires_at.is_not(None), C.c.expires_at <= now
         )
-        if not self.sql.is_sqlite:  # the trees' roots first, as every write does
-            doomed = await self.sql.rows(
-                select(C.c.id, C.c.ancestry).where(expired_now), self.params()
-            )
-            await event_log.lock_trees(self.sql, doomed.values)
+        doomed = await self.sql.rows(select(C.c.id, C.c.ancestry).where(expired_now), self.params())
+        await event_log.lock_trees(self.sql, doomed.values)  # the roots first, as every write
+        await self._keep_logged_messages(doomed.values)
         found = await self.sql.rows(delete(C).where(expired_now).returning(*C.c), self.params())
         expired = CONVERSATIONS.many(found.keys, found.values)
         if self.sql.encryption is not None:
@@ -344,6 +354,14 @@ class Conversations(Part):
             self.repo.usage.deleted(conversation)
             self.repo.publish(EventKind.CONVERSATION_DELETED, conversation)
         return expired
+
+    async def _keep_logged_messages(self, doomed: Sequence[tuple[str, str]]) -> None:
+        """Before (id, ancestry) conversations and everything below them are deleted: the
+        log rows that reference their messages get a copy, where the tree's log outlives
+        them (a child transcript's; a root's log goes with it)."""
+        for cid, ancestry in doomed:
+            if ancestry:
+                await event_log.keep_messages(self.sql, root_of(cid, ancestry), cid, subtree=True)
 
     async def _below(self, cid: str) -> list[str]:
         """The ids of the child transcripts below `cid` (its delete cascades to them)."""

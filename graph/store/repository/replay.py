@@ -16,10 +16,6 @@ from graph.store.tables import Conversation
 EXPIRED = "the events after this cursor are no longer retained: read the state, subscribe anew"
 
 
-def root_of(conversation: Conversation) -> str:
-    return conversation.ancestors[0] if conversation.ancestry else conversation.id
-
-
 def expired() -> DomainError:
     return DomainError(ErrorCode.CURSOR_EXPIRED, EXPIRED, ["after"])
 
@@ -29,7 +25,7 @@ class Replay(Part):
         """The last position of the tree, once the cursor (`root_id`, `position`) is known
         to resume `conversation`'s stream: INVALID_INPUT for a cursor this tree never
         issued, CURSOR_EXPIRED when the events after it are no longer retained."""
-        if root_id != root_of(conversation):
+        if root_id != conversation.root_id:
             raise invalid(NOT_OURS, "after")
         found = await event_log.bounds(self.sql, root_id)
         if found is None:
@@ -46,7 +42,7 @@ class Replay(Part):
         CURSOR_EXPIRED if the sweep pruned the next one meanwhile (positions have no gap)."""
         events = await event_log.after(
             self.sql,
-            root_of(conversation),
+            conversation.root_id,
             after,
             limit=limit,
             workspace=(conversation.workspace_type, conversation.workspace_id),

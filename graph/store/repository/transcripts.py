@@ -12,6 +12,7 @@ from graph.domain.errors import invalid
 from graph.domain.events import EventKind
 from graph.domain.messages import PreparedMessage
 from graph.domain.paging import SeqWindow
+from graph.store import event_log
 from graph.store.encryption import opened_size, sealed_changes
 from graph.store.quotas import byte_length
 from graph.store.repository.base import Part
@@ -138,6 +139,10 @@ class Transcripts(Part):
             keep += 1
         removed = 0
         if keep < len(stored):
+            # The log rows of appends that referenced them get their copy first.
+            await event_log.keep_messages(
+                self.sql, conversation.root_id, conversation.id, above=keep
+            )
             gone = await self.sql.rows(
                 delete(M)
                 .where(M.c.conversation_id == conversation.id, M.c.seq > keep)

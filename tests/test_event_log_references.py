@@ -1,0 +1,105 @@
+"""The durable event log names an append's messages by their seqs instead of copying them
+(revision 0013). What takes messages away while their tree's log lives copies them into the
+rows that name them first, so a resumed stream replays every event as its subscribers got
+it: after a replace that keeps part of a transcript, a child transcript's delete (with the
+transcripts below it) and a child transcript's expiry."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+import pytest
+from sqlalchemy import pool, select
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from graph.domain.events import EventKind
+from graph.store.tables import event_log as L
+from tests.conftest import GraphQLClient
+from tests.operations import DELETE, REPLACE, append, create, delegate
+from tests.test_event_resume import events, live_stream, nothing_more, stream
+from tests.test_retention import expire_soon, wait_past
+
+if TYPE_CHECKING:
+    from tests.live_server import LiveServer
+
+pytest_plugins = ["tests.live_server"]
+
+MESSAGE_EVENTS = [EventKind.MESSAGES_APPENDED, EventKind.TRANSCRIPT_REPLACED]
+
+
+@pytest.fixture
+async def alice(live_server: LiveServer) -> AsyncIterator[GraphQLClient]:
+    async with live_server.client(await live_server.token()) as gql:
+        yield gql
+
+
+async def copies(server: LiveServer, root: str) -> dict[str, list[bool]]:
+    """For each conversation of the tree, its message events' log rows in order: True for a
+    row that holds a copy of its messages, False for one that names them by seq."""
+    engine = create_async_engine(server.database_url, poolclass=pool.NullPool)
+    try:
+        async with engine.connect() as connection:
+            found = await connection.execute(
+                select(L.c.conversation_id, L.c.payload, L.c.seq_low)
+                .where(L.c.root_id == root, L.c.kind.in_(MESSAGE_EVENTS))
+                .order_by(L.c.position)
+            )
+            rows = found.all()
+    finally:
+        await engine.dispose()
+    by_conversation: dict[str, list[bool]] = {}
+    for cid, payload, low in rows:
+        by_conversation.setdefault(cid, []).append(low is None and payload is not None)
+    return by_conversation
+
+
+async def test_replayed_appends_keep_their_messages_after_a_replace_a_delete_and_an_expiry(
+    live_server: LiveServer, alice: GraphQLClient
+) -> None:
+    root = await create(alice)
+    kept = (await delegate(alice, root, "kept"))["childConversation"]["id"]
+    deleted = (await delegate(alice, root, "deleted"))["childConversation"]["id"]
+    below = (await delegate(alice, deleted, "below"))["childConversation"]["id"]
+    expiring = (await delegate(alice, root, "expiring"))["childConversation"]["id"]
+    async with contextlib.AsyncExitStack() as stack:
+        witness, _ = await live_stream(stack, live_server, alice, root)
+        async with contextlib.AsyncExitStack() as lost:
+            _, cursor = await live_stream(lost, live_server, alice, root)
+        while (await witness.event())["cursor"] != cursor:
+            pass
+        for i in range(3):
+            for cid in (root, kept, deleted, below, expiring):
+                await append(alice, cid, f"{cid[:6]}-{i}")
+        await append(alice, kept, "several", "at once")
+        assert await copies(live_server, root) == {
+            cid: [False] * (4 if cid == kept else 3)
+            for cid in (root, kept, deleted, below, expiring)
+        }
+
+        # kept's transcript becomes its first two messages and a new one: the appends of
+        # its third to fifth are copied into the log before the replace deletes them.
+        first_two = [{"role": "user", "content": f"{kept[:6]}-{i}"} for i in range(2)]
+        new = [*first_two, {"role": "user", "content": "replaced"}]
+        replaced = await alice(REPLACE, {"id": kept, "m": new})
+        assert replaced["replaceTranscript"]["userErrors"] == []
+        assert (await alice(DELETE, {"id": deleted}))["deleteConversation"]["deleted"]
+        expiry = await expire_soon(alice, expiring)
+        count = 16 + 3  # the appends, the replace, the delete, the expiry set
+        missed = await events(witness, count)
+
+        await wait_past(expiry)
+        await live_server.cli("sweep")
+        logged = await copies(live_server, root)
+        assert logged[root] == [False, False, False]
+        assert logged[kept] == [False, False, True, True, False]  # the replace's: its own
+        assert logged[deleted] == logged[below] == logged[expiring] == [True, True, True]
+
+        async with stream(live_server, alice, root, cursor) as resumed:
+            replayed = await events(resumed, count)
+            assert replayed == missed
+            texts = [m["data"]["content"] for e in replayed for m in e["messages"] or []]
+            assert texts.count("several") == 1 and f"{below[:6]}-2" in texts
+            assert (await resumed.event())["kind"] == "CONVERSATION_DELETED"  # the sweep's
+            await nothing_more(resumed)
