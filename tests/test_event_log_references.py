@@ -11,14 +11,15 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 import pytest
-from sqlalchemy import pool, select
+from sqlalchemy import delete, pool, select
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from graph.domain.events import EventKind
 from graph.store.tables import event_log as L
+from graph.store.tables import message
 from tests.conftest import GraphQLClient
 from tests.operations import DELETE, REPLACE, append, create, delegate
-from tests.test_event_resume import events, live_stream, nothing_more, stream
+from tests.test_event_resume import events, live_stream, nothing_more, refused, stream
 from tests.test_retention import expire_soon, wait_past
 
 if TYPE_CHECKING:
@@ -103,3 +104,24 @@ async def test_replayed_appends_keep_their_messages_after_a_replace_a_delete_and
             assert texts.count("several") == 1 and f"{below[:6]}-2" in texts
             assert (await resumed.event())["kind"] == "CONVERSATION_DELETED"  # the sweep's
             await nothing_more(resumed)
+
+
+async def test_a_replay_that_finds_an_event_s_messages_gone_says_the_cursor_expired(
+    live_server: LiveServer, alice: GraphQLClient
+) -> None:
+    root = await create(alice)
+    async with contextlib.AsyncExitStack() as lost:
+        _, cursor = await live_stream(lost, live_server, alice, root)
+    await append(alice, root, "one", "two")
+    # What a replica of the release before migration 0013 could do: take messages away
+    # without copying them into the log rows that name them.
+    engine = create_async_engine(live_server.database_url, poolclass=pool.NullPool)
+    try:
+        async with engine.begin() as connection:
+            await connection.execute(delete(message).where(message.c.seq == 2))
+    finally:
+        await engine.dispose()
+
+    error = await refused(live_server, alice, root, cursor)
+    assert error["extensions"]["code"] == "CURSOR_EXPIRED"
+    assert error["extensions"]["field"] == ["after"]

@@ -117,6 +117,12 @@ class Reserved:
         self.roots[root_id] = (count + 1, position)
 
 
+class Unreplayable(LookupError):
+    """A logged event names messages that are no longer stored (a replica of a release before
+    migration 0013 deleted them without copying them into the log first): the event cannot
+    be replayed as it was sent."""
+
+
 # The root of each conversation this process has written to: ancestry never changes.
 _ROOTS: dict[str, str] = {}
 _ROOTS_KEPT = 100_000
@@ -243,6 +249,8 @@ def _event(
     messages = None
     if low is not None:
         messages = tuple(_between(referenced.get(conversation_id, {}), low, high))
+        if len(messages) != high - low + 1:
+            raise Unreplayable(f"event {position} of tree {_root}: messages {low}-{high} gone")
     elif "m" in carried:
         messages = tuple(
             _MESSAGES.load(
@@ -273,7 +281,8 @@ def _utc(text: str) -> datetime:
 async def after(
     sql: Sql, root_id: str, position: int, *, limit: int, workspace: tuple[str, str]
 ) -> list[Event]:
-    """Up to `limit` logged events of the tree of `root_id` after `position`, in order."""
+    """Up to `limit` logged events of the tree of `root_id` after `position`, in order;
+    Unreplayable if one of them names messages that are gone."""
     found = await sql.rows(_AFTER, {"root": root_id, "after": position, "limit": limit})
     referenced = await _referenced(sql, ((row[2], row[8], row[9]) for row in found.values))
     return [_event(row, workspace=workspace, referenced=referenced) for row in found.values]

@@ -6,12 +6,16 @@ read): its tree's log is reached only through it, as its transcript is.
 
 from __future__ import annotations
 
+import logging
+
 from graph.domain.cursors import NOT_OURS
 from graph.domain.errors import DomainError, ErrorCode, invalid, not_found
 from graph.store import event_log
 from graph.store.events import Event
 from graph.store.repository.base import Part
 from graph.store.tables import Conversation
+
+logger = logging.getLogger("convograph.events")
 
 EXPIRED = "the events after this cursor are no longer retained: read the state, subscribe anew"
 
@@ -40,13 +44,18 @@ class Replay(Part):
     async def page(self, conversation: Conversation, after: int, *, limit: int) -> list[Event]:
         """Up to `limit` logged events of the tree after position `after`, in order;
         CURSOR_EXPIRED if the sweep pruned the next one meanwhile (positions have no gap)."""
-        events = await event_log.after(
-            self.sql,
-            conversation.root_id,
-            after,
-            limit=limit,
-            workspace=(conversation.workspace_type, conversation.workspace_id),
-        )
+        try:
+            events = await event_log.after(
+                self.sql,
+                conversation.root_id,
+                after,
+                limit=limit,
+                workspace=(conversation.workspace_type, conversation.workspace_id),
+            )
+        except event_log.Unreplayable as gone:
+            # Better a stream told to read the state anew than an event without its messages.
+            logger.warning("a stream cannot resume: %s", gone)
+            raise expired() from gone
         if events and events[0].position != after + 1:
             raise expired()
         return events
