@@ -19,7 +19,14 @@ from graph.store.tables import event_log as L
 from graph.store.tables import message
 from tests.conftest import GraphQLClient
 from tests.operations import DELETE, REPLACE, append, create, delegate
-from tests.test_event_resume import events, live_stream, nothing_more, refused, stream
+from tests.test_event_resume import (
+    events,
+    live_stream,
+    nothing_more,
+    refused,
+    stream,
+    witness_and_lost,
+)
 from tests.test_retention import expire_soon, wait_past
 
 if TYPE_CHECKING:
@@ -65,11 +72,7 @@ async def test_replayed_appends_keep_their_messages_after_a_replace_a_delete_and
     below = (await delegate(alice, deleted, "below"))["childConversation"]["id"]
     expiring = (await delegate(alice, root, "expiring"))["childConversation"]["id"]
     async with contextlib.AsyncExitStack() as stack:
-        witness, _ = await live_stream(stack, live_server, alice, root)
-        async with contextlib.AsyncExitStack() as lost:
-            _, cursor = await live_stream(lost, live_server, alice, root)
-        while (await witness.event())["cursor"] != cursor:
-            pass
+        witness, cursor = await witness_and_lost(stack, live_server, alice, root)
         for i in range(3):
             for cid in (root, kept, deleted, below, expiring):
                 await append(alice, cid, f"{cid[:6]}-{i}")

@@ -63,6 +63,19 @@ async def live_stream(
     return socket, event["cursor"]
 
 
+async def witness_and_lost(
+    stack: contextlib.AsyncExitStack, server: LiveServer, gql: GraphQLClient, cid: str
+) -> tuple[Session, str]:
+    """A witness stream that stays connected (what a resumed stream must match), and the
+    cursor of a stream that disconnected, which the witness has reached."""
+    witness, _ = await live_stream(stack, server, gql, cid)
+    async with contextlib.AsyncExitStack() as lost:
+        _, cursor = await live_stream(lost, server, gql, cid)
+    while (await witness.event())["cursor"] != cursor:
+        pass
+    return witness, cursor
+
+
 async def events(socket: Session, count: int) -> list[dict[str, Any]]:
     return [await socket.event() for _ in range(count)]
 
@@ -113,12 +126,7 @@ async def test_a_resumed_stream_gets_exactly_the_missed_events_in_order_then_liv
     root = await create(alice)
     child = (await delegate(alice, root))["childConversation"]["id"]
     async with contextlib.AsyncExitStack() as stack:
-        # A witness that never disconnects: what the resumed stream must match.
-        witness, _ = await live_stream(stack, live_server, alice, root)
-        async with contextlib.AsyncExitStack() as lost:
-            _, cursor = await live_stream(lost, live_server, alice, root)
-        while (await witness.event())["cursor"] != cursor:
-            pass
+        witness, cursor = await witness_and_lost(stack, live_server, alice, root)
         count = await write_200_across_the_tree(alice, root, child)
         missed = await events(witness, count)
         assert len({e["cursor"] for e in missed}) == count == 200
