@@ -15,6 +15,8 @@ pkg-config libcurl4-openssl-dev nlohmann-json3-dev) every test here skips, loudl
 
 from __future__ import annotations
 
+import asyncio
+import fcntl
 import functools
 import json
 import os
@@ -101,8 +103,14 @@ async def run(*args: str, env: dict[str, str] | None = None, limit: float) -> tu
 
 
 async def make(*targets: str) -> str:
+    """`make` in the adapter's directory, one at a time across pytest's workers: two tests
+    building the same objects at once would write the same files."""
     jobs = str(os.cpu_count() or 2)
-    code, out, err = await run("make", "-j", jobs, *targets, limit=BUILD_TIMEOUT)
+    build = ADAPTER / "build"
+    build.mkdir(exist_ok=True)
+    with (build / ".make.lock").open("w") as lock:
+        await asyncio.to_thread(fcntl.flock, lock, fcntl.LOCK_EX)
+        code, out, err = await run("make", "-j", jobs, *targets, limit=BUILD_TIMEOUT)
     assert code == 0, f"make {' '.join(targets)} failed:\n{out}\n{err}"
     return out
 
