@@ -109,6 +109,17 @@ async def test_replayed_appends_keep_their_messages_after_a_replace_a_delete_and
             await nothing_more(resumed)
 
 
+async def delete_behind_the_log(server: LiveServer, seq: int) -> None:
+    """Delete messages as a replica of the release before migration 0013 could: without
+    copying them into the log rows that name them."""
+    engine = create_async_engine(server.database_url, poolclass=pool.NullPool)
+    try:
+        async with engine.begin() as connection:
+            await connection.execute(delete(message).where(message.c.seq == seq))
+    finally:
+        await engine.dispose()
+
+
 async def test_a_replay_that_finds_an_event_s_messages_gone_says_the_cursor_expired(
     live_server: LiveServer, alice: GraphQLClient
 ) -> None:
@@ -118,13 +129,25 @@ async def test_a_replay_that_finds_an_event_s_messages_gone_says_the_cursor_expi
     await append(alice, root, "one", "two")
     # What a replica of the release before migration 0013 could do: take messages away
     # without copying them into the log rows that name them.
-    engine = create_async_engine(live_server.database_url, poolclass=pool.NullPool)
-    try:
-        async with engine.begin() as connection:
-            await connection.execute(delete(message).where(message.c.seq == 2))
-    finally:
-        await engine.dispose()
+    await delete_behind_the_log(live_server, 2)
 
     error = await refused(live_server, alice, root, cursor)
     assert error["extensions"]["code"] == "CURSOR_EXPIRED"
     assert error["extensions"]["field"] == ["after"]
+
+
+async def test_a_replace_copies_no_partial_event_and_its_replay_says_the_cursor_expired(
+    live_server: LiveServer, alice: GraphQLClient
+) -> None:
+    root = await create(alice)
+    async with contextlib.AsyncExitStack() as lost:
+        _, cursor = await live_stream(lost, live_server, alice, root)
+    await append(alice, root, "one", "two")
+    await delete_behind_the_log(live_server, 2)
+    # The replace copies what it drops into the log first: not "one" alone as the event.
+    replaced = await alice(REPLACE, {"id": root, "m": [{"role": "user", "content": "new"}]})
+    assert replaced["replaceTranscript"]["userErrors"] == []
+    assert (await copies(live_server, root))[root] == [False, False]
+
+    error = await refused(live_server, alice, root, cursor)
+    assert error["extensions"]["code"] == "CURSOR_EXPIRED"

@@ -248,9 +248,10 @@ def _event(
     carried = orjson.loads(payload) if payload else {}
     messages = None
     if low is not None:
-        messages = tuple(_between(referenced.get(conversation_id, {}), low, high))
-        if len(messages) != high - low + 1:
+        named = _between(referenced.get(conversation_id, {}), low, high)
+        if named is None:
             raise Unreplayable(f"event {position} of tree {_root}: messages {low}-{high} gone")
+        messages = tuple(named)
     elif "m" in carried:
         messages = tuple(
             _MESSAGES.load(
@@ -305,8 +306,11 @@ async def _referenced(
     return referenced
 
 
-def _between(messages: dict[int, Message], low: int, high: int) -> list[Message]:
-    return [messages[seq] for seq in range(low, high + 1) if seq in messages]
+def _between(messages: dict[int, Message], low: int, high: int) -> list[Message] | None:
+    """The messages of seqs `low`..`high`; None if any of them is no longer stored."""
+    if any(seq not in messages for seq in range(low, high + 1)):
+        return None
+    return [messages[seq] for seq in range(low, high + 1)]
 
 
 _SUBTREE = or_(
@@ -356,11 +360,16 @@ async def keep_messages(
     referenced = await _referenced(sql, ((row[1], row[3], row[4]) for row in found.values))
     rows: list[dict[str, Any]] = []
     for position, cid, payload, low, high in found.values:
+        named = _between(referenced.get(cid, {}), low, high)
+        if named is None:
+            continue  # already gone: the reference stays, and its replay says so (Unreplayable)
         carried = orjson.loads(payload) if payload else {}
-        carried["m"] = [_copy(m) for m in _between(referenced.get(cid, {}), low, high)]
+        carried["m"] = [_copy(m) for m in named]
         rows.append(
             {"root_id": root_id, "position": position, "payload": orjson.dumps(carried).decode()}
         )
+    if not rows:
+        return 0
     if sql.encryption is not None:
         await seal_payloads(sql.encryption, rows)
     await sql.execute_many(
