@@ -511,13 +511,18 @@ class Encryption:
             return None
         at = _REF_AT + len(ref) + 1
         end = at + self._nonce_length
+        get = opened.get
+        texts: list[tuple[Any, ...]] = []
+        append = texts.append
         try:
-            texts = [opened.get(value[at:end]) for (value,) in values]
+            for (value,) in values:
+                text = get(value[at:end])
+                if text is None:  # not opened lately: the first read in a process stops here
+                    return None
+                append((text,))
         except TypeError:  # a NULL (or a number) among them
             return None
-        if None in texts:
-            return None
-        return [(text,) for text in texts]
+        return texts
 
     def _open_column(self, values: list[tuple[Any, ...]]) -> list[tuple[Any, ...]] | None:
         """Single-column rows opened with the keys already loaded; None when one needs a key
