@@ -66,3 +66,18 @@ def test_whatever_reads_as_an_id_is_canonical(text: str) -> None:
         assert ids.canonical(found) == found
         assert len(found) == 36
         assert found == found.lower()
+
+
+@PROPERTY
+@given(
+    st.one_of(
+        st.uuids().map(str),
+        st.text(alphabet="0123456789abcdefABCDEF-{}:urnid \n", min_size=30, max_size=40),
+    )
+)
+def test_the_canonical_spelling_reads_as_uuid_reads_it(text: str) -> None:
+    try:
+        expected: str | None = str(uuid.UUID(text))
+    except ValueError:
+        expected = None
+    assert ids.canonical(text) == expected

@@ -52,3 +52,41 @@ def test_other_dialects_keep_an_aware_utc_value() -> None:
     value = INSTANTS[3]
     bound = process(value) if process is not None else value
     assert bound == value and bound.tzinfo == UTC
+
+
+def sqlalchemys_instant(text: str) -> datetime | None:
+    parse = DateTime().dialect_impl(SQLITE).result_processor(SQLITE, None)
+    assert parse is not None
+    return UTCDateTime().process_result_value(parse(text), SQLITE)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2026-12-02 18:43:32.540831",
+        "2026-12-02 18:43:32.000000",
+        "2026-12-02 18:43:32",  # written by hand, without microseconds
+        "0999-01-02 03:04:05.000006",
+        "2026-12-02T18:43:32.540831",
+        "2026-12-02",
+        "2026-01-01 00:30:00+05:30",  # an offset of its own: converted, not doubled
+        "2026-01-01 00:30:00Z",
+    ],
+)
+def test_a_stored_text_reads_as_sqlalchemys_instant_in_utc(text: str) -> None:
+    read = UTCDateTime().dialect_impl(SQLITE).result_processor(SQLITE, None)
+    assert read is not None
+    value = read(text)
+    assert value is not None and value == sqlalchemys_instant(text)
+    assert value.tzinfo is UTC
+    assert read(None) is None
+
+
+def test_a_text_that_is_no_timestamp_is_refused_as_before() -> None:
+    read = UTCDateTime().dialect_impl(SQLITE).result_processor(SQLITE, None)
+    assert read is not None
+    for text in ("", "yesterday", "2026-13-01 00:00:00"):
+        with pytest.raises(ValueError):
+            sqlalchemys_instant(text)
+        with pytest.raises(ValueError):
+            read(text)
