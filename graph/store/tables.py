@@ -48,13 +48,11 @@ class UTCDateTime(TypeDecorator[datetime]):
     def process_bind_param(self, value: Any, dialect: Dialect) -> datetime | None:
         if value is None:
             return None
-        value = value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
-        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value  # type: ignore[no-any-return]
+        instant = _as_utc(value)
+        return instant.replace(tzinfo=None) if dialect.name == "sqlite" else instant
 
     def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)  # type: ignore[no-any-return]
+        return None if value is None else _as_utc(value)
 
     def bind_processor(self, dialect: Dialect) -> Callable[[Any], Any] | None:
         """On SQLite, the text SQLAlchemy's DATETIME would store, in one call to datetime's
@@ -97,8 +95,12 @@ def _sqlite_instant(value: str | None) -> datetime | None:
             return instant
     except (TypeError, ValueError):  # a text with an offset of its own (not one we wrote)
         pass
-    parsed = datetime.fromisoformat(value)
-    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+    return _as_utc(datetime.fromisoformat(value))
+
+
+def _as_utc(value: datetime) -> datetime:
+    """`value` as an aware UTC datetime; a naive one is UTC already."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 class EnumText(TypeDecorator[E], Generic[E]):
