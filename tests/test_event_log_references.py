@@ -109,27 +109,29 @@ async def test_replayed_appends_keep_their_messages_after_a_replace_a_delete_and
             await nothing_more(resumed)
 
 
-async def delete_behind_the_log(server: LiveServer, seq: int) -> None:
-    """Delete messages as a replica of the release before migration 0013 could: without
-    copying them into the log rows that name them."""
+async def an_append_with_a_message_gone(
+    server: LiveServer, alice: GraphQLClient
+) -> tuple[str, str]:
+    """A root whose append of "one" and "two" has lost "two" as a replica of the release
+    before migration 0013 could lose it: deleted without a copy into the log row that names
+    it. Returns the root and a cursor from before the append."""
+    root = await create(alice)
+    async with contextlib.AsyncExitStack() as lost:
+        _, cursor = await live_stream(lost, server, alice, root)
+    await append(alice, root, "one", "two")
     engine = create_async_engine(server.database_url, poolclass=pool.NullPool)
     try:
         async with engine.begin() as connection:
-            await connection.execute(delete(message).where(message.c.seq == seq))
+            await connection.execute(delete(message).where(message.c.seq == 2))
     finally:
         await engine.dispose()
+    return root, cursor
 
 
 async def test_a_replay_that_finds_an_event_s_messages_gone_says_the_cursor_expired(
     live_server: LiveServer, alice: GraphQLClient
 ) -> None:
-    root = await create(alice)
-    async with contextlib.AsyncExitStack() as lost:
-        _, cursor = await live_stream(lost, live_server, alice, root)
-    await append(alice, root, "one", "two")
-    # What a replica of the release before migration 0013 could do: take messages away
-    # without copying them into the log rows that name them.
-    await delete_behind_the_log(live_server, 2)
+    root, cursor = await an_append_with_a_message_gone(live_server, alice)
 
     error = await refused(live_server, alice, root, cursor)
     assert error["extensions"]["code"] == "CURSOR_EXPIRED"
@@ -139,11 +141,7 @@ async def test_a_replay_that_finds_an_event_s_messages_gone_says_the_cursor_expi
 async def test_a_replace_copies_no_partial_event_and_its_replay_says_the_cursor_expired(
     live_server: LiveServer, alice: GraphQLClient
 ) -> None:
-    root = await create(alice)
-    async with contextlib.AsyncExitStack() as lost:
-        _, cursor = await live_stream(lost, live_server, alice, root)
-    await append(alice, root, "one", "two")
-    await delete_behind_the_log(live_server, 2)
+    root, cursor = await an_append_with_a_message_gone(live_server, alice)
     # The replace copies what it drops into the log first: not "one" alone as the event.
     replaced = await alice(REPLACE, {"id": root, "m": [{"role": "user", "content": "new"}]})
     assert replaced["replaceTranscript"]["userErrors"] == []
