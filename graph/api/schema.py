@@ -5,7 +5,7 @@ The source of schema.graphql (`convograph export-schema`).
 
 from __future__ import annotations
 
-from functools import partial
+from functools import lru_cache, partial
 
 from strawberry.schema.config import StrawberryConfig
 
@@ -27,19 +27,25 @@ from graph.settings import Settings
 
 
 def build_schema(settings: Settings | None = None) -> Schema:
-    """The schema with its limits; one document cache per schema."""
+    """The schema with the limits of `settings`; one document cache per schema."""
     settings = settings or Settings()
     bound_merge_checks(settings.max_merge_checks)
-    documents = DocumentCache(
-        Limits(
-            max_depth=settings.max_query_depth,
-            max_aliases=settings.max_aliases,
-            max_fields=settings.max_selected_fields,
-            max_directives=settings.max_directives,
-        ),
-        max_tokens=settings.max_query_tokens,
-        maxsize=512,
+    limits = Limits(
+        max_depth=settings.max_query_depth,
+        max_aliases=settings.max_aliases,
+        max_fields=settings.max_selected_fields,
+        max_directives=settings.max_directives,
     )
+    return _schema(limits, max_tokens=settings.max_query_tokens)
+
+
+# Built once per set of limits in a process: Strawberry's conversion of the types takes tens
+# of milliseconds, which every app made in one process (the tests make one per test, the
+# bench several) would pay again for the same schema. The schema holds no service or
+# connection, and its document cache only what a query text parses and validates to.
+@lru_cache(maxsize=8)
+def _schema(limits: Limits, *, max_tokens: int) -> Schema:
+    documents = DocumentCache(limits, max_tokens=max_tokens, maxsize=512)
     return Schema(
         query=Query,
         mutation=Mutation,
