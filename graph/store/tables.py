@@ -76,19 +76,38 @@ class UTCDateTime(TypeDecorator[datetime]):
 _UTC_SUFFIX = "+00:00"
 
 
+# The last instant written and its text. A write binds its unit of work's one `now` in
+# several rows (the conversation's bump, the messages, the event) and reads it back from the
+# bump's RETURNING: formatted once, and that text parsed back to the same instant.
+_last: tuple[datetime, str] = (datetime(1970, 1, 1, tzinfo=UTC), "1970-01-01 00:00:00.000000")
+
+
 def _sqlite_text(value: datetime | None) -> str | None:
     if value is None:
         return None
+    last = _last
+    if value is last[0]:
+        return last[1]
     if value.tzinfo is None:
         return value.isoformat(" ", "microseconds")
     if value.tzinfo is not UTC:
         value = value.astimezone(UTC)
-    return value.isoformat(" ", "microseconds")[: -len(_UTC_SUFFIX)]
+    text = value.isoformat(" ", "microseconds")[: -len(_UTC_SUFFIX)]
+    _remember(value, text)
+    return text
+
+
+def _remember(instant: datetime, text: str) -> None:
+    global _last
+    _last = (instant, text)
 
 
 def _sqlite_instant(value: str | None) -> datetime | None:
     if value is None:
         return None
+    last = _last
+    if value == last[1]:
+        return last[0]
     try:
         instant = datetime.fromisoformat(value + _UTC_SUFFIX)
         if instant.tzinfo is UTC:  # (a date alone parses, but without the offset)

@@ -90,3 +90,21 @@ def test_a_text_that_is_no_timestamp_is_refused_as_before() -> None:
             sqlalchemys_instant(text)
         with pytest.raises(ValueError):
             read(text)
+
+
+def test_texts_read_right_after_writing_any_instant_are_their_own_instants() -> None:
+    # The last instant written is remembered with its text: a text read back must still be
+    # its own instant, in UTC, whichever was written last.
+    write = UTCDateTime().dialect_impl(SQLITE).bind_processor(SQLITE)
+    read = UTCDateTime().dialect_impl(SQLITE).result_processor(SQLITE, None)
+    assert write is not None and read is not None
+    texts = [write(value) for value in INSTANTS]
+    for value, text in zip(INSTANTS, texts, strict=True):
+        for last in INSTANTS:
+            write(last)
+            instant = read(text)
+            assert instant == value and instant.tzinfo is UTC
+            assert read(write(value)) == value
+    write(INSTANTS[0])
+    with pytest.raises(ValueError):
+        read("")

@@ -80,8 +80,13 @@ class Repository:
     def scope_params(self) -> dict[str, Any]:
         return scope.params(self.principal)
 
-    @staticmethod
-    def now() -> datetime:
+    def now(self) -> datetime:
+        """The instant of this unit of work: every row it writes carries the same one (as
+        PostgreSQL's now() is its transaction's start)."""
+        return self._now
+
+    @once
+    def _now(self) -> datetime:
         return datetime.now(UTC)
 
     def publish(self, kind: EventKind, conversation: Conversation, **extra: Any) -> None:
