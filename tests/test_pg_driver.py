@@ -185,7 +185,7 @@ async def test_an_interrupted_statement_drops_its_connection(db: Database) -> No
 
 
 async def test_a_read_transaction_whose_connection_died_still_answers(db: Database) -> None:
-    transaction = ReadTransaction(db.reader, sqlite=False)
+    transaction = ReadTransaction(db.reader, readers=None)
     async with transaction.use() as conn:
         found = await Sql(conn, db).rows(transcripts._ranges(1), {"c0": ROOT, "l0": 1, "h0": 5})
         await terminate(db, conn)

@@ -2,9 +2,16 @@
 
 A write leaves its transaction open for others to join only while other requests are under
 way (store/db.py, SQLiteWriter); one client's requests one after another then commit at once.
+A request counts from its first turn of the event loop, and then gives the loop back once:
+requests that arrived together (their tasks made in one turn) all count before any of them
+goes on. Without that turn the first would run through to its COMMIT before the others
+started whenever nothing on its way suspends (a SQLite read does not), and no write would
+ever find another under way.
 """
 
 from __future__ import annotations
+
+import asyncio
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -22,6 +29,7 @@ class InFlightMiddleware:
             return
         self.in_flight.requests += 1
         try:
+            await asyncio.sleep(0)
             await self.app(scope, receive, send)
         finally:
             self.in_flight.requests -= 1

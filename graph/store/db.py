@@ -34,6 +34,7 @@ from graph.store import sqlite_inline
 from graph.store.encryption import Encryption
 from graph.store.full_disk import FullDisk
 from graph.store.idle_ping import ping_when_idle
+from graph.store.sqlite_readers import IdleReaders
 
 logger = logging.getLogger("convograph.db")
 
@@ -434,9 +435,9 @@ class ReadTransaction:
     one pool checkout instead of one each. The connection serves one resolver at a time.
     """
 
-    def __init__(self, engine: AsyncEngine, *, sqlite: bool) -> None:
+    def __init__(self, engine: AsyncEngine, *, readers: IdleReaders | None) -> None:
         self._engine = engine
-        self._sqlite = sqlite
+        self._readers = readers  # SQLite's (sqlite_readers.py); None on PostgreSQL
         self._conn: AsyncConnection | None = None
         self._opening = asyncio.Lock()
         self._in_use = asyncio.Lock()
@@ -450,9 +451,10 @@ class ReadTransaction:
     async def _open(self) -> AsyncConnection:
         async with self._opening:
             if self._conn is None:
-                conn = await self._engine.connect()
+                readers = self._readers
+                conn = await (readers.take() if readers else self._engine.connect())
                 try:
-                    if self._sqlite:
+                    if readers is not None:
                         await _run(driver_connection(conn), "BEGIN")
                     else:
                         await conn.execution_options(
@@ -460,7 +462,7 @@ class ReadTransaction:
                         )
                         await conn.begin()
                 except BaseException:
-                    await conn.close()
+                    await self._release(conn, clean=False)
                     raise
                 self._conn = conn
         return self._conn
@@ -468,14 +470,22 @@ class ReadTransaction:
     async def close(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
+            clean = False
             try:
                 await _end(conn, driver_connection(conn), commit=False)
+                clean = True
             except Exception:
                 # Read only: the reads are done and nothing was written, so the answer
                 # stands; the connection that could not end its transaction was dropped.
                 logger.warning("a read transaction could not be ended", exc_info=True)
             finally:
-                await conn.close()
+                await self._release(conn, clean=clean)
+
+    async def _release(self, conn: AsyncConnection, *, clean: bool) -> None:
+        if self._readers is not None:
+            await self._readers.give_back(conn, clean=clean)
+        else:
+            await conn.close()
 
 
 class Database:
@@ -486,6 +496,7 @@ class Database:
         self.is_sqlite = settings.is_sqlite
         self.backend = "sqlite" if self.is_sqlite else "postgresql"
         self._sqlite_writer: SQLiteWriter | None = None
+        self._sqlite_readers: IdleReaders | None = None
         self.statement_listeners: list[StatementListener] = []
         self.error_listeners: list[ErrorListener] = []
         self.full_disk = FullDisk(_where(settings))
@@ -495,6 +506,7 @@ class Database:
         if self.is_sqlite:
             self.writer = _sqlite_engine(settings, writer=True)
             self.reader = _sqlite_engine(settings, writer=False)
+            self._sqlite_readers = IdleReaders(self.reader)
             self._sqlite_writer = SQLiteWriter(
                 self.writer,
                 busy_timeout_ms=settings.sqlite_busy_timeout_ms,
@@ -552,15 +564,24 @@ class Database:
         share a ReadTransaction). On PostgreSQL each statement commits by itself: under READ
         COMMITTED a transaction around them would see no more, and cost a BEGIN and a
         ROLLBACK, two round trips, every time."""
-        async with self.reader.connect() as conn:
-            if not self.is_sqlite:
+        readers = self._sqlite_readers
+        if readers is None:
+            async with self.reader.connect() as conn:
                 await conn.execution_options(isolation_level="AUTOCOMMIT")
+                yield conn
+            return
+        conn = await readers.take()
+        clean = False
+        try:
             yield conn
+            clean = True
+        finally:
+            await readers.give_back(conn, clean=clean)
 
     @asynccontextmanager
     async def read_transaction(self) -> AsyncIterator[ReadTransaction]:
         """One read transaction for a query's reads, ended when the block ends."""
-        transaction = ReadTransaction(self.reader, sqlite=self.is_sqlite)
+        transaction = ReadTransaction(self.reader, readers=self._sqlite_readers)
         try:
             yield transaction
         finally:
@@ -581,8 +602,12 @@ class Database:
             pool = engine.pool
             if isinstance(pool, QueuePool):
                 # SQLite's writer keeps its one connection checked out between writes.
-                writer = self._sqlite_writer
-                in_use = writer.in_use if name == "writer" and writer else pool.checkedout()
+                writer, readers = self._sqlite_writer, self._sqlite_readers
+                in_use = pool.checkedout()
+                if name == "writer" and writer:
+                    in_use = writer.in_use
+                elif name == "reader" and readers:
+                    in_use -= readers.idle  # checked out, but waiting for the next read
                 stats[name] = (in_use, pool.size())
         return stats
 
@@ -594,6 +619,8 @@ class Database:
     async def dispose(self) -> None:
         if self._sqlite_writer is not None:
             await self._sqlite_writer.close()
+        if self._sqlite_readers is not None:
+            await self._sqlite_readers.close()
         await self.writer.dispose()
         if self.reader is not self.writer:
             await self.reader.dispose()
