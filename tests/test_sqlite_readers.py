@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import asyncio
 
-import httpx
 import pytest
 from sqlalchemy import text
 
-from graph.app import create_app
 from graph.services import Services
 from graph.settings import Settings
 from graph.store.db import driver_connection
 from tests.conftest import GraphQLClient, Server
 from tests.operations import CREATE
+from tests.test_http import serving
 
 LIST = "{ conversations(first: 5) { totalCount } }"
 
@@ -73,14 +72,10 @@ async def test_more_concurrent_queries_than_connections_all_answer(settings: Set
     # A connection a read ends with goes to the reads waiting for the pool, not to the idle
     # list, where they would not see it (and time out).
     settings = settings.replace(pool_size=2, pool_timeout_seconds=3)
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        server = Server(app, settings)
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
-            gql = GraphQLClient(http, await server.token())
-            cid = (await gql(CREATE))["createConversation"]["conversation"]["id"]
-            read = "query($id: ID!) { conversation(id: $id) { version transcript } }"
-            answers = await asyncio.gather(*(gql(read, {"id": cid}) for _ in range(12)))
-            assert [a["conversation"]["version"] for a in answers] == [1] * 12
-            assert checked_out(server.services)[1] == 0
+    async with serving(settings) as (server, http):
+        gql = GraphQLClient(http, await server.token())
+        cid = (await gql(CREATE))["createConversation"]["conversation"]["id"]
+        read = "query($id: ID!) { conversation(id: $id) { version transcript } }"
+        answers = await asyncio.gather(*(gql(read, {"id": cid}) for _ in range(12)))
+        assert [a["conversation"]["version"] for a in answers] == [1] * 12
+        assert checked_out(server.services)[1] == 0
