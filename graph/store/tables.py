@@ -83,6 +83,7 @@ _last: tuple[datetime, str] = (datetime(1970, 1, 1, tzinfo=UTC), "1970-01-01 00:
 
 
 def _sqlite_text(value: datetime | None) -> str | None:
+    global _last
     if value is None:
         return None
     last = _last
@@ -93,13 +94,8 @@ def _sqlite_text(value: datetime | None) -> str | None:
     if value.tzinfo is not UTC:
         value = value.astimezone(UTC)
     text = value.isoformat(" ", "microseconds")[: -len(_UTC_SUFFIX)]
-    _remember(value, text)
+    _last = (value, text)
     return text
-
-
-def _remember(instant: datetime, text: str) -> None:
-    global _last
-    _last = (instant, text)
 
 
 def _sqlite_instant(value: str | None) -> datetime | None:
