@@ -564,19 +564,13 @@ class Database:
         share a ReadTransaction). On PostgreSQL each statement commits by itself: under READ
         COMMITTED a transaction around them would see no more, and cost a BEGIN and a
         ROLLBACK, two round trips, every time."""
-        readers = self._sqlite_readers
-        if readers is None:
-            async with self.reader.connect() as conn:
-                await conn.execution_options(isolation_level="AUTOCOMMIT")
+        if self._sqlite_readers is not None:
+            async with self._sqlite_readers.lend() as conn:
                 yield conn
             return
-        conn = await readers.take()
-        clean = False
-        try:
+        async with self.reader.connect() as conn:
+            await conn.execution_options(isolation_level="AUTOCOMMIT")
             yield conn
-            clean = True
-        finally:
-            await readers.give_back(conn, clean=clean)
 
     @asynccontextmanager
     async def read_transaction(self) -> AsyncIterator[ReadTransaction]:

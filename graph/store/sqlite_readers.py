@@ -12,6 +12,8 @@ size, since each came from it; the pool's metrics count them as idle.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -26,6 +28,18 @@ class IdleReaders:
     @property
     def idle(self) -> int:
         return len(self._idle)
+
+    @asynccontextmanager
+    async def lend(self) -> AsyncIterator[AsyncConnection]:
+        """A connection for the reads of one block, given back when it ends (kept only if
+        the block did not raise)."""
+        conn = await self.take()
+        clean = False
+        try:
+            yield conn
+            clean = True
+        finally:
+            await self.give_back(conn, clean=clean)
 
     async def take(self) -> AsyncConnection:
         """A connection for reads: the one left last, or a new checkout."""
