@@ -177,3 +177,20 @@ def test_encode_document_names_the_field_of_what_is_no_json() -> None:
         messages.encode_document({"s": "\ud800"}, "state")
     with raises_domain(ErrorCode.INVALID_INPUT, "state"):
         messages.encode_document({"s": object()}, "state")
+
+
+@pytest.mark.parametrize(
+    ("stored", "new", "kept"),
+    [
+        ([], ["a"], 0),
+        (["a", "b"], ["a", "b", "c"], 2),  # a save that adds to the end keeps everything
+        (["a", "b", "c"], ["a", "b"], 2),  # a shorter transcript keeps what it starts with
+        (["a", "b", "c"], ["a", "x", "c"], 1),  # the first difference ends what is kept
+        (["a", "b"], ["x", "b"], 0),
+        (["a", "b"], [], 0),
+    ],
+)
+def test_a_save_keeps_the_stored_messages_the_new_transcript_starts_with(
+    stored: list[str], new: list[str], kept: int
+) -> None:
+    assert messages.kept_prefix(stored, new) == kept

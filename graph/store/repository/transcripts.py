@@ -10,7 +10,7 @@ from sqlalchemy import and_, bindparam, delete, or_, select
 
 from graph.domain.errors import invalid
 from graph.domain.events import EventKind
-from graph.domain.messages import PreparedMessage
+from graph.domain.messages import PreparedMessage, kept_prefix
 from graph.domain.paging import SeqWindow
 from graph.store import event_log
 from graph.store.encryption import opened_size, sealed_changes
@@ -131,12 +131,11 @@ class Transcripts(Part):
             },
         )
         stored = (await self.sql.rows(_DIGESTS, {"id": conversation.id})).scalars()
-        keep = 0
-        digest = (await encryption.ready()).content_digest if encryption is not None else str
-        for old, new in zip(stored, messages, strict=False):
-            if old != digest(new.digest):
-                break
-            keep += 1
+        digests = [m.digest for m in messages]
+        if encryption is not None:
+            keyed = (await encryption.ready()).content_digest
+            digests = [keyed(d) for d in digests[: len(stored)]]
+        keep = kept_prefix(stored, digests)
         removed = 0
         if keep < len(stored):
             # The log rows of appends that referenced them get their copy first.
