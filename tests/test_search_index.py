@@ -146,3 +146,31 @@ async def test_waiting_messages_are_found_after_a_kill_9(
     restarted = await live_servers.restart(live_server)
     async with restarted.client(token) as gql:
         assert await found(gql, "kumquat") == {cid}
+
+
+async def test_a_write_after_shutdown_schedules_no_batch(settings: Settings) -> None:
+    # Regression: a write that began while the services stopped (a sweep's, say) scheduled a
+    # batch for after the stop, whose task then ran on a disposed database or never ran
+    # ("coroutine 'SearchIndex._background' was never awaited").
+    from graph.services import build_services
+    from graph.store.search_index import DELAY
+
+    if settings.sqlite_path is None:
+        pytest.skip("PostgreSQL keeps its index itself: no batches")
+    services = build_services(settings)
+    await services.start()
+    await services.stop()
+    loop = asyncio.get_running_loop()
+    started: list[str] = []
+
+    def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        started.append(coro.__qualname__)
+        return asyncio.Task(coro, loop=loop, **kwargs)
+
+    loop.set_task_factory(factory)
+    try:
+        services.search_index.written()
+        await asyncio.sleep(DELAY * 2)
+    finally:
+        loop.set_task_factory(None)
+    assert "SearchIndex._background" not in started

@@ -76,6 +76,7 @@ class SearchIndex:
         self._lock = asyncio.Lock()
         self._timer: asyncio.Handle | None = None
         self._task: asyncio.Task[None] | None = None
+        self._stopped = False
 
     def written(self) -> None:
         """A write transaction begins: it may add messages to index (marked before it
@@ -84,6 +85,8 @@ class SearchIndex:
             return
         self._dirty = True
         self._writes += 1
+        if self._stopped:  # no batch after stop(): the next run indexes what waits
+            return
         loop = asyncio.get_running_loop()
         if self._writes >= BATCH:
             if self._timer is not None:
@@ -100,7 +103,10 @@ class SearchIndex:
             await self._update()
 
     async def stop(self) -> None:
-        """Index what waits (best effort: the next run would index it anyway)."""
+        """Index what waits (best effort: the next run would index it anyway). A write that
+        begins after this, while the process shuts down, schedules no batch: one would run
+        on a closed database, or never run at all."""
+        self._stopped = True
         if self._timer is not None:
             self._timer.cancel()
         if self._task is not None:
