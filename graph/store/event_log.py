@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -267,16 +267,11 @@ def _event(
         workspace_type=workspace[0],
         workspace_id=workspace[1],
         version=version,
-        at=at if isinstance(at, datetime) else _utc(at),
+        at=at,  # UTCDateTime's result processor made it an aware datetime
         messages=messages,
         delegation=delegation,
         position=position,
     )
-
-
-def _utc(text: str) -> datetime:
-    at = datetime.fromisoformat(text)
-    return at if at.tzinfo else at.replace(tzinfo=UTC)
 
 
 async def after(
