@@ -10,7 +10,7 @@ from sqlalchemy import text
 
 from graph.services import Services
 from graph.settings import Settings
-from graph.store.db import driver_connection
+from graph.store.connections import driver_connection
 from tests.conftest import GraphQLClient, Server
 from tests.operations import CREATE
 from tests.test_http import serving

@@ -31,6 +31,7 @@ from sqlalchemy.pool import AsyncAdaptedQueuePool, QueuePool
 
 from graph.settings import Settings
 from graph.store import sqlite_inline
+from graph.store.connections import driver_connection, end
 from graph.store.encryption import Encryption
 from graph.store.full_disk import FullDisk
 from graph.store.idle_ping import ping_when_idle
@@ -155,11 +156,6 @@ def _where(settings: Settings) -> str:
     if settings.is_sqlite:
         return str(settings.sqlite_path or ":memory:")
     return make_url(settings.database_url).render_as_string(hide_password=True)
-
-
-def driver_connection(conn: AsyncConnection) -> Any:
-    """The connection's driver connection (sqlite_inline's or asyncpg's)."""
-    return conn.sync_connection.connection.driver_connection  # type: ignore[union-attr]
 
 
 class _Group:
@@ -330,7 +326,7 @@ class SQLiteWriter:
         conn = self._conn
         assert conn is not None
         try:
-            await _end(conn, driver_connection(conn), commit=True)
+            await end(conn, driver_connection(conn), commit=True)
         except BaseException as exc:
             group.end(exc)
             return
@@ -362,7 +358,7 @@ class SQLiteWriter:
             self._group = None
         group.end(error)
         with contextlib.suppress(Exception):  # the caller raises `error`
-            await _end(conn, raw, commit=False)
+            await end(conn, raw, commit=False)
 
     async def _begin_immediate(self, raw: Any) -> None:
         loop = asyncio.get_running_loop()
@@ -412,21 +408,6 @@ async def _run(raw: Any, sql: str) -> None:
     await (await raw.execute(sql)).close()
 
 
-async def _end(conn: AsyncConnection, raw: Any, *, commit: bool) -> None:
-    # Statements run through SQLAlchemy made it track a transaction (on our BEGIN): ending
-    # it there ends both; statements run on the driver (sql.py) leave none.
-    try:
-        if conn.in_transaction():
-            await (conn.commit() if commit else conn.rollback())
-        else:
-            await (raw.commit() if commit else raw.rollback())
-    except BaseException:
-        # A connection whose transaction state is unknown is not reused: closing the driver
-        # connection rolls back whatever is left, and the pool opens a new one.
-        await conn.invalidate()
-        raise
-
-
 class ReadTransaction:
     """One connection in one read transaction for all the reads of a query, opened on first use.
 
@@ -472,7 +453,7 @@ class ReadTransaction:
         if conn is not None:
             clean = False
             try:
-                await _end(conn, driver_connection(conn), commit=False)
+                await end(conn, driver_connection(conn), commit=False)
                 clean = True
             except Exception:
                 # Read only: the reads are done and nothing was written, so the answer

@@ -26,7 +26,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.compiler import SQLCompiler
 
 from graph.store import pg_driver
-from graph.store.db import Database, driver_connection
+from graph.store.connections import driver_connection
+from graph.store.db import Database
 from graph.store.encryption import Lost
 
 Processor = Callable[[Any], Any] | None

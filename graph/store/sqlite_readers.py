@@ -12,11 +12,13 @@ size, since each came from it; the pool's metrics count them as idle.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from graph.store.connections import end, open_driver_connection
 
 
 class IdleReaders:
@@ -60,14 +62,12 @@ class IdleReaders:
         if clean and not self._waiting and _reusable(conn):
             self._idle.append(conn)
             return
-        raw = _driver(conn)
+        raw = open_driver_connection(conn)
         if raw is not None and raw.in_transaction:
             # Ended here: the pool resets nothing on return (db.py) and would hand it out
-            # still inside that transaction.
-            try:
-                await raw.rollback()
-            except Exception:
-                await conn.invalidate()  # in a state unknown: the pool opens another
+            # still inside that transaction. A failed rollback invalidates the connection.
+            with contextlib.suppress(Exception):
+                await end(conn, raw, commit=False)
         await conn.close()
 
     async def close(self) -> None:
@@ -77,12 +77,6 @@ class IdleReaders:
             await conn.close()
 
 
-def _driver(conn: AsyncConnection) -> Any:
-    if conn.closed or conn.invalidated or conn.sync_connection is None:
-        return None
-    return conn.sync_connection.connection.driver_connection
-
-
 def _reusable(conn: AsyncConnection) -> bool:
-    raw = _driver(conn)
+    raw = open_driver_connection(conn)
     return raw is not None and not raw.in_transaction and not conn.in_transaction()
