@@ -11,6 +11,7 @@ template.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import uuid
 
@@ -66,15 +67,24 @@ async def admin(url: str, sql: str) -> None:
 
 
 class WorkerDatabase:
-    """This worker's database on the server of `url`, made from `template`."""
+    """This worker's database on the server of `url`, made from `template`.
+
+    Its reset runs on one connection kept across tests, on a loop of its own: a new
+    connection per test cost a backend's start and cold catalog caches (the fingerprint's
+    queries), a sizeable part of a PostgreSQL test's setup.
+    """
 
     def __init__(self, url: str, template: str) -> None:
         self.url = url
         self.template = template
         worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
         self.name = f"cg_test_{worker}_{uuid.uuid4().hex[:8]}"
-        self.fingerprint = asyncio.run(self._fingerprint_of(template))
-        asyncio.run(admin(url, f'CREATE DATABASE "{self.name}" TEMPLATE "{template}"'))
+        # With a loop factory the runner leaves the thread's current loop alone (pytest-asyncio's).
+        self._runner = asyncio.Runner(loop_factory=asyncio.new_event_loop)
+        self._conn: asyncpg.Connection | None = None
+        self._empty: str | None = None  # the statements that empty it, for this fingerprint
+        self.fingerprint = self._runner.run(self._fingerprint_of(template))
+        self._runner.run(admin(url, f'CREATE DATABASE "{self.name}" TEMPLATE "{template}"'))
 
     @property
     def database_url(self) -> str:
@@ -82,30 +92,50 @@ class WorkerDatabase:
 
     def reset(self) -> None:
         """Empty the database, or make it again when its schema is not the template's."""
-        asyncio.run(self._reset())
+        self._runner.run(self._reset())
 
     def drop(self) -> None:
-        asyncio.run(admin(self.url, f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)'))
+        self._runner.run(self._drop())
+        self._runner.close()
+
+    async def _connection(self) -> asyncpg.Connection:
+        if self._conn is None or self._conn.is_closed():
+            self._conn = await asyncpg.connect(_dsn(self.database_url))
+        return self._conn
+
+    async def _disconnect(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                await self._conn.close()
+        self._conn = None
+
+    async def _drop(self) -> None:
+        await self._disconnect()
+        await admin(self.url, f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
 
     async def _reset(self) -> None:
-        conn = await asyncpg.connect(_dsn(self.database_url))
         try:
+            conn = await self._connection()
             await conn.execute(END_OTHER_SESSIONS)
-            try:
-                same = await conn.fetchval(FINGERPRINT) == self.fingerprint
-            except asyncpg.PostgresError:  # alembic_version itself was dropped
-                same = False
-            if same:
-                empty = await conn.fetchval(EMPTY)
-                async with conn.transaction():
-                    await conn.execute(empty)
-                    # The key store of encryption at rest (the default schema) goes with
-                    # the data it seals: a next test without encryption must not find keys.
-                    await conn.execute("DROP SCHEMA IF EXISTS convograph_keys CASCADE")
-                return
-        finally:
-            await conn.close()
-        await admin(self.url, f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+        except (OSError, asyncpg.InterfaceError):
+            # A test ended every session on the database, this one too: connect again.
+            await self._disconnect()
+            conn = await self._connection()
+            await conn.execute(END_OTHER_SESSIONS)
+        try:
+            same = await conn.fetchval(FINGERPRINT) == self.fingerprint
+        except asyncpg.PostgresError:  # alembic_version itself was dropped
+            same = False
+        if same:
+            if self._empty is None:
+                self._empty = await conn.fetchval(EMPTY)
+            async with conn.transaction():
+                await conn.execute(self._empty)
+                # The key store of encryption at rest (the default schema) goes with
+                # the data it seals: a next test without encryption must not find keys.
+                await conn.execute("DROP SCHEMA IF EXISTS convograph_keys CASCADE")
+            return
+        await self._drop()
         await admin(self.url, f'CREATE DATABASE "{self.name}" TEMPLATE "{self.template}"')
 
     async def _fingerprint_of(self, name: str) -> str:
