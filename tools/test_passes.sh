@@ -8,17 +8,17 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 SLOW_TIMEOUT="${CONVOGRAPH_SLOW_TIMEOUT:-1500}"
+# Python's bytecode cache stays on even where the environment turns it off
+# (PYTHONDONTWRITEBYTECODE): otherwise every pytest process rewrites and compiles every test
+# module again, and every server, CLI and migration a test starts compiles the package
+# again. The caches land in __pycache__, which git ignores.
+unset PYTHONDONTWRITEBYTECODE
 # Two pytest workers per core (pytest-xdist): every test makes its own database and server,
 # and waits on them (and on its subprocesses and browsers) about half the time, so two per
 # core keep the cores busy. The long variants load the machine harder: one per core.
 # Tests marked `serial` measure how fast the server answers under attack or contention
 # (or fill a disk that PostgreSQL's checkpoints then cannot write to),
 # so they run afterwards in a pytest of their own, with no other test beside them.
-# Python's bytecode cache stays on even where the environment turns it off
-# (PYTHONDONTWRITEBYTECODE): otherwise every pytest process rewrites and compiles every test
-# module again (about 5 s of CPU each), and every server, CLI and migration a test starts
-# compiles the package again. The caches land in __pycache__, which git ignores.
-unset PYTHONDONTWRITEBYTECODE
 CORES=$(nproc 2>/dev/null || echo 2)
 WORKERS="${CONVOGRAPH_TEST_WORKERS:-$((CORES * 2))}"
 SLOW_WORKERS="${CONVOGRAPH_TEST_WORKERS:-$CORES}"
