@@ -131,10 +131,10 @@ class Transcripts(Part):
             },
         )
         stored = (await self.sql.rows(_DIGESTS, {"id": conversation.id})).scalars()
-        digests = [m.digest for m in messages]
+        digests = [m.digest for m in messages[: len(stored)]]  # only these can be kept
         if encryption is not None:
             keyed = (await encryption.ready()).content_digest
-            digests = [keyed(d) for d in digests[: len(stored)]]
+            digests = [keyed(d) for d in digests]
         keep = kept_prefix(stored, digests)
         removed = 0
         if keep < len(stored):
