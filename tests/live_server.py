@@ -35,7 +35,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import socket
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -47,6 +46,7 @@ import pytest
 from tests import fork_server
 from tests.commands import run_command
 from tests.conftest import TEST_ENCRYPTION, TEST_MASTER_KEY, GraphQLClient
+from tests.ports import free_port, holds_port
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SECRET = "live-server-test-secret"
@@ -59,13 +59,6 @@ PORT_ATTEMPTS = 3
 
 class ServerFailed(RuntimeError):
     """The server did not come up, or a CLI command against its database failed."""
-
-
-def free_port() -> int:
-    """A port nobody listens on right now (the server binds it a moment later)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -242,22 +235,32 @@ async def start_server(
         if await _wait_healthy(server):
             return server
         await server.kill()
-        if "address already in use" not in server.logs().lower() or attempt == PORT_ATTEMPTS - 1:
+        if holds_port(server.logs(), port) is not False or attempt == PORT_ATTEMPTS - 1:
             raise ServerFailed(f"the server did not become healthy:\n{server.logs()}")
     raise AssertionError("unreachable")
 
 
 async def _wait_healthy(server: LiveServer) -> bool:
+    """Whether the server came up on its own port (an answer there alone does not say)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + START_TIMEOUT
     async with httpx.AsyncClient(timeout=2) as http:
         while loop.time() < deadline and server.running:
-            with contextlib.suppress(httpx.TransportError):
-                response = await http.get(f"{server.base_url}/healthz")
-                if response.status_code == 200 and response.json().get("database") == "up":
-                    return True
+            held = holds_port(server.logs(), server.port)
+            if held is False:
+                return False
+            if held and await _healthy(http, server):
+                return True
             await asyncio.sleep(0.05)
     return False
+
+
+async def _healthy(http: httpx.AsyncClient, server: LiveServer) -> bool:
+    try:
+        response = await http.get(f"{server.base_url}/healthz")
+    except httpx.TransportError:
+        return False
+    return response.status_code == 200 and response.json().get("database") == "up"
 
 
 class LiveServers:

@@ -11,7 +11,6 @@ import asyncio
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -28,6 +27,7 @@ import pytest
 from graph.settings import Settings
 from tests import fork_server
 from tests.conftest import GraphQLClient
+from tests.ports import free_port, holds_port
 from tests.test_http import serving
 
 REPO = Path(__file__).resolve().parents[1]
@@ -253,12 +253,6 @@ async def test_sweep_removes_only_expired_conversations(cli: Cli) -> None:
 # -- serve -----------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class Served:
     """`python -m graph serve` in the background; its stdout is collected as it comes."""
 
@@ -270,7 +264,7 @@ class Served:
         with self.log.open("w") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "graph", *command],
-                env=clean_env(CONVOGRAPH_LOG_LEVEL="warning"),
+                env=clean_env(),
                 cwd=cwd,
                 stdout=subprocess.PIPE,
                 stderr=log,
@@ -296,8 +290,11 @@ class Served:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             assert self.process.poll() is None, self.log.read_text()
+            # Its own log, not an answer on the port, says that this server holds the port.
+            held = holds_port(self.log.read_text(), self.port)
+            assert held is not False, self.log.read_text()
             try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                if held and httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
                     return
             except httpx.TransportError:
                 pass

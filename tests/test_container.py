@@ -25,6 +25,8 @@ import httpx
 import pytest
 import yaml
 
+from tests.ports import free_port
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = ROOT / "Dockerfile"
 HADOLINT = shutil.which("hadolint") or str(Path(sys.executable).parent / "hadolint")
@@ -180,12 +182,6 @@ def run(*args: str | Path, env: dict[str, str], cwd: Path) -> str:
     )
     assert result.returncode == 0, f"{args}: {result.stdout}\n{result.stderr}"
     return result.stdout
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def port_is_free(port: int) -> bool:

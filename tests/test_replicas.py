@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
 
 from tests.conftest import GraphQLClient
-from tests.live_server import LiveServer, LiveServers, live_servers  # noqa: F401
 from tests.operations import APPEND, REPLACE
 from tests.ws import subscribed
+
+if TYPE_CHECKING:
+    from tests.live_server import LiveServer, LiveServers
+
+pytest_plugins = ["tests.live_server"]
 
 CREATE = """mutation($key: String) { createConversation(input: {title: "r", idempotencyKey: $key})
   { conversation { id } userErrors { code } } }"""
@@ -28,7 +32,7 @@ READ = """query($id: ID!) { conversation(id: $id) { version messageCount transcr
 
 
 @pytest.fixture
-async def replicas(database_url: str, live_servers: LiveServers) -> list[LiveServer]:  # noqa: F811
+async def replicas(database_url: str, live_servers: LiveServers) -> list[LiveServer]:
     return list(
         await asyncio.gather(live_servers.start(database_url), live_servers.start(database_url))
     )
