@@ -43,11 +43,14 @@ SQLITE_ONLY=(
   tests/test_container.py
 )
 
+# The serial run collects only the files that mark tests `serial`, not the whole suite.
+mapfile -t SERIAL_FILES < <(grep -rlE --include='test_*.py' 'pytest\.mark\.serial' tests)
+
 run_pytest() {  # $1: marker expression; $2: pytest workers; then a timeout command, if any
   local marks="$1" workers="$2"; shift 2
   "$@" "$PY" -m pytest -q -m "($marks) and not serial" -n "$workers" ${PYTEST_ARGS:-}
   local parallel_rc=$?
-  "$@" "$PY" -m pytest -q -m "($marks) and serial" ${PYTEST_ARGS:-}
+  "$@" "$PY" -m pytest -q -m "($marks) and serial" ${PYTEST_ARGS:-} "${SERIAL_FILES[@]}"
   local serial_rc=$?
   [ "$serial_rc" -eq 5 ] && serial_rc=0  # no test of that kind selected
   [ "$parallel_rc" -eq 5 ] && parallel_rc=0
