@@ -9,16 +9,18 @@ token, a server that stops answering (SIGSTOP) and a server that is gone.
 
 Without a Go toolchain (Debian: `apt-get install golang-go`) every test here skips with
 "SKIPPED: no go toolchain". The Go build is offline: GOPROXY=off, GOFLAGS=-mod=mod,
-GOTOOLCHAIN=local, with GOCACHE and GOPATH in a temporary directory.
+GOTOOLCHAIN=local, with GOPATH in a temporary directory; the build cache is Go's own.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 import shutil
 import signal
+import subprocess
 import uuid
 import warnings
 from dataclasses import dataclass
@@ -78,8 +80,19 @@ def go_toolchain() -> None:
 
 @pytest.fixture(scope="module")
 def go_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """GOCACHE and GOPATH for this module's runs: the package is compiled once."""
+    """GOPATH for this module's runs, and their GOCACHE where Go has none of its own."""
     return tmp_path_factory.mktemp("go-home")
+
+
+@functools.cache
+def users_go_cache() -> str:
+    """Go's build cache (`go env GOCACHE`), which every go command of this user shares and
+    which concurrent builds may use: the standard library is compiled once on a machine, not
+    again in each pytest worker and run. Empty when Go has none (no HOME)."""
+    assert GO is not None
+    found = subprocess.run([GO, "env", "GOCACHE"], capture_output=True, text=True, check=False)
+    cache = found.stdout.strip()
+    return cache if found.returncode == 0 and cache not in ("", "off") else ""
 
 
 def seed_document(session_id: str) -> dict[str, Any]:
@@ -128,7 +141,7 @@ async def go_test(go_home: Path, env: dict[str, str], *args: str) -> GoRun:
     assert GO is not None
     child_env = {k: v for k, v in os.environ.items() if not k.startswith(("CONVOGRAPH_", "GO"))}
     child_env.update(
-        GOCACHE=str(go_home / "cache"),
+        GOCACHE=users_go_cache() or str(go_home / "cache"),
         GOPATH=str(go_home / "path"),
         GOFLAGS="-mod=mod",
         GOTOOLCHAIN="local",
