@@ -329,6 +329,8 @@ def _referencing(subtree: bool) -> Prepared:
     )
 
 
+# Its parameters cannot take the columns' names (SQLAlchemy keeps those for the SET values
+# it binds itself): `keep_messages` renames its rows' keys for it.
 _COPIED = Prepared(
     update(L)
     .where(L.c.root_id == bindparam("root"), L.c.position == bindparam("at_position"))
