@@ -33,7 +33,7 @@ class Services:
             if self.db.encryption is not None:
                 await self.db.encryption.ready()
             else:
-                await check_unencrypted(self.settings)
+                await check_unencrypted(self.settings, engine=self.db.reader)
         except Exception as exc:
             if not is_unavailable(exc):
                 raise

@@ -34,7 +34,7 @@ import unicodedata
 from binascii import a2b_base64, b2a_base64
 from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
@@ -45,6 +45,9 @@ from graph.domain import ids
 from graph.domain.errors import not_found
 from graph.settings import Settings, master_key_bytes
 from graph.store.key_store import TOMBSTONE, KeyStore, StoredKey, key_store
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 logger = logging.getLogger("convograph.encryption")
 
@@ -617,10 +620,10 @@ def opened_size(texts: Iterable[str]) -> int:
     return sum(len(t.encode("utf-8", "surrogatepass")) for t in texts)
 
 
-async def check_unencrypted(settings: Settings) -> None:
+async def check_unencrypted(settings: Settings, *, engine: AsyncEngine | None = None) -> None:
     """With encryption off: refuse to start on a database whose key store holds keys (its
-    content is sealed and would read as garbage)."""
-    store = key_store(settings)
+    content is sealed and would read as garbage). `engine`: the data's, on PostgreSQL."""
+    store = key_store(settings, engine=engine)
     try:
         if await store.exists():
             raise EncryptionError(

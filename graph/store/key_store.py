@@ -205,12 +205,13 @@ class PostgresKeyStore(KeyStore):
     write transaction that needs a new key must not wait for a connection of the data's
     pool, which other such writers may hold."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, engine: AsyncEngine | None = None) -> None:
         self.schema = settings.encryption_key_schema
         self.where = f"schema {self.schema}"
         self._table = f'"{self.schema}".data_key'
         self._settings = settings
-        self._engine: AsyncEngine | None = None
+        self._engine = engine
+        self._borrowed = engine is not None
         self._opened = False
 
     def _pool(self) -> AsyncEngine:
@@ -346,13 +347,16 @@ class PostgresKeyStore(KeyStore):
     async def close(self) -> None:
         engine, self._engine = self._engine, None
         self._opened = False
-        if engine is not None:
+        if engine is not None and not self._borrowed:
             await engine.dispose()
 
 
-def key_store(settings: Settings) -> KeyStore:
+def key_store(settings: Settings, *, engine: AsyncEngine | None = None) -> KeyStore:
+    """The key store of the database `settings` name. On PostgreSQL, `engine` (the data's)
+    may serve a short-lived store instead of a pool of its own: the start-up check does not
+    need one, and its own engine cost a server's start a connection and a dialect set-up."""
     if settings.is_sqlite:
         return SQLiteKeyStore(
             settings.resolved_key_store_file, busy_timeout_ms=settings.sqlite_busy_timeout_ms
         )
-    return PostgresKeyStore(settings)
+    return PostgresKeyStore(settings, engine=engine)
