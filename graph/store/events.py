@@ -92,19 +92,21 @@ class SubscriberTooSlow(DomainError):
 
 @dataclass(eq=False)
 class Listener:
-    """One subscription's place in the broker: the events it wants, queued."""
+    """One subscription's place in the broker: the events it wants, queued.
+
+    The queue is a list and one future its reader waits on, not an asyncio.Queue: a server
+    holds one per subscriber, and a Queue's three deques and Event took about 3 KB each
+    while it held, as it almost always does, nothing."""
 
     conversation_id: str
     include_descendants: bool
     queue_size: int = QUEUE_SIZE
     # Set once the conversation is read: deleting an ancestor deletes this one too.
     ancestry: tuple[str, ...] = ()
-    # None in the queue means the broker stopped.
-    queue: asyncio.Queue[Event | None] = field(init=False)
     overflowed: bool = False
-
-    def __post_init__(self) -> None:
-        self.queue = asyncio.Queue(maxsize=self.queue_size)
+    # None in the queue means the broker stopped.
+    _queued: list[Event | None] = field(init=False, default_factory=list)
+    _waiter: asyncio.Future[None] | None = field(init=False, default=None)
 
     def wants(self, event: Event) -> bool:
         if event.conversation_id == self.conversation_id or self.ends_with(event):
@@ -118,10 +120,31 @@ class Listener:
         )
 
     def offer(self, event: Event | None) -> None:
-        try:
-            self.queue.put_nowait(event)
-        except asyncio.QueueFull:
+        if len(self._queued) >= self.queue_size:
             self.overflowed = True
+            return
+        self._queued.append(event)
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def _arrival(self, idle_seconds: float | None) -> bool:
+        """Wait until something is queued (True) or `idle_seconds` pass first (False)."""
+        if self._queued:
+            return True
+        loop = asyncio.get_running_loop()
+        self._waiter = loop.create_future()
+        timer = None if idle_seconds is None else loop.call_later(idle_seconds, self._wake)
+        try:
+            await self._waiter
+        finally:
+            self._waiter = None
+            if timer is not None:
+                timer.cancel()
+        return bool(self._queued)
 
     async def events(self, *, idle_seconds: float | None = None) -> AsyncIterator[Event | None]:
         """The events in commit order, until the conversation is deleted or the broker stops.
@@ -130,12 +153,10 @@ class Listener:
         subscriber to check that it may still listen).
         """
         while True:
-            try:
-                async with asyncio.timeout(idle_seconds):
-                    event = await self.queue.get()
-            except TimeoutError:
+            if not await self._arrival(idle_seconds):
                 yield None
                 continue
+            event = self._queued.pop(0)
             if self.overflowed:
                 raise SubscriberTooSlow
             if event is None:

@@ -1,28 +1,94 @@
-"""An event numbered in its tree's log is the same event at that position."""
+"""An event numbered in its tree's log is the same event at that position; a listener's
+queue gives its events in order, says when it has been idle, and ends as it must."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
+import pytest
+
 from graph.domain.events import EventKind
-from graph.store.events import Event
+from graph.store.events import Event, Listener, SubscriberTooSlow
 
 
-def test_numbered_keeps_every_field_but_the_position() -> None:
-    event = Event(
-        kind=EventKind.MESSAGES_APPENDED,
+def an_event(version: int = 4, kind: EventKind = EventKind.MESSAGES_APPENDED) -> Event:
+    return Event(
+        kind=kind,
         conversation_id="c",
         ancestry=("r", "p"),
         workspace_type="site",
         workspace_id="1",
-        version=4,
+        version=version,
         at=datetime(2026, 12, 1, tzinfo=UTC),
         messages=(),
         delegation=None,
         position=0,
         head=9,
     )
+
+
+def test_numbered_keeps_every_field_but_the_position() -> None:
+    event = an_event()
     # A field added to Event and forgotten in `numbered` fails here.
     assert event.numbered(7) == dataclasses.replace(event, position=7)
     assert [f.name for f in dataclasses.fields(Event)][-2:] == ["position", "head"]
+
+
+async def version_of(stream: AsyncIterator[Event | None]) -> int:
+    """The version of the stream's next event (which must not be an idle mark)."""
+    event = await anext(stream)
+    assert event is not None
+    return event.version
+
+
+async def test_a_listener_gives_what_was_offered_in_order_and_what_comes_later() -> None:
+    listener = Listener("c", include_descendants=False)
+    listener.offer(an_event(1))
+    listener.offer(an_event(2))
+    stream = listener.events()
+    assert [await version_of(stream) for _ in range(2)] == [1, 2]
+    later = asyncio.create_task(version_of(stream))
+    await asyncio.sleep(0)
+    assert not later.done()
+    listener.offer(an_event(3))
+    assert await later == 3
+
+
+async def test_an_idle_listener_says_so_and_still_gets_what_comes_after() -> None:
+    listener = Listener("c", include_descendants=False)
+    stream = listener.events(idle_seconds=0.01)
+    assert await anext(stream) is None
+    listener.offer(an_event(5))
+    assert await version_of(stream) == 5
+
+
+async def test_a_listener_ends_when_the_broker_stops_or_its_conversation_goes() -> None:
+    stopped = Listener("c", include_descendants=False)
+    stopped.offer(None)
+    assert [e async for e in stopped.events()] == []
+    deleted = Listener("c", include_descendants=False)
+    deleted.offer(an_event(6, EventKind.CONVERSATION_DELETED))
+    deleted.offer(an_event(7))
+    assert [e.version async for e in deleted.events() if e is not None] == [6]
+
+
+async def test_a_listener_that_falls_behind_its_queue_ends_with_an_error() -> None:
+    listener = Listener("c", include_descendants=False, queue_size=2)
+    for version in range(3):
+        listener.offer(an_event(version))
+    with pytest.raises(SubscriberTooSlow):
+        await anext(listener.events())
+
+
+async def test_a_cancelled_reader_leaves_the_listener_usable() -> None:
+    listener = Listener("c", include_descendants=False)
+    reading = asyncio.create_task(version_of(listener.events(idle_seconds=30)))
+    await asyncio.sleep(0)
+    reading.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await reading
+    listener.offer(an_event(8))
+    assert await version_of(listener.events()) == 8
