@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,18 +123,22 @@ class AccessLog:
         self.app = app
         self.metrics = metrics
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        # Not a coroutine: a WebSocket keeps no frame of it alive (see in_flight.py).
         if scope["type"] not in ("http", "websocket"):
-            await self.app(scope, receive, send)
-            return
+            return self.app(scope, receive, send)
         state = scope.setdefault("state", {})
         observation = Observation(
             self.metrics, request_id_of(scope), websocket=scope["type"] == "websocket"
         )
         state[STATE_KEY] = observation
         if scope["type"] == "websocket":
-            await self.app(scope, receive, send)
-            return
+            return self.app(scope, receive, send)
+        return self._logged(scope, receive, send, observation)
+
+    async def _logged(
+        self, scope: Scope, receive: Receive, send: Send, observation: Observation
+    ) -> None:
         started = time.perf_counter()
         status = 500  # what the client gets if the app raises before answering
 

@@ -12,6 +12,7 @@ ever find another under way.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -23,10 +24,15 @@ class InFlightMiddleware:
         self.app = app
         self.in_flight = in_flight
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        # A plain method that hands back the inner app's awaitable for what it does not count:
+        # a WebSocket then keeps no frame of this layer alive for as long as it is open (one
+        # per subscriber; access_log.py and request_id.py do the same).
         if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+            return self.app(scope, receive, send)
+        return self._counted(scope, receive, send)
+
+    async def _counted(self, scope: Scope, receive: Receive, send: Send) -> None:
         self.in_flight.requests += 1
         try:
             await asyncio.sleep(0)

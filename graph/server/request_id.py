@@ -7,6 +7,7 @@ so the refusals (401, 413, …) and the health checks carry it too.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -26,15 +27,19 @@ class RequestIdMiddleware:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        # Not a coroutine: a WebSocket keeps no frame of it alive (see in_flight.py).
         if scope["type"] not in ("http", "websocket"):
-            await self.app(scope, receive, send)
-            return
+            return self.app(scope, receive, send)
         request_id = new_request_id()
         scope.setdefault("state", {})["request_id"] = request_id
         if scope["type"] == "websocket":
-            await self.app(scope, receive, send)
-            return
+            return self.app(scope, receive, send)
+        return self._with_header(scope, receive, send, request_id)
+
+    async def _with_header(
+        self, scope: Scope, receive: Receive, send: Send, request_id: str
+    ) -> None:
         header = (HEADER, request_id.encode())
 
         async def send_with_id(message: Message) -> None:
