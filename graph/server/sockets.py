@@ -12,8 +12,6 @@ closing has begun is closed right after its accept.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Iterator
 
 from starlette.types import Message, Send
 
@@ -25,10 +23,29 @@ CLOSE_WITHIN = 1.0
 
 
 class _Socket:
-    def __init__(self, send: Send) -> None:
+    """One open WebSocket: the `send` its handler is given (it is called as that send), and
+    the block it is open for (`with`). A plain object rather than a generator-based context
+    manager and a closure: a server holds one per subscriber."""
+
+    __slots__ = ("_send", "_sockets", "accepted", "closed")
+
+    def __init__(self, send: Send, sockets: OpenSockets) -> None:
         self._send = send
+        self._sockets = sockets
         self.accepted = False
         self.closed = False
+
+    def __enter__(self) -> _Socket:
+        self._sockets._open.add(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._sockets._open.discard(self)
+
+    async def __call__(self, message: Message) -> None:
+        await self.send(message)
+        if self._sockets.closing and message["type"] == "websocket.accept":
+            await self.close()
 
     async def send(self, message: Message) -> None:
         if self.closed:
@@ -49,21 +66,10 @@ class OpenSockets:
         self._open: set[_Socket] = set()
         self.closing = False
 
-    @contextlib.contextmanager
-    def watch(self, send: Send) -> Iterator[Send]:
-        """The `send` to hand the WebSocket's handler while it runs."""
-        socket = _Socket(send)
-        self._open.add(socket)
-
-        async def watched(message: Message) -> None:
-            await socket.send(message)
-            if self.closing and message["type"] == "websocket.accept":
-                await socket.close()
-
-        try:
-            yield watched
-        finally:
-            self._open.discard(socket)
+    def watch(self, send: Send) -> _Socket:
+        """`with sockets.watch(send) as watched:` the `send` to hand the WebSocket's handler
+        while it runs."""
+        return _Socket(send, self)
 
     async def close_all(self, within: float = CLOSE_WITHIN) -> None:
         """Close every open WebSocket with 1001, and any accepted from now on."""
