@@ -54,12 +54,18 @@ class Subscription:
                     raise not_found("conversation", "conversationId")
                 head = None if mark is None else await repo.replay.head(found, *mark)
             listener.ancestry = found.ancestors
+            replay = None
+            if mark is not None and head is not None:
+                replay = _replayed(ctx, found, listener, mark[1], head)
+            # Not kept in this frame, which lives as long as the subscription: the replay
+            # holds the record while it needs it.
+            del found
             # The position up to which the log has been read, and the cursor last sent.
             seen = None if mark is None else mark[1]
             last = after
             try:
-                if mark is not None and head is not None:
-                    async for event in _replayed(ctx, found, listener, mark[1], head):
+                if replay is not None:
+                    async for event in replay:
                         seen = event.position
                         if listener.wants(event):
                             last = cursors.encode_event(event.root_id, event.position)
