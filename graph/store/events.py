@@ -95,8 +95,8 @@ class Listener:
     """One subscription's place in the broker: the events it wants, queued.
 
     The queue is a list and one future its reader waits on, not an asyncio.Queue: a server
-    holds one per subscriber, and a Queue's three deques and Event took about 3 KB each
-    while it held, as it almost always does, nothing."""
+    holds one per subscriber, and a Queue's three deques and Event are a lot of memory for
+    a queue that almost always holds nothing."""
 
     conversation_id: str
     include_descendants: bool
