@@ -210,11 +210,13 @@ class PostgresKeyStore(KeyStore):
         self.where = f"schema {self.schema}"
         self._table = f'"{self.schema}".data_key'
         self._settings = settings
-        self._engine = engine
-        self._borrowed = engine is not None
+        self._lent = engine  # the data's: used, never disposed here
+        self._engine: AsyncEngine | None = None  # its own pool, made on first use
         self._opened = False
 
     def _pool(self) -> AsyncEngine:
+        if self._lent is not None:
+            return self._lent
         if self._engine is None:
             self._engine = create_async_engine(
                 self._settings.database_url, pool_size=2, max_overflow=8, pool_pre_ping=True
@@ -347,7 +349,7 @@ class PostgresKeyStore(KeyStore):
     async def close(self) -> None:
         engine, self._engine = self._engine, None
         self._opened = False
-        if engine is not None and not self._borrowed:
+        if engine is not None:
             await engine.dispose()
 
 
