@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from sqlalchemy.pool import Pool
 
 from graph.store import event_log
-from graph.store.db import Database, ReadTransaction
+from graph.store.db import Database
 from graph.store.repository import transcripts
 from graph.store.sql import Prepared, Sql
 from graph.store.tables import conversation as C
@@ -185,12 +185,12 @@ async def test_an_interrupted_statement_drops_its_connection(db: Database) -> No
 
 
 async def test_a_read_transaction_whose_connection_died_still_answers(db: Database) -> None:
-    transaction = ReadTransaction(db.reader, readers=None)
-    async with transaction.use() as conn:
-        found = await Sql(conn, db).rows(transcripts._ranges(1), {"c0": ROOT, "l0": 1, "h0": 5})
-        await terminate(db, conn)
-    assert found.values == []
-    await transaction.close()  # its ROLLBACK fails: the reads stand, the connection is dropped
+    async with db.read_transaction() as transaction:
+        async with transaction.use() as conn:
+            rows = await Sql(conn, db).rows(transcripts._ranges(1), {"c0": ROOT, "l0": 1, "h0": 5})
+            await terminate(db, conn)
+        assert rows.values == []
+    # Its ROLLBACK failed as the block ended: the reads stand, the connection is dropped.
     async with db.read() as conn:
         assert (await conn.execute(select(func.count()).select_from(C))).scalar() == 1
 

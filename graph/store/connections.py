@@ -1,6 +1,6 @@
 """A SQLAlchemy connection's driver connection, and ending its transaction on whichever of
-the two holds it. db.py (the writer, the read blocks) and sqlite_readers.py (the readers
-kept between reads) both need them; neither imports the other's internals for it."""
+the two holds it. db.py (the writer, the read blocks) and kept_connections.py (connections
+kept between uses) both need them; neither imports the other's internals for it."""
 
 from __future__ import annotations
 
@@ -19,6 +19,13 @@ def open_driver_connection(conn: AsyncConnection) -> Any | None:
     if conn.closed or conn.invalidated or conn.sync_connection is None:
         return None
     return driver_connection(conn)
+
+
+def in_driver_transaction(raw: Any) -> bool:
+    """Whether the driver connection `raw` is inside a transaction (sqlite_inline's or
+    asyncpg's)."""
+    state = getattr(raw, "in_transaction", None)
+    return bool(raw.is_in_transaction() if state is None else state)
 
 
 async def end(conn: AsyncConnection, raw: Any, *, commit: bool) -> None:

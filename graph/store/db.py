@@ -7,6 +7,8 @@ use a separate pool and see committed data through WAL. Concurrent writes share 
 (group commit, see SQLiteWriter). While another process (the CLI, a backup, a `sqlite3`
 shell) holds the file's write lock, BEGIN IMMEDIATE is retried with asyncio sleeps, never
 waited for inside SQLite: only the writes wait, the loop goes on.
+PostgreSQL's connections stay checked out between uses, in autocommit, and a write or a
+query's reads begin and end their transaction on the driver (kept_connections.py).
 A query's reads share one ReadTransaction. Statement and error listeners (`on_statement`,
 `on_error`) see every statement, whichever way it runs (see sql.py).
 """
@@ -35,7 +37,7 @@ from graph.store.connections import driver_connection, end
 from graph.store.encryption import Encryption
 from graph.store.full_disk import FullDisk
 from graph.store.idle_ping import ping_when_idle
-from graph.store.sqlite_readers import IdleReaders
+from graph.store.kept_connections import KeptConnections, KeptPostgresConnections
 
 logger = logging.getLogger("convograph.db")
 
@@ -413,12 +415,11 @@ class ReadTransaction:
 
     The query's loader batches and resolvers then read one committed state, as a single
     SELECT would (SQLite: one WAL snapshot; PostgreSQL: REPEATABLE READ, read only), and pay
-    one pool checkout instead of one each. The connection serves one resolver at a time.
+    one connection instead of one each. The connection serves one resolver at a time.
     """
 
-    def __init__(self, engine: AsyncEngine, *, readers: IdleReaders | None) -> None:
-        self._engine = engine
-        self._readers = readers  # SQLite's (sqlite_readers.py); None on PostgreSQL
+    def __init__(self, kept: KeptConnections) -> None:
+        self._kept = kept
         self._conn: AsyncConnection | None = None
         self._opening = asyncio.Lock()
         self._in_use = asyncio.Lock()
@@ -432,18 +433,11 @@ class ReadTransaction:
     async def _open(self) -> AsyncConnection:
         async with self._opening:
             if self._conn is None:
-                readers = self._readers
-                conn = await (readers.take() if readers else self._engine.connect())
+                conn = await self._kept.take()
                 try:
-                    if readers is not None:
-                        await _run(driver_connection(conn), "BEGIN")
-                    else:
-                        await conn.execution_options(
-                            isolation_level="REPEATABLE READ", postgresql_readonly=True
-                        )
-                        await conn.begin()
+                    await self._kept.begin_reads(conn)
                 except BaseException:
-                    await self._release(conn, clean=False)
+                    await self._kept.give_back(conn, clean=False)
                     raise
                 self._conn = conn
         return self._conn
@@ -453,20 +447,14 @@ class ReadTransaction:
         if conn is not None:
             clean = False
             try:
-                await end(conn, driver_connection(conn), commit=False)
+                await self._kept.end(conn, commit=False)
                 clean = True
             except Exception:
                 # Read only: the reads are done and nothing was written, so the answer
                 # stands; the connection that could not end its transaction was dropped.
                 logger.warning("a read transaction could not be ended", exc_info=True)
             finally:
-                await self._release(conn, clean=clean)
-
-    async def _release(self, conn: AsyncConnection, *, clean: bool) -> None:
-        if self._readers is not None:
-            await self._readers.give_back(conn, clean=clean)
-        else:
-            await conn.close()
+                await self._kept.give_back(conn, clean=clean)
 
 
 class Database:
@@ -477,7 +465,8 @@ class Database:
         self.is_sqlite = settings.is_sqlite
         self.backend = "sqlite" if self.is_sqlite else "postgresql"
         self._sqlite_writer: SQLiteWriter | None = None
-        self._sqlite_readers: IdleReaders | None = None
+        self._postgres: KeptPostgresConnections | None = None
+        self._kept: KeptConnections
         self.statement_listeners: list[StatementListener] = []
         self.error_listeners: list[ErrorListener] = []
         self.full_disk = FullDisk(_where(settings))
@@ -487,7 +476,7 @@ class Database:
         if self.is_sqlite:
             self.writer = _sqlite_engine(settings, writer=True)
             self.reader = _sqlite_engine(settings, writer=False)
-            self._sqlite_readers = IdleReaders(self.reader)
+            self._kept = KeptConnections(self.reader)
             self._sqlite_writer = SQLiteWriter(
                 self.writer,
                 busy_timeout_ms=settings.sqlite_busy_timeout_ms,
@@ -495,6 +484,12 @@ class Database:
             )
         else:
             self.writer = self.reader = _postgres_engine(settings)
+            self._kept = self._postgres = KeptPostgresConnections(
+                self.writer,
+                ping_after=settings.pool_ping_idle_seconds,
+                listeners=self.error_listeners,
+            )
+            self.on_error(self._postgres.saw_error)
         for engine in self.engines().values():
             event.listen(engine.sync_engine, "before_cursor_execute", self._saw_statement)
             event.listen(engine.sync_engine, "handle_error", self._saw_error)
@@ -534,8 +529,22 @@ class Database:
             async with self._sqlite_writer.transaction(on_commit) as conn:
                 yield conn
             return
-        async with self.writer.begin() as conn:
-            yield conn
+        kept = self._postgres
+        assert kept is not None  # PostgreSQL's: set with the engine
+        conn = await kept.take()
+        clean = False
+        try:
+            await kept.begin_writes(conn)
+            try:
+                yield conn
+            except BaseException:
+                with contextlib.suppress(Exception):  # the block's error is the one to raise
+                    await kept.end(conn, commit=False)
+                raise
+            await kept.end(conn, commit=True)
+            clean = True
+        finally:
+            await kept.give_back(conn, clean=clean)
         if on_commit is not None:
             _committed([on_commit])
 
@@ -545,18 +554,13 @@ class Database:
         share a ReadTransaction). On PostgreSQL each statement commits by itself: under READ
         COMMITTED a transaction around them would see no more, and cost a BEGIN and a
         ROLLBACK, two round trips, every time."""
-        if self._sqlite_readers is not None:
-            async with self._sqlite_readers.lend() as conn:
-                yield conn
-            return
-        async with self.reader.connect() as conn:
-            await conn.execution_options(isolation_level="AUTOCOMMIT")
+        async with self._kept.lend() as conn:
             yield conn
 
     @asynccontextmanager
     async def read_transaction(self) -> AsyncIterator[ReadTransaction]:
         """One read transaction for a query's reads, ended when the block ends."""
-        transaction = ReadTransaction(self.reader, readers=self._sqlite_readers)
+        transaction = ReadTransaction(self._kept)
         try:
             yield transaction
         finally:
@@ -577,12 +581,12 @@ class Database:
             pool = engine.pool
             if isinstance(pool, QueuePool):
                 # SQLite's writer keeps its one connection checked out between writes.
-                writer, readers = self._sqlite_writer, self._sqlite_readers
+                writer = self._sqlite_writer
                 in_use = pool.checkedout()
                 if name == "writer" and writer:
                     in_use = writer.in_use
-                elif name == "reader" and readers:
-                    in_use -= readers.idle  # checked out, but waiting for the next read
+                elif engine is self._kept.engine:
+                    in_use -= self._kept.idle  # checked out, but waiting for the next use
                 stats[name] = (in_use, pool.size())
         return stats
 
@@ -594,8 +598,7 @@ class Database:
     async def dispose(self) -> None:
         if self._sqlite_writer is not None:
             await self._sqlite_writer.close()
-        if self._sqlite_readers is not None:
-            await self._sqlite_readers.close()
+        await self._kept.close()
         await self.writer.dispose()
         if self.reader is not self.writer:
             await self.reader.dispose()

@@ -3,10 +3,12 @@
 SQLAlchemy's execution around a statement (execution context, parameter processing, result
 objects, the greenlet hop, its asyncpg cursor adapter) costs more CPU than asyncpg's own
 round trip; a write runs five statements. `Sql` runs its `Prepared` statements here with
-the SQL and the values SQLAlchemy's dialect compiled and bound (sql.py). The transaction
-stays SQLAlchemy's: it is begun here the way its asyncpg adapter begins one, so that its
-COMMIT and ROLLBACK end it, and errors come out as SQLAlchemy's exceptions, a lost
-connection invalidating the pool as SQLAlchemy's own execution does.
+the SQL and the values SQLAlchemy's dialect compiled and bound (sql.py). The server's
+connections are in autocommit, their transactions begun and ended on the driver by db.py
+(kept_connections.py); on a connection that is not, a transaction is begun here the way
+SQLAlchemy's asyncpg adapter begins one, so that its COMMIT and ROLLBACK end it. Errors come
+out as SQLAlchemy's exceptions, a lost connection invalidating the pool as SQLAlchemy's own
+execution does.
 
 These reach into SQLAlchemy's asyncpg adapter (`_transaction`, `_start_transaction`,
 `_handle_exception`) and its pool (`_invalidate`); tests/test_pg_driver.py fails if they
@@ -17,12 +19,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from graph.store.db import ErrorListener
+if TYPE_CHECKING:
+    from graph.store.db import ErrorListener
 
 T = TypeVar("T")
 _COUNT = re.compile(r"(?:SELECT|UPDATE|DELETE|INSERT \d+|MERGE) (\d+)")

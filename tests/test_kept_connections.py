@@ -1,5 +1,6 @@
-"""SQLite's read connections wait between reads for the next one (store/sqlite_readers.py):
-reused only when a read ended cleanly with no transaction open, and counted as idle."""
+"""Connections wait between uses for the next one (store/kept_connections.py): SQLite's
+readers, and every PostgreSQL connection; reused only when a use ended cleanly with no
+transaction open, and counted as idle."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from sqlalchemy import text
 
 from graph.services import Services
 from graph.settings import Settings
-from graph.store.connections import driver_connection
+from graph.store.connections import driver_connection, in_driver_transaction
 from tests.conftest import GraphQLClient, Server
 from tests.operations import CREATE
 from tests.test_http import serving
@@ -18,16 +19,12 @@ from tests.test_http import serving
 LIST = "{ conversations(first: 5) { totalCount } }"
 
 
-@pytest.fixture(autouse=True)
-def sqlite_only(server: Server) -> None:
-    if not server.settings.is_sqlite:
-        pytest.skip("SQLite's readers")
-
-
 def checked_out(services: Services) -> tuple[int, int]:
-    """(connections the reader pool has given out, of which the metrics count in use)."""
-    pool = services.db.reader.pool
-    return pool.checkedout(), services.db.pool_stats()["reader"][0]  # type: ignore[attr-defined]
+    """(connections the reading pool has given out, of which the metrics count in use)."""
+    db = services.db
+    pool = db.reader.pool
+    name = "reader" if db.is_sqlite else "shared"
+    return pool.checkedout(), db.pool_stats()[name][0]  # type: ignore[attr-defined]
 
 
 async def test_requests_reuse_one_reader_and_it_counts_as_idle(
@@ -53,7 +50,7 @@ async def test_a_read_left_in_a_transaction_or_failed_is_not_reused(
     assert checked_out(server.services) == (0, 0)
     async with db.read() as conn:
         assert conn is not left_open and conn is not failed
-        assert not driver_connection(conn).in_transaction
+        assert not in_driver_transaction(driver_connection(conn))
         assert (await conn.execute(text("SELECT 1"))).scalar() == 1
     # A read through SQLAlchemy's own execution leaves its (autobegun) transaction: dropped too.
     assert checked_out(server.services) == (0, 0)
@@ -78,4 +75,22 @@ async def test_more_concurrent_queries_than_connections_all_answer(settings: Set
         read = "query($id: ID!) { conversation(id: $id) { version transcript } }"
         answers = await asyncio.gather(*(gql(read, {"id": cid}) for _ in range(12)))
         assert [a["conversation"]["version"] for a in answers] == [1] * 12
-        assert checked_out(server.services)[1] == 0
+        kept, in_use = checked_out(server.services)
+        # No more kept than the pool keeps open when idle (its overflow is closed).
+        assert in_use == 0 and kept <= 2
+
+
+async def test_a_write_that_raises_leaves_nothing_and_its_connection_in_no_transaction(
+    server: Server, gql: GraphQLClient
+) -> None:
+    await gql(CREATE)
+    db = server.services.db
+    with pytest.raises(RuntimeError):
+        async with db.write() as conn:
+            await conn.execute(text("UPDATE conversation SET title = 'not kept'"))
+            raise RuntimeError("a write that fails")
+    async with db.write() as conn:
+        titles = (await conn.execute(text("SELECT title FROM conversation"))).scalars().all()
+    assert titles and "not kept" not in titles
+    async with db.read() as conn:
+        assert not in_driver_transaction(driver_connection(conn))
