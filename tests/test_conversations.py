@@ -12,8 +12,10 @@ from typing import Any
 import pytest
 from sqlalchemy import func, or_, select
 
+from graph.store import event_log
 from graph.store.tables import conversation, delegation, message, snapshot
 from tests.conftest import GraphQLClient, Server
+from tests.test_tree_queries import statements
 
 FIELDS = """
     id title agentSlug context interactive metadata provider model providerResponseId
@@ -811,6 +813,21 @@ async def test_delete_of_another_owners_conversation_deletes_nothing(
     theirs = (await create(bob))["id"]
     assert (await gql(DELETE, {"id": theirs}))["deleteConversation"]["deleted"] is False
     assert await get(bob, theirs) is not None
+
+
+@pytest.mark.parametrize("depth", [0, 2])
+async def test_a_delete_reads_the_conversations_ancestry_once(
+    server: Server, gql: GraphQLClient, depth: int
+) -> None:
+    # As the first write to it in a process (a replica just started, say): nothing cached.
+    cid = (await create(gql))["id"]
+    for _ in range(depth):
+        cid = (await delegate(gql, cid))["childConversation"]["id"]
+    event_log._ROOTS.clear()
+    async with statements(server) as seen:
+        assert (await gql(DELETE, {"id": cid}))["deleteConversation"]["deleted"] is True
+    reads = [s for s in seen if s.lstrip().upper().startswith("SELECT CONVERSATION.ANCESTRY")]
+    assert len(reads) == 1, reads
 
 
 async def test_delete_conversation_removes_transcript_snapshots_delegations_and_children(

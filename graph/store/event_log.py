@@ -128,17 +128,21 @@ _ROOTS: dict[str, str] = {}
 _ROOTS_KEPT = 100_000
 
 
-async def lock_tree(sql: Sql, conversation_id: str) -> None:
-    """Lock the root of `conversation_id`'s tree, first (PostgreSQL; see the module doc)."""
+async def lock_tree(sql: Sql, conversation_id: str, *, ancestry: str | None = None) -> None:
+    """Lock the root of `conversation_id`'s tree, first (PostgreSQL; see the module doc).
+
+    A caller that has read the conversation's `ancestry` passes it: nothing is read again.
+    """
     if sql.is_sqlite:
         return
     root = _ROOTS.get(conversation_id)
+    if root is None and ancestry is not None:
+        root = root_of(conversation_id, ancestry)
     if root is None:
         found = await sql.rows(_ANCESTRY, {"id": conversation_id})
         if not found.values:
             return  # the write itself finds it missing and says so
-        ancestry: str = found.values[0][0]
-        root = root_of(conversation_id, ancestry)
+        root = root_of(conversation_id, found.values[0][0])
         if len(_ROOTS) >= _ROOTS_KEPT:
             _ROOTS.clear()
         _ROOTS[conversation_id] = root

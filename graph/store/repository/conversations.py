@@ -313,14 +313,17 @@ class Conversations(Part):
         cid = ids.canonical(conversation_id)
         if cid is None:
             return False
-        await event_log.lock_tree(self.sql, cid)
+        # Read before the tree's root is locked: a plain read locks nothing, and its
+        # ancestry names the root (lock_tree need not read it again).
         doomed = await self.sql.rows(
             select(C.c.ancestry).where(C.c.id == cid, self.where(C, scope.Access.WRITE), alive(C)),
             self.params(),
         )
         if not doomed.values:
             return False
-        await self._keep_logged_messages([(cid, doomed.values[0][0])])
+        ancestry: str = doomed.values[0][0]
+        await event_log.lock_tree(self.sql, cid, ancestry=ancestry)
+        await self._keep_logged_messages([(cid, ancestry)])
         below = await self._below(cid) if self.sql.encryption is not None else []
         found = await self.sql.rows(
             delete(C)
