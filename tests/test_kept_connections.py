@@ -13,7 +13,7 @@ from graph.services import Services
 from graph.settings import Settings
 from graph.store.connections import driver_connection, in_driver_transaction
 from tests.conftest import GraphQLClient, Server
-from tests.operations import CREATE
+from tests.operations import APPEND, CREATE
 from tests.test_http import serving
 
 LIST = "{ conversations(first: 5) { totalCount } }"
@@ -94,3 +94,11 @@ async def test_a_write_that_raises_leaves_nothing_and_its_connection_in_no_trans
     assert titles and "not kept" not in titles
     async with db.read() as conn:
         assert not in_driver_transaction(driver_connection(conn))
+
+
+async def test_a_refused_write_keeps_its_connection(server: Server, gql: GraphQLClient) -> None:
+    cid = (await gql(CREATE))["createConversation"]["conversation"]["id"]
+    stale = await gql(APPEND, {"id": cid, "m": [{"role": "user", "content": "x"}], "v": 7})
+    assert stale["appendMessages"]["userErrors"][0]["code"] == "CONFLICT"
+    # Rolled back, then kept: still the one connection, and none in use.
+    assert checked_out(server.services) == (1, 0)

@@ -538,8 +538,11 @@ class Database:
             try:
                 yield conn
             except BaseException:
-                with contextlib.suppress(Exception):  # the block's error is the one to raise
+                # The block's error is the one to raise. Rolled back, the connection is
+                # kept (a refused write is common); if not, it goes back to the pool.
+                with contextlib.suppress(Exception):
                     await kept.end(conn, commit=False)
+                    clean = True
                 raise
             await kept.end(conn, commit=True)
             clean = True
