@@ -28,6 +28,11 @@ def in_driver_transaction(raw: Any) -> bool:
     return bool(raw.is_in_transaction() if state is None else state)
 
 
+async def run(raw: Any, sql: str) -> None:
+    """Run `sql`, which returns no rows, on the SQLite driver connection `raw`."""
+    await (await raw.execute(sql)).close()
+
+
 async def end(conn: AsyncConnection, raw: Any, *, commit: bool) -> None:
     """Commit or roll back the transaction of `conn`; `raw` is its driver connection.
 

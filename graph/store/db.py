@@ -33,7 +33,7 @@ from sqlalchemy.pool import AsyncAdaptedQueuePool, QueuePool
 
 from graph.settings import Settings
 from graph.store import sqlite_inline
-from graph.store.connections import driver_connection, end
+from graph.store.connections import driver_connection, end, run
 from graph.store.encryption import Encryption
 from graph.store.full_disk import FullDisk
 from graph.store.idle_ping import ping_when_idle
@@ -255,14 +255,14 @@ class SQLiteWriter:
             # ROLLBACK, and it needs no savepoint of its own.
             savepoint = group.size > 1
             if savepoint:
-                await _run(raw, "SAVEPOINT write")
+                await run(raw, "SAVEPOINT write")
             try:
                 yield conn
             except BaseException as exc:
                 await self._undo(conn, raw, group, exc, savepoint=savepoint)
                 raise
             if savepoint:
-                await _run(raw, "RELEASE write")
+                await run(raw, "RELEASE write")
             group.joined += 1
             if on_commit is not None:
                 group.on_commit.append(on_commit)
@@ -351,8 +351,8 @@ class SQLiteWriter:
         the whole transaction, the group's other writes fail with it."""
         try:
             if savepoint and raw.in_transaction:
-                await _run(raw, "ROLLBACK TO write")
-                await _run(raw, "RELEASE write")
+                await run(raw, "ROLLBACK TO write")
+                await run(raw, "RELEASE write")
                 return
         except Exception:
             pass
@@ -367,7 +367,7 @@ class SQLiteWriter:
         deadline = loop.time() + self.busy_timeout
         for attempt in itertools.count():
             try:
-                await _run(raw, "BEGIN IMMEDIATE")
+                await run(raw, "BEGIN IMMEDIATE")
                 return
             except sqlite3.OperationalError as exc:
                 if not _busy(exc):
@@ -404,10 +404,6 @@ def _committed(callbacks: list[Callable[[], None]]) -> None:
             callback()
         except Exception:  # one write's follow-up must not keep the others' from theirs
             logger.exception("a callback after COMMIT failed")
-
-
-async def _run(raw: Any, sql: str) -> None:
-    await (await raw.execute(sql)).close()
 
 
 class ReadTransaction:
