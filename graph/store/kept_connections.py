@@ -151,13 +151,14 @@ class KeptPostgresConnections(KeptConnections):
         self._idle.clear()
 
     async def take(self) -> AsyncConnection:
-        returning, self._returning = self._returning, []
-        for conn in returning:
-            await conn.close()
+        await self._return_dropped()
         return await super().take()
 
     async def close(self) -> None:
         await super().close()
+        await self._return_dropped()
+
+    async def _return_dropped(self) -> None:
         returning, self._returning = self._returning, []
         for conn in returning:
             await conn.close()
