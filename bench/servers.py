@@ -213,6 +213,22 @@ class Floor:
         self.process.stop()
 
 
+class WsFloor:
+    """bench/ws_floor.py under uvicorn, with the WebSocket options `convograph serve` sets."""
+
+    def __init__(self, workdir: Path, *, max_connections: int) -> None:
+        self.port = free_port()
+        argv = [PYTHON, "-m", "uvicorn", "bench.ws_floor:app", "--port", str(self.port)]
+        argv += ["--log-level", "warning", "--no-access-log", "--lifespan", "off"]
+        argv += ["--ws-per-message-deflate", "false", "--ws-max-size", str(4 * 256 * 1024)]
+        argv += ["--limit-concurrency", str(max_connections)]
+        self.process = Process(argv, dict(os.environ), workdir / "ws_floor.log", self.port)
+        self.process.wait_listening()
+
+    def stop(self) -> None:
+        self.process.stop()
+
+
 # The operations the HTTP figures send.
 CREATE_CONVERSATION = """
 mutation($title: String) {

@@ -8,8 +8,10 @@ when each event reached it: delivery is that time minus the time the append was 
 every (event, subscriber) pair, p50 and p99. Memory per subscriber is the server's resident
 memory with them all subscribed, less before, divided by their number. Then `--idle`
 WebSocket connections (initialised, no subscription) are held at once, and the server's
-peak resident memory is read against figure 7's target. The one setting changed from the
-defaults is CONVOGRAPH_MAX_CONNECTIONS (1,000 per process by default), raised to hold them.
+peak resident memory is read against figure 7's target; the same idle connections are then
+held by bench/ws_floor.py (uvicorn and a bare ASGI app), for what uvicorn alone holds per
+connection. The one setting changed from the defaults is CONVOGRAPH_MAX_CONNECTIONS (1,000
+per process by default), raised to hold them.
 
     .venv/bin/python -m bench.subscribers [--subscribers 1000] [--idle 10000]
 
@@ -35,7 +37,7 @@ import websockets
 
 from .memory import TARGET_MB
 from .report import median, p99
-from .servers import Convograph, append_body, create_conversation
+from .servers import Convograph, Process, WsFloor, append_body, create_conversation
 
 WATCH = """subscription Watch($id: ID!) {
   conversationEvents(conversationId: $id) { kind version } }"""
@@ -113,6 +115,28 @@ def _rss_mb(server: Convograph, field: str = "VmRSS") -> float:
     return server.process.status(field) / 1024
 
 
+def _hold_idle(
+    context: Any, url: str, token: str, idle: int, processes: int, server: Process
+) -> tuple[int, float]:
+    """Open `idle` initialised connections at once to `url`; how many were held, and the
+    server's resident memory (MB) while they were."""
+    ready, go = context.Queue(), context.Event()
+    workers = [
+        context.Process(target=_client_process, args=(url, token, n, None, 0, ready, go))
+        for n in _spread(idle, processes)
+    ]
+    for worker in workers:
+        worker.start()
+    held = sum(ready.get(timeout=TIMEOUT * 5) for _ in workers)
+    rss = server.status("VmRSS") / 1024
+    go.set()
+    for _ in workers:
+        ready.get(timeout=TIMEOUT * 2)
+    for worker in workers:
+        worker.join(TIMEOUT)
+    return held, rss
+
+
 def run(
     workdir: Path, *, subscribers: int, idle: int, events: int, gap: float, processes: int
 ) -> dict[str, Any]:
@@ -160,25 +184,19 @@ def run(
         for worker in workers:
             worker.join(TIMEOUT)
 
-        idle_workers = [
-            context.Process(
-                target=_client_process, args=(ws_url, server.token, n, None, 0, ready, go)
-            )
-            for n in _spread(idle, processes)
-        ]
-        go.clear()
-        for worker in idle_workers:
-            worker.start()
-        held = sum(ready.get(timeout=TIMEOUT * 5) for _ in idle_workers)
-        idle_rss = _rss_mb(server)
-        go.set()
-        for _ in idle_workers:
-            ready.get(timeout=TIMEOUT * 2)
-        for worker in idle_workers:
-            worker.join(TIMEOUT)
+        before_idle = _rss_mb(server)
+        held, idle_rss = _hold_idle(context, ws_url, server.token, idle, processes, server.process)
         peak = _rss_mb(server, "VmHWM")
     finally:
         server.stop()
+    floor = WsFloor(workdir, max_connections=idle + 100)
+    try:
+        floor_base = floor.process.status("VmRSS") / 1024
+        floor_held, floor_rss = _hold_idle(
+            context, f"ws://127.0.0.1:{floor.port}/", "", idle, processes, floor.process
+        )
+    finally:
+        floor.stop()
     expected = subscribers * events
     return {
         "subscribers": subscribers,
@@ -195,6 +213,14 @@ def run(
         "rss_with_idle_mb": round(idle_rss, 1),
         "peak_rss_mb": round(peak, 1),
         "peak_rss_target_mb": TARGET_MB,
+        "kb_per_idle_connection": round((idle_rss - before_idle) * 1024 / max(held, 1), 1),
+        # The same idle connections held by uvicorn alone (bench/ws_floor.py).
+        "floor_idle_connections": floor_held,
+        "floor_rss_before_mb": round(floor_base, 1),
+        "floor_rss_with_idle_mb": round(floor_rss, 1),
+        "floor_kb_per_idle_connection": round(
+            (floor_rss - floor_base) * 1024 / max(floor_held, 1), 1
+        ),
     }
 
 
