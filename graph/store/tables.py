@@ -275,6 +275,24 @@ class Message(SQLModel, table=True):
     created_at: datetime = _ts()
 
 
+class MessageChunk(SQLModel, table=True):
+    """With encryption on: a complete block of a transcript's texts, packed and sealed as one
+    value (domain/chunks.py), beside the message rows that hold them one by one. A copy for
+    reading whole transcripts: removed with any of its messages (Transcripts.replace) and
+    with its conversation."""
+
+    __tablename__ = "message_chunk"
+
+    conversation_id: str = Field(
+        sa_column=Column(
+            String(36), ForeignKey("conversation.id", ondelete="CASCADE"), primary_key=True
+        )
+    )
+    first_seq: int = Field(sa_column=Column(Integer, primary_key=True, autoincrement=False))
+    last_seq: int
+    data: str = _text()
+
+
 class Snapshot(SQLModel, table=True):
     __tablename__ = "snapshot"
     __table_args__ = (Index("ix_snapshot_conversation", "conversation_id", "created_at", "id"),)
@@ -424,6 +442,7 @@ def table(model: type[SQLModel]) -> Table:
 
 conversation = table(Conversation)
 message = table(Message)
+message_chunk = table(MessageChunk)
 snapshot = table(Snapshot)
 delegation = table(Delegation)
 session_state = table(SessionState)

@@ -5,15 +5,17 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from operator import itemgetter
+from typing import Any
 
-from sqlalchemy import and_, bindparam, delete, or_, select
+from sqlalchemy import and_, bindparam, delete, func, or_, select, union_all
 
+from graph.domain import chunks
 from graph.domain.errors import invalid
 from graph.domain.events import EventKind
 from graph.domain.messages import PreparedMessage, kept_prefix
 from graph.domain.paging import SeqWindow
 from graph.store import event_log
-from graph.store.encryption import opened_size, sealed_changes
+from graph.store.encryption import conversation_ref, opened_size, sealed_changes
 from graph.store.quotas import byte_length
 from graph.store.repository.base import Part
 from graph.store.rows import Builder
@@ -21,6 +23,7 @@ from graph.store.search_index import index_waiting, stored_search_text
 from graph.store.sql import Prepared
 from graph.store.tables import Conversation, Delegation, Message
 from graph.store.tables import message as M
+from graph.store.tables import message_chunk as K
 
 MESSAGES = Builder(Message)
 _INSERTED = ("conversation_id", "seq", "role", "data", "created_at")
@@ -46,6 +49,39 @@ _DIGESTS = Prepared(
 )
 _ALL_TEXTS = Prepared(
     select(M.c.data).where(M.c.conversation_id == bindparam("id")).order_by(M.c.seq)
+)
+_TEXTS_BETWEEN = Prepared(
+    select(M.c.data)
+    .where(
+        M.c.conversation_id == bindparam("id"), M.c.seq.between(bindparam("low"), bindparam("high"))
+    )
+    .order_by(M.c.seq)
+)
+# With encryption on, a transcript from seq `low` in one statement (one committed state,
+# whatever the caller's transaction): its sealed blocks (domain/chunks.py), then the rows
+# after the last block, one per row (first_seq = last_seq = seq).
+_LAST_BLOCKED = (
+    select(func.coalesce(func.max(K.c.last_seq), 0))
+    .where(K.c.conversation_id == bindparam("id"))
+    .scalar_subquery()
+)
+_BLOCKS_AND_TAIL = Prepared(
+    union_all(
+        select(K.c.first_seq, K.c.last_seq, K.c.data).where(
+            K.c.conversation_id == bindparam("id"), K.c.last_seq >= bindparam("low")
+        ),
+        select(M.c.seq.label("first_seq"), M.c.seq.label("last_seq"), M.c.data).where(
+            M.c.conversation_id == bindparam("id"),
+            M.c.seq >= bindparam("low"),
+            M.c.seq > _LAST_BLOCKED,
+        ),
+    ).order_by("first_seq")
+)
+_INSERT_CHUNK = Prepared(
+    K.insert(), column_keys=["conversation_id", "first_seq", "last_seq", "data"]
+)
+_DELETE_CHUNKS_ABOVE = Prepared(
+    delete(K).where(K.c.conversation_id == bindparam("id"), K.c.last_seq > bindparam("keep"))
 )
 
 
@@ -138,6 +174,8 @@ class Transcripts(Part):
         keep = kept_prefix(stored, digests)
         removed = 0
         if keep < len(stored):
+            if encryption is not None:  # the sealed blocks holding a message that goes
+                await self.sql.execute(_DELETE_CHUNKS_ABOVE, {"id": conversation.id, "keep": keep})
             # The log rows of appends that referenced them get their copy first.
             await event_log.keep_messages(
                 self.sql, conversation.root_id, conversation.id, above=keep
@@ -186,11 +224,47 @@ class Transcripts(Part):
         if encryption is not None:
             rows_stored = await encryption.sealed_messages(conversation.id, rows)
             await self.sql.execute_many(_INSERT, rows_stored)
+            await self._seal_blocks(conversation.id, messages, first_seq)
         else:
             await self.sql.execute_many(_INSERT, rows)
         return tuple(
             MESSAGES.one(_INSERTED_ATTRIBUTES, [row[k] for k in _INSERTED]) for row in rows
         )
+
+    async def _seal_blocks(
+        self, conversation_id: str, messages: Sequence[PreparedMessage], first_seq: int
+    ) -> None:
+        """Seal each block of the transcript that writing `messages` from `first_seq` on
+        completed, as one value (encryption on; see domain/chunks.py)."""
+        blocks = chunks.completed(first_seq, first_seq + len(messages) - 1)
+        if not blocks:
+            return
+        texts = [m.text for m in messages]
+        low = blocks[0][0]
+        if low < first_seq:  # the first block began before this write: its stored texts
+            found = await self.sql.rows(
+                _TEXTS_BETWEEN, {"id": conversation_id, "low": low, "high": first_seq - 1}
+            )
+            if len(found.values) != first_seq - low:
+                blocks = blocks[1:]  # not all readable: the rows alone serve that block
+            else:
+                texts = [*found.scalars(), *texts]
+                first_seq = low
+        assert self.sql.encryption is not None
+        ref = conversation_ref(conversation_id)
+        rows = [
+            {
+                "conversation_id": conversation_id,
+                "first_seq": first,
+                "last_seq": last,
+                "data": await self.sql.encryption.seal(
+                    ref, chunks.pack(texts[first - first_seq : last - first_seq + 1])
+                ),
+            }
+            for first, last in blocks
+        ]
+        if rows:
+            await self.sql.execute_many(_INSERT_CHUNK, rows)
 
     async def pages(
         self, wanted: Sequence[tuple[Conversation, SeqWindow]]
@@ -223,8 +297,7 @@ class Transcripts(Part):
         """The stored JSON texts of each (conversation, from seq), in one statement."""
         if len(wanted) == 1:
             ((conversation, low),) = wanted
-            found = await self.sql.rows(_TEXTS_OF_ONE, {"id": conversation.id, "low": low})
-            return {(conversation.id, low): list(map(itemgetter(0), found.values))}
+            return {(conversation.id, low): await self._texts_of_one(conversation.id, low)}
         ids = sorted({c.id for c, _ in wanted})
         low = min(seq for _, seq in wanted)
         found = await self.sql.rows(_TEXTS_OF_MANY, {"ids": ids, "low": low})
@@ -236,8 +309,34 @@ class Transcripts(Part):
             for c, start in wanted
         }
 
+    async def _texts_of_one(self, conversation_id: str, low: int) -> list[str]:
+        params = {"id": conversation_id, "low": low}
+        if self.sql.encryption is not None:
+            texts = _joined(low, (await self.sql.rows(_BLOCKS_AND_TAIL, params)).values)
+            if texts is not None:
+                return texts
+            # A block missing before the last (sealed before blocks were kept, or not
+            # readable then): the rows alone, as without encryption.
+        found = await self.sql.rows(_TEXTS_OF_ONE, params)
+        return list(map(itemgetter(0), found.values))
+
     async def child_texts(self, delegation: Delegation) -> list[str]:
         """Every stored text of the child transcript of `delegation` (read under the scope
         rules: a resume's prior delegation)."""
         found = await self.sql.rows(_ALL_TEXTS, {"id": delegation.child_conversation_id})
         return found.scalars()
+
+
+def _joined(low: int, parts: Sequence[tuple[Any, ...]]) -> list[str] | None:
+    """The texts from seq `low` of (first seq, last seq, text or packed block) parts in seq
+    order; None if they leave a gap."""
+    texts: list[str] = []
+    for first, last, value in parts:
+        if first > low:
+            return None
+        if last > first:
+            texts.extend(chunks.unpack(value)[low - first :])
+        else:
+            texts.append(value)
+        low = last + 1
+    return texts

@@ -1,0 +1,34 @@
+"""Blocks of a transcript sealed together (with encryption on): their bounds and format.
+
+A transcript's messages `1..SIZE`, `SIZE+1..2*SIZE`, ... form blocks. Once a block is
+complete its texts are also kept packed in one value, sealed with one AEAD call, so that
+reading a transcript opens one value per block instead of one per message
+(store/repository/transcripts.py). The packed text is the texts' lengths, comma-separated,
+a newline, then the texts one after the other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import accumulate
+
+SIZE = 64
+
+
+def completed(first_seq: int, last_seq: int) -> list[tuple[int, int]]:
+    """The (first, last) seqs of the blocks that writing messages `first_seq..last_seq`
+    completes (a block is complete when its last message is written)."""
+    start = -(-first_seq // SIZE) * SIZE  # the first block end at or after first_seq
+    return [(end - SIZE + 1, end) for end in range(start or SIZE, last_seq + 1, SIZE)]
+
+
+def pack(texts: Sequence[str]) -> str:
+    return ",".join([str(len(t)) for t in texts]) + "\n" + "".join(texts)
+
+
+def unpack(packed: str) -> list[str]:
+    header, _, body = packed.partition("\n")
+    ends = list(accumulate(map(int, header.split(","))))
+    if not ends or ends[-1] != len(body):
+        raise ValueError("not a packed block of texts")
+    return [body[start:end] for start, end in zip([0, *ends], ends, strict=False)]

@@ -1,0 +1,155 @@
+"""With encryption on, each complete block of 64 messages is also sealed as one value, so
+that a whole transcript opens one value per block (domain/chunks.py). Through the API, on
+both backends: transcripts read back exactly from any `fromSeq`, in the process that wrote
+them and in a new one, after appends of every size and after replaces that keep part of a
+block; the blocks are sealed, and go with their messages and their conversation."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sqlalchemy import text
+
+from graph.domain.chunks import SIZE
+from graph.settings import Settings
+from tests.conftest import GraphQLClient, Server
+from tests.test_auth import stored_bytes
+from tests.test_encryption import encrypted, serving
+
+# The key store fixture: a schema of the test's own on PostgreSQL.
+from tests.test_encryption import settings as settings
+from tests.test_isolation import ok
+
+TRANSCRIPT = "query($id: ID!, $from: Int) { conversation(id: $id) { transcript(fromSeq: $from) } }"
+FROM = (1, 2, SIZE - 1, SIZE, SIZE + 1, 100, 2 * SIZE, 2 * SIZE + 1, 149, 150, 151)
+
+
+def said(n: int, tag: str) -> list[dict[str, Any]]:
+    """`n` messages, of varied shapes and sizes, each one different."""
+    out: list[dict[str, Any]] = []
+    for i in range(n):
+        if i % 3 == 0:
+            out.append({"role": "user", "content": f"{tag} {i} " + "é🦓\n," * (i % 7)})
+        elif i % 3 == 1:
+            out.append({"role": "assistant", "content": [{"type": "text", "text": f"{tag}{i}"}]})
+        else:
+            out.append({"role": "tool", "content": f"{tag}-{i}", "extra": {"n": i, "x": 1.5}})
+    return out
+
+
+async def new_conversation(gql: GraphQLClient) -> str:
+    created = await ok(gql, "createConversation", {"title": "blocks"})
+    cid: str = created["conversation"]["id"]
+    return cid
+
+
+async def append(gql: GraphQLClient, cid: str, messages: list[dict[str, Any]]) -> None:
+    await ok(gql, "appendMessages", {"conversationId": cid, "messages": messages})
+
+
+async def replace(gql: GraphQLClient, cid: str, messages: list[dict[str, Any]]) -> None:
+    await ok(gql, "replaceTranscript", {"conversationId": cid, "messages": messages})
+
+
+async def assert_reads(gql: GraphQLClient, cid: str, expected: list[dict[str, Any]]) -> None:
+    for start in FROM:
+        got = await gql(TRANSCRIPT, {"id": cid, "from": start})
+        assert got["conversation"]["transcript"] == expected[start - 1 :], start
+
+
+async def blocks(server: Server, cid: str) -> list[tuple[int, int]]:
+    async with server.services.db.read() as conn:
+        found = await conn.execute(
+            text(
+                "SELECT first_seq, last_seq FROM message_chunk WHERE conversation_id = :id "
+                "ORDER BY first_seq"
+            ),
+            {"id": cid},
+        )
+        return [(int(a), int(b)) for a, b in found.all()]
+
+
+async def test_a_long_transcript_reads_back_exactly_in_this_process_and_a_new_one(
+    settings: Settings,
+) -> None:
+    written = said(150, "m")
+    async with serving(encrypted(settings)) as (server, gql):
+        cid = await new_conversation(gql)
+        # One at a time across the first block's end, then batches that end inside a
+        # block, complete one, or complete one and start the next.
+        for message in written[:70]:
+            await append(gql, cid, [message])
+        await append(gql, cid, written[70:100])
+        await append(gql, cid, written[100:150])
+        assert await blocks(server, cid) == [(1, SIZE), (SIZE + 1, 2 * SIZE)]
+        await assert_reads(gql, cid, written)
+    # A new process: nothing opened yet, every block and row opened from what is stored.
+    async with serving(encrypted(settings)) as (_, gql):
+        await assert_reads(gql, cid, written)
+
+
+async def test_a_replace_that_keeps_part_of_a_block_reads_back_the_new_transcript(
+    settings: Settings,
+) -> None:
+    first = said(150, "a")
+    async with serving(encrypted(settings)) as (server, gql):
+        cid = await new_conversation(gql)
+        await append(gql, cid, first)
+        # Keeps 100: the second block loses its end, and is sealed again from the kept
+        # messages and the new ones.
+        second = first[:100] + said(40, "b")
+        await replace(gql, cid, second)
+        assert await blocks(server, cid) == [(1, SIZE), (SIZE + 1, 2 * SIZE)]
+        await assert_reads(gql, cid, second)
+        # Keeps 30: no block is complete any more.
+        third = second[:30]
+        await replace(gql, cid, third)
+        assert await blocks(server, cid) == []
+        await assert_reads(gql, cid, third)
+        # Keeps nothing, writes two blocks and more at once.
+        fourth = said(140, "c")
+        await replace(gql, cid, fourth)
+        assert await blocks(server, cid) == [(1, SIZE), (SIZE + 1, 2 * SIZE)]
+        await assert_reads(gql, cid, fourth)
+    async with serving(encrypted(settings)) as (_, gql):
+        await assert_reads(gql, cid, fourth)
+
+
+async def test_blocks_are_sealed_and_go_with_their_conversation(settings: Settings) -> None:
+    marker = uuid.uuid4().hex
+    async with serving(encrypted(settings)) as (server, gql):
+        cid = await new_conversation(gql)
+        await append(gql, cid, [{"role": "user", "content": f"{marker} {i}"} for i in range(SIZE)])
+        assert await blocks(server, cid) == [(1, SIZE)]
+        assert marker.encode() not in await stored_bytes(server)
+        deleted = await gql(
+            "mutation($id: ID!) { deleteConversation(input: {id: $id}) { deleted } }", {"id": cid}
+        )
+        assert deleted["deleteConversation"]["deleted"] is True
+        assert await blocks(server, cid) == []
+
+
+async def test_without_encryption_no_block_is_kept(settings: Settings) -> None:
+    async with serving(settings.replace(encryption_key=None)) as (server, gql):
+        cid = await new_conversation(gql)
+        written = said(SIZE + 1, "p")
+        await append(gql, cid, written)
+        assert await blocks(server, cid) == []
+        await assert_reads(gql, cid, written)
+
+
+async def test_a_transcript_missing_a_block_reads_from_its_rows(settings: Settings) -> None:
+    """A transcript encrypted before blocks were kept has none for its older messages (or
+    later ones only): what the blocks do not cover in one run is read from the rows."""
+    written = said(150, "g")
+    async with serving(encrypted(settings)) as (server, gql):
+        cid = await new_conversation(gql)
+        await append(gql, cid, written)
+        async with server.services.db.write() as conn:
+            await conn.execute(
+                text("DELETE FROM message_chunk WHERE conversation_id = :id AND first_seq = 1"),
+                {"id": cid},
+            )
+        assert await blocks(server, cid) == [(SIZE + 1, 2 * SIZE)]
+        await assert_reads(gql, cid, written)
