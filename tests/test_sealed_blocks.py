@@ -9,13 +9,14 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import pytest
 from sqlalchemy import text
 
 from graph.domain.chunks import SIZE
 from graph.settings import Settings
 from tests.conftest import GraphQLClient, Server
 from tests.test_auth import stored_bytes
-from tests.test_encryption import encrypted, serving
+from tests.test_encryption import KEY, cli, encrypted, serving
 
 # The key store fixture: a schema of the test's own on PostgreSQL.
 from tests.test_encryption import settings as settings
@@ -153,3 +154,24 @@ async def test_a_transcript_missing_a_block_reads_from_its_rows(settings: Settin
             )
         assert await blocks(server, cid) == [(SIZE + 1, 2 * SIZE)]
         await assert_reads(gql, cid, written)
+
+
+async def test_encrypt_existing_seals_the_blocks_of_old_transcripts(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    written = said(150, "o")
+    async with serving(settings.replace(encryption_key=None)) as (_, gql):
+        cid = await new_conversation(gql)
+        await append(gql, cid, written)
+    await cli(monkeypatch, settings, "keys", "encrypt-existing", KEY=KEY)
+    assert "transcript blocks: sealed 2" in capsys.readouterr().out
+    await cli(monkeypatch, settings, "keys", "encrypt-existing", KEY=KEY)
+    assert "transcript blocks: sealed 0" in capsys.readouterr().out  # resumable
+    async with serving(encrypted(settings)) as (server, gql):
+        assert await blocks(server, cid) == [(1, SIZE), (SIZE + 1, 2 * SIZE)]
+        await assert_reads(gql, cid, written)
+        # The blocks the next writes complete follow on.
+        more = said(2 * SIZE, "n")
+        await append(gql, cid, more)
+        assert await blocks(server, cid) == [(i * SIZE + 1, (i + 1) * SIZE) for i in range(4)]
+        await assert_reads(gql, cid, written + more)

@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import Table, and_, bindparam, or_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from graph.domain import jsoncodec
+from graph.domain import chunks, jsoncodec
 from graph.domain.messages import search_text as message_search_text
 from graph.settings import Settings
 from graph.store.db import Database
@@ -30,6 +30,7 @@ from graph.store.encryption import (
     is_sealed,
 )
 from graph.store.key_store import TOMBSTONE
+from graph.store.repository.transcripts import seal_missing_blocks
 from graph.store.search_index import index_waiting
 from graph.store.sql import Sql
 from graph.store.tables import conversation as C
@@ -155,6 +156,9 @@ async def encrypt_existing(db: Database, *, progress: Callable[[str, int], None]
     count = await _seal_messages(db)
     progress("messages", count)
     total += count
+    count = await _seal_blocks(db)
+    progress("transcript blocks", count)
+    total += count
     count = await _seal_event_log(db)
     progress("event log", count)
     if db.is_sqlite:
@@ -249,6 +253,26 @@ async def _seal_messages(db: Database) -> int:
                 if db.is_sqlite:
                     await sql.execute(_REINDEX, {"id": mid})
                 done += 1
+            after = found.values[-1][0]
+
+
+async def _seal_blocks(db: Database) -> int:
+    """The complete blocks of 64 messages of every transcript that has none, each sealed as
+    one value (store/repository/transcripts.py), so that old transcripts read as fast."""
+    done, after = 0, ""
+    while True:
+        async with db.write() as conn:
+            sql = Sql(conn, db)
+            found = await sql.rows(
+                select(C.c.id)
+                .where(C.c.id > after, C.c.message_count >= chunks.SIZE)
+                .order_by(C.c.id)
+                .limit(BATCH // 10)
+            )
+            if not found.values:
+                return done
+            for (cid,) in found.values:
+                done += await seal_missing_blocks(sql, cid)
             after = found.values[-1][0]
 
 

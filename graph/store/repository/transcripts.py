@@ -20,8 +20,9 @@ from graph.store.quotas import byte_length
 from graph.store.repository.base import Part
 from graph.store.rows import Builder
 from graph.store.search_index import index_waiting, stored_search_text
-from graph.store.sql import Prepared
+from graph.store.sql import Prepared, Sql
 from graph.store.tables import Conversation, Delegation, Message
+from graph.store.tables import conversation as C
 from graph.store.tables import message as M
 from graph.store.tables import message_chunk as K
 
@@ -80,6 +81,10 @@ _BLOCKS_AND_TAIL = Prepared(
 _INSERT_CHUNK = Prepared(
     K.insert(), column_keys=["conversation_id", "first_seq", "last_seq", "data"]
 )
+_LOCKED_COUNT = Prepared(
+    select(C.c.message_count).where(C.c.id == bindparam("id")).with_for_update()
+)
+_BLOCK_STARTS = Prepared(select(K.c.first_seq).where(K.c.conversation_id == bindparam("id")))
 _DELETE_CHUNKS_ABOVE = Prepared(
     delete(K).where(K.c.conversation_id == bindparam("id"), K.c.last_seq > bindparam("keep"))
 )
@@ -242,29 +247,12 @@ class Transcripts(Part):
         texts = [m.text for m in messages]
         low = blocks[0][0]
         if low < first_seq:  # the first block began before this write: its stored texts
-            found = await self.sql.rows(
-                _TEXTS_BETWEEN, {"id": conversation_id, "low": low, "high": first_seq - 1}
-            )
-            if len(found.values) != first_seq - low:
+            stored = await _stored_texts(self.sql, conversation_id, low, first_seq - 1)
+            if stored is None:
                 blocks = blocks[1:]  # not all readable: the rows alone serve that block
             else:
-                texts = [*found.scalars(), *texts]
-                first_seq = low
-        assert self.sql.encryption is not None
-        ref = conversation_ref(conversation_id)
-        rows = [
-            {
-                "conversation_id": conversation_id,
-                "first_seq": first,
-                "last_seq": last,
-                "data": await self.sql.encryption.seal(
-                    ref, chunks.pack(texts[first - first_seq : last - first_seq + 1])
-                ),
-            }
-            for first, last in blocks
-        ]
-        if rows:
-            await self.sql.execute_many(_INSERT_CHUNK, rows)
+                texts, first_seq = [*stored, *texts], low
+        await _insert_blocks(self.sql, conversation_id, blocks, texts, first_seq)
 
     async def pages(
         self, wanted: Sequence[tuple[Conversation, SeqWindow]]
@@ -325,6 +313,58 @@ class Transcripts(Part):
         rules: a resume's prior delegation)."""
         found = await self.sql.rows(_ALL_TEXTS, {"id": delegation.child_conversation_id})
         return found.scalars()
+
+
+async def seal_missing_blocks(sql: Sql, conversation_id: str) -> int:
+    """Seal the complete blocks of a transcript that have no sealed value (its messages
+    written before blocks were kept, or with encryption off); how many. The conversation's
+    row is locked first, as a write to its transcript locks it."""
+    found = await sql.rows(_LOCKED_COUNT, {"id": conversation_id})
+    if not found.values:
+        return 0
+    have = set((await sql.rows(_BLOCK_STARTS, {"id": conversation_id})).scalars())
+    complete = chunks.completed(1, int(found.values[0][0]))
+    if all(first in have for first, _ in complete):
+        return 0
+    texts = await _stored_texts(sql, conversation_id, 1, complete[-1][1])
+    if texts is None:
+        return 0
+    missing = [(first, last) for first, last in complete if first not in have]
+    return await _insert_blocks(sql, conversation_id, missing, texts, 1)
+
+
+async def _stored_texts(sql: Sql, conversation_id: str, low: int, high: int) -> list[str] | None:
+    """The opened texts of messages `low..high`; None unless every one could be opened."""
+    found = await sql.rows(_TEXTS_BETWEEN, {"id": conversation_id, "low": low, "high": high})
+    return found.scalars() if len(found.values) == high - low + 1 else None
+
+
+async def _insert_blocks(
+    sql: Sql,
+    conversation_id: str,
+    blocks: Sequence[tuple[int, int]],
+    texts: Sequence[str],
+    first_seq: int,
+) -> int:
+    """Store `blocks` (first, last seqs) of `texts` (the texts from `first_seq` on), each
+    packed and sealed as one value."""
+    encryption = sql.encryption
+    assert encryption is not None
+    ref = conversation_ref(conversation_id)
+    rows = [
+        {
+            "conversation_id": conversation_id,
+            "first_seq": first,
+            "last_seq": last,
+            "data": await encryption.seal(
+                ref, chunks.pack(texts[first - first_seq : last - first_seq + 1])
+            ),
+        }
+        for first, last in blocks
+    ]
+    if rows:
+        await sql.execute_many(_INSERT_CHUNK, rows)
+    return len(rows)
 
 
 def _joined(low: int, parts: Sequence[tuple[Any, ...]]) -> list[str] | None:
