@@ -175,3 +175,45 @@ async def test_encrypt_existing_seals_the_blocks_of_old_transcripts(
         await append(gql, cid, more)
         assert await blocks(server, cid) == [(i * SIZE + 1, (i + 1) * SIZE) for i in range(4)]
         await assert_reads(gql, cid, written + more)
+
+
+SEVERAL = """
+query($a: ID!, $b: ID!, $c: ID!, $d: ID!, $from: Int) {
+  a: conversation(id: $a) { transcript(fromSeq: $from) }
+  b: conversation(id: $b) { transcript(fromSeq: $from) }
+  c: conversation(id: $c) { transcript(fromSeq: $from) }
+  d: conversation(id: $d) { transcript }
+}
+"""
+
+
+async def test_several_transcripts_read_in_one_query_read_back_exactly(
+    settings: Settings,
+) -> None:
+    """A dashboard reads a tree's transcripts in one statement: each from its blocks and
+    rows, one with a block missing from its rows alone."""
+    sizes = {"a": 150, "b": 70, "c": 30, "d": 2 * SIZE}
+    written = {name: said(n, name) for name, n in sizes.items()}
+    async with serving(encrypted(settings)) as (server, gql):
+        ids = {}
+        for name, messages in written.items():
+            ids[name] = await new_conversation(gql)
+            await append(gql, ids[name], messages)
+        async with server.services.db.write() as conn:
+            await conn.execute(
+                text("DELETE FROM message_chunk WHERE conversation_id = :id AND first_seq = 1"),
+                {"id": ids["d"]},
+            )
+        for start in FROM:
+            got = await gql(SEVERAL, {**ids, "from": start})
+            for name in ("a", "b", "c"):
+                assert got[name]["transcript"] == written[name][start - 1 :], (name, start)
+            assert got["d"]["transcript"] == written["d"]
+    async with serving(encrypted(settings)) as (_, gql):
+        got = await gql(SEVERAL, {**ids, "from": 2})
+        assert {name: got[name]["transcript"] for name in ids} == {
+            "a": written["a"][1:],
+            "b": written["b"][1:],
+            "c": written["c"][1:],
+            "d": written["d"],
+        }

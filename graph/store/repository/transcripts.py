@@ -81,6 +81,25 @@ _BLOCKS_AND_TAIL = Prepared(
 _INSERT_CHUNK = Prepared(
     K.insert(), column_keys=["conversation_id", "first_seq", "last_seq", "data"]
 )
+# The same for several transcripts (a tree's), in one statement.
+_BLOCKS_AND_TAILS = Prepared(
+    union_all(
+        select(K.c.conversation_id, K.c.first_seq, K.c.last_seq, K.c.data).where(
+            K.c.conversation_id.in_(bindparam("ids", expanding=True)),
+            K.c.last_seq >= bindparam("low"),
+        ),
+        select(
+            M.c.conversation_id, M.c.seq.label("first_seq"), M.c.seq.label("last_seq"), M.c.data
+        ).where(
+            M.c.conversation_id.in_(bindparam("ids", expanding=True)),
+            M.c.seq >= bindparam("low"),
+            M.c.seq
+            > select(func.coalesce(func.max(K.c.last_seq), 0))
+            .where(K.c.conversation_id == M.c.conversation_id)
+            .scalar_subquery(),
+        ),
+    ).order_by("conversation_id", "first_seq")
+)
 _LOCKED_COUNT = Prepared(
     select(C.c.message_count).where(C.c.id == bindparam("id")).with_for_update()
 )
@@ -282,20 +301,34 @@ class Transcripts(Part):
     async def texts(
         self, wanted: Sequence[tuple[Conversation, int]]
     ) -> dict[tuple[str, int], list[str]]:
-        """The stored JSON texts of each (conversation, from seq), in one statement."""
+        """The stored JSON texts of each (conversation, from seq), in one statement (with
+        encryption on: their sealed blocks and the rows after them; see _texts_of_one)."""
         if len(wanted) == 1:
             ((conversation, low),) = wanted
             return {(conversation.id, low): await self._texts_of_one(conversation.id, low)}
         ids = sorted({c.id for c, _ in wanted})
         low = min(seq for _, seq in wanted)
+        out: dict[tuple[str, int], list[str]] = {}
+        if self.sql.encryption is not None:
+            found = await self.sql.rows(_BLOCKS_AND_TAILS, {"ids": ids, "low": low})
+            parts: dict[str, list[tuple[Any, ...]]] = {cid: [] for cid in ids}
+            for row in found.values:
+                parts[row[0]].append(row[1:])
+            for c, start in wanted:
+                texts = _joined(start, parts[c.id])
+                if texts is not None:
+                    out[c.id, start] = texts
+            wanted = [(c, start) for c, start in wanted if (c.id, start) not in out]
+            if not wanted:
+                return out
+            ids = sorted({c.id for c, _ in wanted})  # a block missing: their rows alone
         found = await self.sql.rows(_TEXTS_OF_MANY, {"ids": ids, "low": low})
         by_conversation: dict[str, list[tuple[int, str]]] = {cid: [] for cid in ids}
         for cid, seq, data in found.values:
             by_conversation[cid].append((seq, data))
-        return {
-            (c.id, start): [data for seq, data in by_conversation[c.id] if seq >= start]
-            for c, start in wanted
-        }
+        for c, start in wanted:
+            out[c.id, start] = [data for seq, data in by_conversation[c.id] if seq >= start]
+        return out
 
     async def _texts_of_one(self, conversation_id: str, low: int) -> list[str]:
         params = {"id": conversation_id, "low": low}
@@ -372,6 +405,8 @@ def _joined(low: int, parts: Sequence[tuple[Any, ...]]) -> list[str] | None:
     order; None if they leave a gap."""
     texts: list[str] = []
     for first, last, value in parts:
+        if last < low:
+            continue  # before `low` (a tree's transcripts are read from the lowest start)
         if first > low:
             return None
         if last > first:
