@@ -7,6 +7,7 @@ block; the blocks are sealed, and go with their messages and their conversation.
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ from graph.domain.chunks import SIZE
 from graph.settings import Settings
 from tests.conftest import GraphQLClient, Server
 from tests.test_auth import stored_bytes
-from tests.test_encryption import KEY, cli, encrypted, serving
+from tests.test_encryption import KEY, cli, copy_sqlite, encrypted, remove_sqlite, serving
 
 # The key store fixture: a schema of the test's own on PostgreSQL.
 from tests.test_encryption import settings as settings
@@ -217,3 +218,32 @@ async def test_several_transcripts_read_in_one_query_read_back_exactly(
             "c": written["c"][1:],
             "d": written["d"],
         }
+
+
+async def test_a_copy_restored_after_a_delete_cannot_read_its_blocks(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """Crypto-shredding holds for blocks: they are sealed under their conversation's key."""
+    if not settings.is_sqlite:
+        pytest.skip("the file copy is SQLite's; PostgreSQL shares the key store's code")
+    path = settings.sqlite_path
+    assert path is not None
+    written = {name: said(150, name) for name in ("victim", "keeper")}
+    async with serving(encrypted(settings)) as (server, gql):
+        ids = {name: await new_conversation(gql) for name in written}
+        for name, messages in written.items():
+            await append(gql, ids[name], messages)
+        copy_sqlite(path, tmp_path / "backup.db")
+        await gql(
+            "mutation($id: ID!) { deleteConversation(input: {id: $id}) { deleted } }",
+            {"id": ids["victim"]},
+        )
+    remove_sqlite(path, "-wal", "-shm")
+    (tmp_path / "backup.db").replace(path)
+    both = """query($a: ID!, $b: ID!) {
+      a: conversation(id: $a) { transcript } b: conversation(id: $b) { transcript } }"""
+    async with serving(encrypted(settings)) as (server, gql):
+        assert await blocks(server, ids["victim"]) == [(1, SIZE), (SIZE + 1, 2 * SIZE)]
+        got = await gql(both, {"a": ids["victim"], "b": ids["keeper"]})
+        assert got == {"a": None, "b": {"transcript": written["keeper"]}}
+        await assert_reads(gql, ids["keeper"], written["keeper"])
