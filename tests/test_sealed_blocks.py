@@ -247,3 +247,34 @@ async def test_a_copy_restored_after_a_delete_cannot_read_its_blocks(
         got = await gql(both, {"a": ids["victim"], "b": ids["keeper"]})
         assert got == {"a": None, "b": {"transcript": written["keeper"]}}
         await assert_reads(gql, ids["keeper"], written["keeper"])
+
+
+def test_the_migration_finds_blocks_as_the_domain_sizes_them() -> None:
+    """Migration 0014's trigger finds a deleted message's block by the block size."""
+    import importlib.util
+
+    import graph.store
+
+    versions = Path(graph.store.__file__).parent / "migrations" / "versions"
+    path = versions / "0014_message_chunks.py"
+    spec = importlib.util.spec_from_file_location("migration_0014", path)
+    assert spec is not None and spec.loader is not None
+    migration = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(migration)
+    assert migration.SIZE == SIZE
+
+
+async def test_a_block_goes_with_any_delete_of_its_messages(settings: Settings) -> None:
+    """Whoever deletes message rows (a replica of the release before blocks, replacing a
+    transcript during a rolling upgrade), the database drops the blocks that held them."""
+    written = said(150, "r")
+    async with serving(encrypted(settings)) as (server, gql):
+        cid = await new_conversation(gql)
+        await append(gql, cid, written)
+        async with server.services.db.write() as conn:
+            await conn.execute(
+                text("DELETE FROM message WHERE conversation_id = :id AND seq > 100"), {"id": cid}
+            )
+        assert await blocks(server, cid) == [(1, SIZE)]
+        got = await gql(TRANSCRIPT, {"id": cid, "from": 1})
+        assert got["conversation"]["transcript"] == written[:100]

@@ -104,9 +104,6 @@ _LOCKED_COUNT = Prepared(
     select(C.c.message_count).where(C.c.id == bindparam("id")).with_for_update()
 )
 _BLOCK_STARTS = Prepared(select(K.c.first_seq).where(K.c.conversation_id == bindparam("id")))
-_DELETE_CHUNKS_ABOVE = Prepared(
-    delete(K).where(K.c.conversation_id == bindparam("id"), K.c.last_seq > bindparam("keep"))
-)
 
 
 # Ranges per statement of `pages`; its statements are compiled for powers of two up to it.
@@ -198,8 +195,6 @@ class Transcripts(Part):
         keep = kept_prefix(stored, digests)
         removed = 0
         if keep < len(stored):
-            if encryption is not None:  # the sealed blocks holding a message that goes
-                await self.sql.execute(_DELETE_CHUNKS_ABOVE, {"id": conversation.id, "keep": keep})
             # The log rows of appends that referenced them get their copy first.
             await event_log.keep_messages(
                 self.sql, conversation.root_id, conversation.id, above=keep
