@@ -156,7 +156,7 @@ async def encrypt_existing(db: Database, *, progress: Callable[[str, int], None]
     count = await _seal_messages(db)
     progress("messages", count)
     total += count
-    count = await _seal_blocks(db)
+    count = await _seal_transcript_blocks(db)
     progress("transcript blocks", count)
     total += count
     count = await _seal_event_log(db)
@@ -256,24 +256,26 @@ async def _seal_messages(db: Database) -> int:
             after = found.values[-1][0]
 
 
-async def _seal_blocks(db: Database) -> int:
+async def _seal_transcript_blocks(db: Database) -> int:
     """The complete blocks of 64 messages of every transcript that has none, each sealed as
-    one value (store/repository/transcripts.py), so that old transcripts read as fast."""
+    one value (store/repository/transcripts.py), so that old transcripts read as fast. One
+    transcript per transaction: it holds its tree's locks as a write to it would, and no
+    more (a transaction holding several trees could deadlock with a writer)."""
     done, after = 0, ""
     while True:
-        async with db.write() as conn:
-            sql = Sql(conn, db)
-            found = await sql.rows(
+        async with db.read() as conn:
+            found = await Sql(conn, db).rows(
                 select(C.c.id)
                 .where(C.c.id > after, C.c.message_count >= chunks.SIZE)
                 .order_by(C.c.id)
-                .limit(BATCH // 10)
+                .limit(BATCH)
             )
-            if not found.values:
-                return done
-            for (cid,) in found.values:
-                done += await seal_missing_blocks(sql, cid)
-            after = found.values[-1][0]
+        if not found.values:
+            return done
+        for (cid,) in found.values:
+            async with db.write() as conn:
+                done += await seal_missing_blocks(Sql(conn, db), cid)
+        after = found.values[-1][0]
 
 
 async def index_waiting_now(db: Database) -> None:

@@ -345,8 +345,10 @@ class Transcripts(Part):
 
 async def seal_missing_blocks(sql: Sql, conversation_id: str) -> int:
     """Seal the complete blocks of a transcript that have no sealed value (its messages
-    written before blocks were kept, or with encryption off); how many. The conversation's
-    row is locked first, as a write to its transcript locks it."""
+    written before blocks were kept, or with encryption off); how many. Its tree's root and
+    then its row are locked first, as a write to its transcript locks them: no write can
+    change the messages between their read and their block's insert."""
+    await event_log.lock_tree(sql, conversation_id)
     found = await sql.rows(_LOCKED_COUNT, {"id": conversation_id})
     if not found.values:
         return 0
