@@ -3,7 +3,7 @@
 A transcript's messages `1..SIZE`, `SIZE+1..2*SIZE`, ... form blocks. Once a block is
 complete its texts are also kept packed in one value, sealed with one AEAD call, so that
 reading a transcript opens one value per block instead of one per message
-(store/repository/transcripts.py). The packed text is the texts' lengths, comma-separated,
+(store/sealed_blocks.py). The packed text is the texts' lengths, comma-separated,
 a newline, then the texts one after the other. A block is a copy of its messages: the
 database drops it when one of them is deleted (migration 0014's trigger, which finds a
 message's block by SIZE: changing SIZE takes a migration that rewrites the blocks).

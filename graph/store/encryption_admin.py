@@ -30,7 +30,7 @@ from graph.store.encryption import (
     is_sealed,
 )
 from graph.store.key_store import TOMBSTONE
-from graph.store.repository.transcripts import seal_missing_blocks
+from graph.store.sealed_blocks import seal_missing
 from graph.store.search_index import index_waiting
 from graph.store.sql import Sql
 from graph.store.tables import conversation as C
@@ -258,7 +258,7 @@ async def _seal_messages(db: Database) -> int:
 
 async def _seal_transcript_blocks(db: Database) -> int:
     """The complete blocks of 64 messages of every transcript that has none, each sealed as
-    one value (store/repository/transcripts.py), so that old transcripts read as fast. One
+    one value (store/sealed_blocks.py), so that old transcripts read as fast. One
     transcript per transaction: it holds its tree's locks as a write to it would, and no
     more (a transaction holding several trees could deadlock with a writer)."""
     done, after = 0, ""
@@ -274,7 +274,7 @@ async def _seal_transcript_blocks(db: Database) -> int:
             return done
         for (cid,) in found.values:
             async with db.write() as conn:
-                done += await seal_missing_blocks(Sql(conn, db), cid)
+                done += await seal_missing(Sql(conn, db), cid)
         after = found.values[-1][0]
 
 

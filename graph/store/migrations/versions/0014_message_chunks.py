@@ -3,7 +3,7 @@
 With encryption on, every message is sealed on its own, and a first read of a long
 transcript opened each one: an AEAD call and its Python per message. A complete block of 64
 messages is now also kept packed and sealed as one value in `message_chunk` (domain/
-chunks.py, store/repository/transcripts.py); the message rows are unchanged and stay the
+chunks.py, store/sealed_blocks.py); the message rows are unchanged and stay the
 record. A block is a copy, so the database itself drops it when one of its messages is
 deleted (a trigger on `message`, keyed by the block's first seq: blocks start at 1, 65,
 129, ...): whichever release deletes the rows, a replica of the previous one during the
