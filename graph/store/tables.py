@@ -278,8 +278,8 @@ class Message(SQLModel, table=True):
 class MessageChunk(SQLModel, table=True):
     """With encryption on: a complete block of a transcript's texts, packed and sealed as one
     value (domain/chunks.py), beside the message rows that hold them one by one. A copy for
-    reading whole transcripts: removed with any of its messages (Transcripts.replace) and
-    with its conversation."""
+    reading whole transcripts (store/sealed_blocks.py): dropped by the database when any of
+    its messages is deleted (migration 0014's trigger), and with its conversation."""
 
     __tablename__ = "message_chunk"
 
