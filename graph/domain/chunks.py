@@ -1,4 +1,5 @@
-"""Blocks of a transcript sealed together (with encryption on): their bounds and format.
+"""Blocks of a transcript sealed together (with encryption on): their bounds, their format,
+and a transcript read back from its blocks and rows.
 
 A transcript's messages `1..SIZE`, `SIZE+1..2*SIZE`, ... form blocks. Once a block is
 complete its texts are also kept packed in one value, sealed with one AEAD call, so that
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import accumulate
+from typing import Any
 
 SIZE = 64
 
@@ -34,3 +36,20 @@ def unpack(packed: str) -> list[str]:
     if not ends or ends[-1] != len(body):
         raise ValueError("not a packed block of texts")
     return [body[start:end] for start, end in zip([0, *ends], ends, strict=False)]
+
+
+def joined(low: int, parts: Sequence[tuple[Any, ...]]) -> list[str] | None:
+    """The texts from seq `low` of (first seq, last seq, text or packed block) parts in seq
+    order; None if they leave a gap."""
+    texts: list[str] = []
+    for first, last, value in parts:
+        if last < low:
+            continue  # before `low` (a tree's transcripts are read from the lowest start)
+        if first > low:
+            return None
+        if last > first:
+            texts.extend(unpack(value)[low - first :])
+        else:
+            texts.append(value)
+        low = last + 1
+    return texts

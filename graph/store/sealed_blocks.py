@@ -115,7 +115,7 @@ async def seal_missing(sql: Sql, conversation_id: str) -> int:
 async def texts_of_one(sql: Sql, conversation_id: str, low: int) -> list[str] | None:
     """The texts of a transcript from seq `low`; None if its blocks leave a gap."""
     found = await sql.rows(_BLOCKS_AND_TAIL, {"id": conversation_id, "low": low})
-    return _joined(low, found.values)
+    return chunks.joined(low, found.values)
 
 
 async def texts_of_many(
@@ -130,7 +130,7 @@ async def texts_of_many(
         parts[row[0]].append(row[1:])
     out = {}
     for cid, start in wanted:
-        texts = _joined(start, parts[cid])
+        texts = chunks.joined(start, parts[cid])
         if texts is not None:
             out[cid, start] = texts
     return out
@@ -168,20 +168,3 @@ async def _insert(
     if rows:
         await sql.execute_many(_INSERT, rows)
     return len(rows)
-
-
-def _joined(low: int, parts: Sequence[tuple[Any, ...]]) -> list[str] | None:
-    """The texts from seq `low` of (first seq, last seq, text or packed block) parts in seq
-    order; None if they leave a gap."""
-    texts: list[str] = []
-    for first, last, value in parts:
-        if last < low:
-            continue  # before `low` (a tree's transcripts are read from the lowest start)
-        if first > low:
-            return None
-        if last > first:
-            texts.extend(chunks.unpack(value)[low - first :])
-        else:
-            texts.append(value)
-        low = last + 1
-    return texts

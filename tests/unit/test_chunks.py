@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from graph.domain.chunks import SIZE, completed, pack, unpack
+from graph.domain.chunks import SIZE, completed, joined, pack, unpack
 
 
 @pytest.mark.parametrize(
@@ -37,3 +37,44 @@ def test_packed_texts_unpack_to_the_same(texts: list[str]) -> None:
 def test_a_text_that_is_not_a_packed_block_is_refused() -> None:
     with pytest.raises(ValueError):
         unpack("3,4\nabcdef")
+
+
+def _block(first: int, last: int) -> tuple[int, int, str]:
+    return (first, last, pack([f"m{seq}" for seq in range(first, last + 1)]))
+
+
+def _row(seq: int) -> tuple[int, int, str]:
+    return (seq, seq, f"m{seq}")
+
+
+def _texts(low: int, high: int) -> list[str]:
+    return [f"m{seq}" for seq in range(low, high + 1)]
+
+
+@pytest.mark.parametrize("low", [1, 2, SIZE, SIZE + 1, 2 * SIZE, 2 * SIZE + 3])
+def test_blocks_then_rows_join_into_the_texts_from_low(low: int) -> None:
+    parts = [_block(1, SIZE), _block(SIZE + 1, 2 * SIZE), _row(2 * SIZE + 1), _row(2 * SIZE + 2)]
+    parts += [_row(2 * SIZE + 3)]
+    assert joined(low, parts) == _texts(low, 2 * SIZE + 3)
+
+
+def test_parts_before_low_are_passed_over() -> None:
+    assert joined(SIZE + 2, [_block(1, SIZE), _block(SIZE + 1, 2 * SIZE)]) == _texts(
+        SIZE + 2, 2 * SIZE
+    )
+
+
+@pytest.mark.parametrize(
+    "parts",
+    [
+        [_block(SIZE + 1, 2 * SIZE)],  # the first block missing
+        [_block(1, SIZE), _row(SIZE + 2)],  # a row missing
+        [_block(1, SIZE), _block(2 * SIZE + 1, 3 * SIZE)],  # a block missing between
+    ],
+)
+def test_a_gap_is_none(parts: list[tuple[int, int, str]]) -> None:
+    assert joined(1, parts) is None
+
+
+def test_nothing_from_low_is_no_text() -> None:
+    assert joined(5, []) == []
