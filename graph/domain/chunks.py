@@ -4,8 +4,9 @@ and a transcript read back from its blocks and rows.
 A transcript's messages `1..SIZE`, `SIZE+1..2*SIZE`, ... form blocks. Once a block is
 complete its texts are also kept packed in one value, sealed with one AEAD call, so that
 reading a transcript opens one value per block instead of one per message
-(store/sealed_blocks.py). The packed text is the texts' lengths, comma-separated,
-a newline, then the texts one after the other. A block is a copy of its messages: the
+(store/sealed_blocks.py). The packed text is the texts joined by newlines: a stored
+message is compact JSON, which holds none (JSON escapes control characters in strings),
+so that unpacking is one split. A block is a copy of its messages: the
 database drops it when one of them is deleted (migration 0014's trigger, which finds a
 message's block by SIZE: changing SIZE takes a migration that rewrites the blocks).
 """
@@ -13,7 +14,6 @@ message's block by SIZE: changing SIZE takes a migration that rewrites the block
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import accumulate
 from typing import Any
 
 SIZE = 64
@@ -27,15 +27,16 @@ def completed(first_seq: int, last_seq: int) -> list[tuple[int, int]]:
 
 
 def pack(texts: Sequence[str]) -> str:
-    return ",".join([str(len(t)) for t in texts]) + "\n" + "".join(texts)
+    """The texts of a block as one text; ValueError if one holds a newline (not a stored
+    message: the block is then not kept, and its rows serve it)."""
+    packed = "\n".join(texts)
+    if packed.count("\n") != len(texts) - 1:
+        raise ValueError("a text of the block holds a newline")
+    return packed
 
 
 def unpack(packed: str) -> list[str]:
-    header, _, body = packed.partition("\n")
-    ends = list(accumulate(map(int, header.split(","))))
-    if not ends or ends[-1] != len(body):
-        raise ValueError("not a packed block of texts")
-    return [body[start:end] for start, end in zip([0, *ends], ends, strict=False)]
+    return packed.split("\n")
 
 
 def joined(low: int, parts: Sequence[tuple[Any, ...]]) -> list[str] | None:
@@ -48,7 +49,10 @@ def joined(low: int, parts: Sequence[tuple[Any, ...]]) -> list[str] | None:
         if first > low:
             return None
         if last > first:
-            texts.extend(unpack(value)[low - first :])
+            block = unpack(value)
+            if len(block) != last - first + 1:
+                return None  # not what this block should hold: its rows serve it
+            texts.extend(block[low - first :])
         else:
             texts.append(value)
         low = last + 1

@@ -154,17 +154,21 @@ async def _insert(
     encryption = sql.encryption
     assert encryption is not None
     ref = conversation_ref(conversation_id)
-    rows = [
-        {
-            "conversation_id": conversation_id,
-            "first_seq": first,
-            "last_seq": last,
-            "data": await encryption.seal(
-                ref, chunks.pack(texts[first - first_seq : last - first_seq + 1])
-            ),
-        }
-        for first, last in blocks
-    ]
+    rows = []
+    for first, last in blocks:
+        try:
+            packed = chunks.pack(texts[first - first_seq : last - first_seq + 1])
+        except ValueError:
+            continue  # not stored messages as this code writes them: the rows serve it
+        sealed = await encryption.seal(ref, packed)
+        rows.append(
+            {
+                "conversation_id": conversation_id,
+                "first_seq": first,
+                "last_seq": last,
+                "data": sealed,
+            }
+        )
     if rows:
         await sql.execute_many(_INSERT, rows)
     return len(rows)
