@@ -6,6 +6,7 @@ block; the blocks are sealed, and go with their messages and their conversation.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from pathlib import Path
 from typing import Any
@@ -279,3 +280,40 @@ async def test_a_block_goes_with_any_delete_of_its_messages(settings: Settings) 
         assert await blocks(server, cid) == [(1, SIZE)]
         got = await gql(TRANSCRIPT, {"id": cid, "from": 1})
         assert got["conversation"]["transcript"] == written[:100]
+
+
+async def test_concurrent_appends_read_the_same_from_blocks_as_from_rows(
+    settings: Settings,
+) -> None:
+    """Writers appending to one transcript at once (SQLite shares their commits, PostgreSQL
+    serialises them on the conversation): the transcript read through its blocks is the
+    one its rows hold, message for message."""
+    async with serving(encrypted(settings)) as (server, gql):
+        cid = await new_conversation(gql)
+
+        async def writer(name: str) -> None:
+            for message in said(25, name):
+                await append(gql, cid, [message])
+
+        await asyncio.gather(*(writer(f"w{i}") for i in range(8)))
+        assert await blocks(server, cid) == [
+            (1, SIZE),
+            (SIZE + 1, 2 * SIZE),
+            (2 * SIZE + 1, 3 * SIZE),
+        ]
+        rows: list[dict[str, Any]] = []
+        after: str | None = None
+        while True:
+            page = await gql(
+                """query($id: ID!, $after: String) { conversation(id: $id) {
+                  messages(first: 100, after: $after) {
+                    nodes { seq data } pageInfo { hasNextPage endCursor } } } }""",
+                {"id": cid, "after": after},
+            )
+            found = page["conversation"]["messages"]
+            rows.extend(node["data"] for node in found["nodes"])
+            if not found["pageInfo"]["hasNextPage"]:
+                break
+            after = found["pageInfo"]["endCursor"]
+        assert len(rows) == 200
+        await assert_reads(gql, cid, rows)
