@@ -17,6 +17,7 @@ from sqlalchemy import text
 from graph.domain.chunks import SIZE
 from graph.settings import Settings
 from tests.conftest import GraphQLClient, Server
+from tests.operations import DELETE, create
 from tests.test_auth import stored_bytes
 from tests.test_encryption import KEY, cli, copy_sqlite, encrypted, remove_sqlite, serving
 
@@ -39,12 +40,6 @@ def said(n: int, tag: str) -> list[dict[str, Any]]:
         else:
             out.append({"role": "tool", "content": f"{tag}-{i}", "extra": {"n": i, "x": 1.5}})
     return out
-
-
-async def new_conversation(gql: GraphQLClient) -> str:
-    created = await ok(gql, "createConversation", {"title": "blocks"})
-    cid: str = created["conversation"]["id"]
-    return cid
 
 
 async def append(gql: GraphQLClient, cid: str, messages: list[dict[str, Any]]) -> None:
@@ -87,7 +82,7 @@ async def test_a_long_transcript_reads_back_exactly_in_this_process_and_a_new_on
 ) -> None:
     written = said(150, "m")
     async with serving(encrypted(settings)) as (server, gql):
-        cid = await new_conversation(gql)
+        cid = await create(gql)
         # One at a time across the first block's end, then batches that end inside a
         # block, complete one, or complete one and start the next.
         for message in written[:70]:
@@ -106,7 +101,7 @@ async def test_a_replace_that_keeps_part_of_a_block_reads_back_the_new_transcrip
 ) -> None:
     first = said(150, "a")
     async with serving(encrypted(settings)) as (server, gql):
-        cid = await new_conversation(gql)
+        cid = await create(gql)
         await append(gql, cid, first)
         # Keeps 100: the second block loses its end, and is sealed again from the kept
         # messages and the new ones.
@@ -131,20 +126,18 @@ async def test_a_replace_that_keeps_part_of_a_block_reads_back_the_new_transcrip
 async def test_blocks_are_sealed_and_go_with_their_conversation(settings: Settings) -> None:
     marker = uuid.uuid4().hex
     async with serving(encrypted(settings)) as (server, gql):
-        cid = await new_conversation(gql)
+        cid = await create(gql)
         await append(gql, cid, [{"role": "user", "content": f"{marker} {i}"} for i in range(SIZE)])
         assert await blocks(server, cid) == [(1, SIZE)]
         assert marker.encode() not in await stored_bytes(server)
-        deleted = await gql(
-            "mutation($id: ID!) { deleteConversation(input: {id: $id}) { deleted } }", {"id": cid}
-        )
+        deleted = await gql(DELETE, {"id": cid})
         assert deleted["deleteConversation"]["deleted"] is True
         assert await blocks(server, cid) == []
 
 
 async def test_without_encryption_no_block_is_kept(settings: Settings) -> None:
     async with serving(settings.replace(encryption_key=None)) as (server, gql):
-        cid = await new_conversation(gql)
+        cid = await create(gql)
         written = said(SIZE + 1, "p")
         await append(gql, cid, written)
         assert await blocks(server, cid) == []
@@ -156,7 +149,7 @@ async def test_a_transcript_missing_a_block_reads_from_its_rows(settings: Settin
     later ones only): what the blocks do not cover in one run is read from the rows."""
     written = said(150, "g")
     async with serving(encrypted(settings)) as (server, gql):
-        cid = await new_conversation(gql)
+        cid = await create(gql)
         await append(gql, cid, written)
         await drop_first_block(server, cid)
         assert await blocks(server, cid) == [(SIZE + 1, 2 * SIZE)]
@@ -168,7 +161,7 @@ async def test_encrypt_existing_seals_the_blocks_of_old_transcripts(
 ) -> None:
     written = said(150, "o")
     async with serving(settings.replace(encryption_key=None)) as (_, gql):
-        cid = await new_conversation(gql)
+        cid = await create(gql)
         await append(gql, cid, written)
     await cli(monkeypatch, settings, "keys", "encrypt-existing", KEY=KEY)
     assert "transcript blocks: sealed 2" in capsys.readouterr().out
@@ -204,7 +197,7 @@ async def test_several_transcripts_read_in_one_query_read_back_exactly(
     async with serving(encrypted(settings)) as (server, gql):
         ids = {}
         for name, messages in written.items():
-            ids[name] = await new_conversation(gql)
+            ids[name] = await create(gql)
             await append(gql, ids[name], messages)
         await drop_first_block(server, ids["d"])
         for start in FROM:
@@ -232,14 +225,11 @@ async def test_a_copy_restored_after_a_delete_cannot_read_its_blocks(
     assert path is not None
     written = {name: said(150, name) for name in ("victim", "keeper")}
     async with serving(encrypted(settings)) as (server, gql):
-        ids = {name: await new_conversation(gql) for name in written}
+        ids = {name: await create(gql) for name in written}
         for name, messages in written.items():
             await append(gql, ids[name], messages)
         copy_sqlite(path, tmp_path / "backup.db")
-        await gql(
-            "mutation($id: ID!) { deleteConversation(input: {id: $id}) { deleted } }",
-            {"id": ids["victim"]},
-        )
+        await gql(DELETE, {"id": ids["victim"]})
     remove_sqlite(path, "-wal", "-shm")
     (tmp_path / "backup.db").replace(path)
     both = """query($a: ID!, $b: ID!) {
@@ -271,7 +261,7 @@ async def test_a_block_goes_with_any_delete_of_its_messages(settings: Settings) 
     transcript during a rolling upgrade), the database drops the blocks that held them."""
     written = said(150, "r")
     async with serving(encrypted(settings)) as (server, gql):
-        cid = await new_conversation(gql)
+        cid = await create(gql)
         await append(gql, cid, written)
         async with server.services.db.write() as conn:
             await conn.execute(
@@ -289,7 +279,7 @@ async def test_concurrent_appends_read_the_same_from_blocks_as_from_rows(
     serialises them on the conversation): the transcript read through its blocks is the
     one its rows hold, message for message."""
     async with serving(encrypted(settings)) as (server, gql):
-        cid = await new_conversation(gql)
+        cid = await create(gql)
 
         async def writer(name: str) -> None:
             for message in said(25, name):
