@@ -31,44 +31,50 @@ _TEXTS_BETWEEN = Prepared(
     .order_by(M.c.seq)
 )
 _INSERT = Prepared(K.insert(), column_keys=["conversation_id", "first_seq", "last_seq", "data"])
-# A transcript from seq `low`: its blocks, then the rows after the last block, one per row
-# (first_seq = last_seq = seq).
-_LAST_BLOCKED = (
-    select(func.coalesce(func.max(K.c.last_seq), 0))
-    .where(K.c.conversation_id == bindparam("id"))
-    .scalar_subquery()
-)
-_BLOCKS_AND_TAIL = Prepared(
-    union_all(
-        select(K.c.first_seq, K.c.last_seq, K.c.data).where(
-            K.c.conversation_id == bindparam("id"), K.c.last_seq >= bindparam("low")
-        ),
-        select(M.c.seq.label("first_seq"), M.c.seq.label("last_seq"), M.c.data).where(
-            M.c.conversation_id == bindparam("id"),
-            M.c.seq >= bindparam("low"),
-            M.c.seq > _LAST_BLOCKED,
-        ),
-    ).order_by("first_seq")
-)
-# The same for several transcripts (a tree's).
-_BLOCKS_AND_TAILS = Prepared(
-    union_all(
-        select(K.c.conversation_id, K.c.first_seq, K.c.last_seq, K.c.data).where(
-            K.c.conversation_id.in_(bindparam("ids", expanding=True)),
-            K.c.last_seq >= bindparam("low"),
-        ),
-        select(
-            M.c.conversation_id, M.c.seq.label("first_seq"), M.c.seq.label("last_seq"), M.c.data
-        ).where(
-            M.c.conversation_id.in_(bindparam("ids", expanding=True)),
-            M.c.seq >= bindparam("low"),
-            M.c.seq
-            > select(func.coalesce(func.max(K.c.last_seq), 0))
-            .where(K.c.conversation_id == M.c.conversation_id)
-            .scalar_subquery(),
-        ),
-    ).order_by("conversation_id", "first_seq")
-)
+
+
+def _blocks_then_rows(*, many: bool) -> Prepared:
+    """A transcript from seq `low` (of conversation `id`, or of each of `ids` with `many`,
+    the conversation's id first in each row): its blocks, then the rows after its last
+    block, one per row (first_seq = last_seq = seq). Each conversation's last block is found
+    once, not once per row: for one conversation a subquery of its own, for several their
+    last blocks grouped and joined."""
+
+    def wanted(column: Any) -> Any:
+        return column.in_(bindparam("ids", expanding=True)) if many else column == bindparam("id")
+
+    upto = select(func.max(K.c.last_seq).label("upto")).where(wanted(K.c.conversation_id))
+    rows: Any = M
+    after: Any
+    if many:
+        last = upto.add_columns(K.c.conversation_id).group_by(K.c.conversation_id).subquery()
+        rows = M.outerjoin(last, last.c.conversation_id == M.c.conversation_id)
+        after = last.c.upto
+    else:
+        after = upto.scalar_subquery()
+    return Prepared(
+        union_all(
+            select(
+                *([K.c.conversation_id] if many else []), K.c.first_seq, K.c.last_seq, K.c.data
+            ).where(wanted(K.c.conversation_id), K.c.last_seq >= bindparam("low")),
+            select(
+                *([M.c.conversation_id] if many else []),
+                M.c.seq.label("first_seq"),
+                M.c.seq.label("last_seq"),
+                M.c.data,
+            )
+            .select_from(rows)
+            .where(
+                wanted(M.c.conversation_id),
+                M.c.seq >= bindparam("low"),
+                M.c.seq > func.coalesce(after, 0),
+            ),
+        ).order_by(*(["conversation_id"] if many else []), "first_seq")
+    )
+
+
+_BLOCKS_AND_TAIL = _blocks_then_rows(many=False)
+_BLOCKS_AND_TAILS = _blocks_then_rows(many=True)  # a tree's transcripts in one statement
 _LOCKED_COUNT = Prepared(
     select(C.c.message_count).where(C.c.id == bindparam("id")).with_for_update()
 )
