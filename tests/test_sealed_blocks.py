@@ -68,12 +68,13 @@ async def blocks(server: Server, cid: str) -> list[tuple[int, int]]:
         return [(int(a), int(b)) for a, b in found.all()]
 
 
-async def drop_first_block(server: Server, cid: str) -> None:
-    """As a transcript sealed before blocks were kept has none for its first messages."""
+async def drop_block(server: Server, cid: str, first: int = 1) -> None:
+    """As a transcript sealed before blocks were kept has none for its first messages (or
+    one whose block was not formed)."""
     async with server.services.db.write() as conn:
         await conn.execute(
-            text("DELETE FROM message_chunk WHERE conversation_id = :id AND first_seq = 1"),
-            {"id": cid},
+            text("DELETE FROM message_chunk WHERE conversation_id = :id AND first_seq = :first"),
+            {"id": cid, "first": first},
         )
 
 
@@ -151,7 +152,7 @@ async def test_a_transcript_missing_a_block_reads_from_its_rows(settings: Settin
     async with serving(encrypted(settings)) as (server, gql):
         cid = await create(gql)
         await append(gql, cid, written)
-        await drop_first_block(server, cid)
+        await drop_block(server, cid)
         assert await blocks(server, cid) == [(SIZE + 1, 2 * SIZE)]
         await assert_reads(gql, cid, written)
 
@@ -199,7 +200,7 @@ async def test_several_transcripts_read_in_one_query_read_back_exactly(
         for name, messages in written.items():
             ids[name] = await create(gql)
             await append(gql, ids[name], messages)
-        await drop_first_block(server, ids["d"])
+        await drop_block(server, ids["d"])
         for start in FROM:
             got = await gql(SEVERAL, {**ids, "from": start})
             for name in ("a", "b", "c"):
@@ -307,3 +308,19 @@ async def test_concurrent_appends_read_the_same_from_blocks_as_from_rows(
             after = found["pageInfo"]["endCursor"]
         assert len(rows) == 200
         await assert_reads(gql, cid, rows)
+
+
+async def test_encrypt_existing_seals_a_block_missing_between_others(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    written = said(3 * SIZE + 5, "h")
+    async with serving(encrypted(settings)) as (server, gql):
+        cid = await create(gql)
+        await append(gql, cid, written)
+        await drop_block(server, cid, SIZE + 1)
+        assert await blocks(server, cid) == [(1, SIZE), (2 * SIZE + 1, 3 * SIZE)]
+    await cli(monkeypatch, settings, "keys", "encrypt-existing", KEY=KEY)
+    assert "transcript blocks: sealed 1" in capsys.readouterr().out
+    async with serving(encrypted(settings)) as (server, gql):
+        assert await blocks(server, cid) == [(i * SIZE + 1, (i + 1) * SIZE) for i in range(3)]
+        await assert_reads(gql, cid, written)

@@ -109,13 +109,15 @@ async def seal_missing(sql: Sql, conversation_id: str) -> int:
         return 0
     have = set((await sql.rows(_BLOCK_STARTS, {"id": conversation_id})).scalars())
     complete = chunks.completed(1, int(found.values[0][0]))
-    if all(first in have for first, _ in complete):
+    missing = [(first, last) for first, last in complete if first not in have]
+    if not missing:
         return 0
-    texts = await _stored_texts(sql, conversation_id, 1, complete[-1][1])
+    # The texts from the first missing block on: those of blocks kept already are not read.
+    low = missing[0][0]
+    texts = await _stored_texts(sql, conversation_id, low, missing[-1][1])
     if texts is None:
         return 0
-    missing = [(first, last) for first, last in complete if first not in have]
-    return await _insert(sql, conversation_id, missing, texts, 1)
+    return await _insert(sql, conversation_id, missing, texts, low)
 
 
 async def texts_of_one(sql: Sql, conversation_id: str, low: int) -> list[str] | None:
