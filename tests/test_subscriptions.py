@@ -140,6 +140,69 @@ async def test_subscribe_before_connection_init_is_refused(
         assert await socket.close_code() == 4401
 
 
+# Never run: each frame below is refused for its shape before it is parsed.
+_SUBSCRIPTION = "subscription { __typename }"
+
+
+@pytest.mark.parametrize(
+    ("frame", "reason"),
+    [
+        ("[]", "a message must be a JSON object"),
+        ("5", "a message must be a JSON object"),
+        ('"subscribe"', "a message must be a JSON object"),
+        ("null", "a message must be a JSON object"),
+        ('{"id": "1", "type": "subscribe", "payload": "x"}', "payload of a subscribe"),
+        ('{"id": ["1"], "type": "subscribe", "payload": {"query": "{ a }"}}', "id of a"),
+        ('{"id": 1, "type": "complete"}', "id of a complete"),
+        ('{"id": "1", "type": "subscribe", "payload": {"query": 5}}', "query must be"),
+        (
+            f'{{"id": "1", "type": "subscribe", "payload": {{"query": "{_SUBSCRIPTION}", '
+            '"variables": 5}}',
+            "variables must be",
+        ),
+        (
+            f'{{"id": "1", "type": "subscribe", "payload": {{"query": "{_SUBSCRIPTION}", '
+            '"operationName": 5}}',
+            "operationName must be",
+        ),
+        (
+            f'{{"id": "1", "type": "subscribe", "payload": {{"query": "{_SUBSCRIPTION}", '
+            '"extensions": []}}',
+            "extensions must be",
+        ),
+    ],
+)
+async def test_a_malformed_message_closes_the_socket_4400(
+    live_server: LiveServer, frame: str, reason: str
+) -> None:
+    """As the protocol asks, with a reason; not a dropped connection nor an INTERNAL error."""
+    async with connect(live_server, token=await live_server.token()) as socket:
+        await socket.init()
+        await socket.send_raw(frame)
+        code, said = await socket.closed()
+    assert code == 4400
+    assert reason in said
+
+
+async def test_a_subscribe_may_give_its_optional_fields_as_null(
+    live_server: LiveServer, alice: GraphQLClient
+) -> None:
+    cid = await create(alice)
+    async with connect(live_server, token=alice.token) as socket:
+        await socket.init()
+        payload = {"query": CONVERSATION_EVENTS, "variables": {"id": cid}}
+        await socket.send(
+            {
+                "id": "1",
+                "type": "subscribe",
+                "payload": {**payload, "operationName": None, "extensions": None},
+            }
+        )
+        await until_live(socket, alice, cid)
+        appended = await append(alice, cid, "still served")
+        assert (await socket.event())["messages"] == appended["messages"]
+
+
 async def test_legacy_graphql_ws_protocol_is_not_offered(
     live_server: LiveServer, alice: GraphQLClient
 ) -> None:

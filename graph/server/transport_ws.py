@@ -23,12 +23,14 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
 )
 from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
     ErrorMessage,
+    Message,
     SubscribeMessage,
 )
 
 from graph.api.context import Context
 from graph.server.rate_limit import RateLimit, rate_limited_error
 from graph.server.subscription_cap import CLOSE_CODE, Slot, SubscriptionSlots
+from graph.server.ws_shapes import problem
 
 logger = logging.getLogger("convograph.limits")
 
@@ -43,6 +45,13 @@ def limited_handler(rate_limit: RateLimit, slots: SubscriptionSlots) -> type[Han
             super().__init__(*args, **kwargs)
             # The slots of the operations strawberry knows, by id.
             self.slots: dict[str, Slot] = {}
+
+        async def handle_message(self, message: Message) -> None:
+            wrong = problem(message)
+            if wrong is not None:
+                await self.handle_invalid_message(wrong)  # closes with 4400
+                return
+            await super().handle_message(message)
 
         async def handle_subscribe(self, message: SubscribeMessage) -> None:
             principal = self.context.principal_
