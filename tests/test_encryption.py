@@ -469,6 +469,70 @@ async def test_encrypt_existing_seals_a_database_written_without_encryption(
                 assert secret.encode() not in stored, secret
 
 
+LOOKALIKE_TITLES = ["cvg1:", "cvg1: notes", "cvg1:x:y", f"cvg1:c{uuid.uuid4()}:" + "A" * 32]
+LOOKALIKE_READ = """query($id: ID!) { conversation(id: $id) { title transcript
+  delegations { nodes { task } } } }"""
+
+
+async def lookalikes(gql: GraphQLClient) -> list[str]:
+    """Conversations titled (and delegating a task) with texts that begin as a sealed
+    value does, each with a message; their ids."""
+    out = []
+    for title in LOOKALIKE_TITLES:
+        created = await ok(gql, "createConversation", {"title": title})
+        cid = created["conversation"]["id"]
+        message = {"role": "user", "content": title}
+        await ok(gql, "appendMessages", {"conversationId": cid, "messages": [message]})
+        delegate = {"parentConversationId": cid, "delegatingTier": "a", "targetTier": "b"}
+        await ok(gql, "createDelegation", {**delegate, "task": title})
+        out.append(cid)
+    return out
+
+
+async def read_lookalikes(gql: GraphQLClient, ids: list[str]) -> list[Any]:
+    return [(await gql(LOOKALIKE_READ, {"id": cid}))["conversation"] for cid in ids]
+
+
+def expected_lookalikes() -> list[dict[str, Any]]:
+    return [
+        {
+            "title": title,
+            "transcript": [{"role": "user", "content": title}],
+            "delegations": {"nodes": [{"task": title}]},
+        }
+        for title in LOOKALIKE_TITLES
+    ]
+
+
+async def test_a_text_that_begins_as_a_sealed_value_does_is_read_as_written(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Written before encryption, it is not taken for a crypto-shredded value once the key
+    is set (the records read, and take writes), and encrypt-existing seals it; written with
+    encryption on, it is sealed like any other text."""
+    async with serving(settings.replace(encryption_key=None)) as (_, gql):
+        before = await lookalikes(gql)
+        assert await read_lookalikes(gql, before) == expected_lookalikes()
+    async with serving(encrypted(settings)) as (server, gql):
+        assert await read_lookalikes(gql, before) == expected_lookalikes()
+        listed = await gql("{ conversations(first: 100) { totalCount nodes { id } } }")
+        assert len(listed["conversations"]["nodes"]) == listed["conversations"]["totalCount"]
+        await ok(gql, "updateConversation", {"id": before[0], "title": "cvg1:new"})
+        await ok(gql, "updateConversation", {"id": before[0], "title": "cvg1:"})
+        during = await lookalikes(gql)
+        assert await read_lookalikes(gql, during) == expected_lookalikes()
+        if settings.is_sqlite:  # a sealed value is bytes: a text in clear would be found
+            stored = await stored_bytes(server)
+            assert b"cvg1:x:y" in stored  # the one written before, not sealed yet
+    await cli(monkeypatch, settings, "keys", "encrypt-existing", KEY=KEY)
+    said = capsys.readouterr().out
+    assert "delegations: sealed 4" in said, said  # the tasks written before, taken as text
+    async with serving(encrypted(settings)) as (server, gql):
+        assert await read_lookalikes(gql, before + during) == expected_lookalikes() * 2
+        if settings.is_sqlite:
+            assert b"cvg1:x:y" not in await stored_bytes(server)
+
+
 async def test_expiry_deletes_the_keys_and_the_sweep_those_left_without_data(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:

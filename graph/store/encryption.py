@@ -196,10 +196,27 @@ def conversation_ref(conversation_id: str) -> str:
 Sealed = str | bytes
 
 
-def is_sealed(value: object) -> bool:
+def _prefixed(value: object) -> bool:
+    """Begins as a sealed value does: the cheap test the reads make first (see `is_sealed`)."""
     if isinstance(value, str):
         return value.startswith(PREFIX)
     return isinstance(value, bytes) and value.startswith(BINARY_PREFIX)
+
+
+# A sealed value: the prefix, a ref this module makes (a conversation's, a session's or the
+# index's), then at least a nonce and a tag (12 + 16 bytes: 38 characters of base64).
+_REF_FORM = r"(?:c[0-9a-fA-F-]{36}|s[0-9a-f]{32}|!index):"
+_SEALED_TEXT = re.compile(PREFIX + _REF_FORM + r"[A-Za-z0-9+/_-]{38,}={0,2}\Z")
+_SEALED_BYTES = re.compile(PREFIX.encode() + _REF_FORM.encode() + rb".{28}", re.DOTALL)
+
+
+def is_sealed(value: object) -> bool:
+    """Whether `value` is in the form this module seals to. A text written without
+    encryption that merely begins as one does ("cvg1: notes") is not: it is read as it is,
+    and `keys encrypt-existing` seals it."""
+    if isinstance(value, str):
+        return _SEALED_TEXT.match(value) is not None
+    return isinstance(value, bytes) and _SEALED_BYTES.match(value) is not None
 
 
 def _ref_of(value: Sealed) -> str | None:
@@ -380,11 +397,12 @@ class Encryption:
     async def seal_values(
         self, ref: str, values: MutableMapping[str, Any], keys: Iterable[str]
     ) -> None:
-        """Seal, in place, the string values of `keys` that `values` holds."""
+        """Seal, in place, the string values of `keys` that `values` holds (every one: what
+        is written is the caller's text, even one that begins as a sealed value does)."""
         aead: AESGCM | None = None
         for key in keys:
             value = values.get(key)
-            if isinstance(value, str) and not is_sealed(value):
+            if isinstance(value, str):
                 aead = aead or await self.key(ref)
                 values[key] = self._seal_with(aead, ref, value)
 
@@ -449,7 +467,8 @@ class Encryption:
         except (InvalidTag, binascii.Error):
             # Altered, or sealed under a key of this ref that was deleted (a restored copy
             # written to since): lost either way, never shown as garbage.
-            logger.error("a value sealed under data key %s fails authentication", ref)
+            if is_sealed(value):
+                logger.error("a value sealed under data key %s fails authentication", ref)
             return None
         self._remember(ref, {nonce: plain})
         return plain
@@ -471,7 +490,7 @@ class Encryption:
             ref
             for row in values
             for i in columns
-            if is_sealed(v := row[i]) and (ref := _ref_of(v)) is not None
+            if _prefixed(v := row[i]) and (ref := _ref_of(v)) is not None
         }
         if not refs:
             return values
@@ -482,9 +501,11 @@ class Encryption:
             missing = False
             for i in columns:
                 value = row[i]
-                if is_sealed(value):
+                if _prefixed(value):
                     plain = self.open(value)
                     if plain is None:
+                        if not is_sealed(value):
+                            continue  # a text that only begins as a sealed value does
                         missing = True
                         self._lost(value)
                         break
@@ -504,7 +525,7 @@ class Encryption:
         transcript every turn: this is that read's cost, a lookup per message. (A value of
         another key has other nonces, random: it is not found, and the caller opens it.)"""
         first = values[0][0]
-        if first.__class__ is not (bytes if self.binary else str) or not is_sealed(first):
+        if first.__class__ is not (bytes if self.binary else str) or not _prefixed(first):
             return None
         ref = _ref_of(first)
         if ref is None or ref not in self._keys:

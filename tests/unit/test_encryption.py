@@ -160,3 +160,45 @@ async def test_a_transcript_opens_the_same_from_the_cache_and_from_its_ciphertex
         assert await opened([*sealed, first_other]) == [plain[0]]
     finally:
         await encryption.close()
+
+
+# Texts a user may write without encryption that begin as a sealed value does: each reads
+# as it is once encryption is on (the row is not taken for a crypto-shredded one).
+LOOKALIKES = [
+    PREFIX,
+    f"{PREFIX} notes",
+    f"{PREFIX}x:y",
+    f"{PREFIX}c{uuid.uuid4()}:" + "A" * 32,  # a ref, but no room for a nonce and a tag
+    f"{PREFIX}c{uuid.uuid4()}:" + "*" * 60,  # not base64
+    f"{PREFIX}s{'0' * 32}:" + "A" * 40 + "\nmore",
+]
+
+
+@pytest.mark.parametrize("binary", [True, False], ids=["sqlite-bytes", "postgresql-text"])
+async def test_only_values_in_the_sealed_form_are_taken_for_sealed(
+    binary: bool, tmp_path: Path
+) -> None:
+    encryption = Encryption(
+        master(), None, SQLiteKeyStore(tmp_path / "keys", busy_timeout_ms=1000), binary=binary
+    )
+    await encryption.ready()
+    cid = str(uuid.uuid4())
+    try:
+        sealed = [await encryption.seal(f"c{cid}", text) for text in ["", "title", *LOOKALIKES]]
+        assert all(is_sealed(value) for value in sealed)
+        assert not any(is_sealed(text) for text in LOOKALIKES)
+        # Written with encryption on, a lookalike is sealed like any other text.
+        values: dict[str, Any] = {"title": LOOKALIKES[2], "metadata": None}
+        await encryption.seal_values(f"c{cid}", values, ("title", "metadata"))
+        assert is_sealed(values["title"]) and values["metadata"] is None
+        # Read back beside sealed values: each as written, no row dropped or refused.
+        rows = [(LOOKALIKES[i], sealed[1]) for i in range(len(LOOKALIKES))]
+        for lost in Lost:
+            found = await encryption.open_rows(("title", "metadata"), rows, lost=lost)
+            assert found == [(text, "title") for text in LOOKALIKES]
+        opened = await encryption.open_rows(
+            ("title", "metadata"), [(values["title"], None)], lost=Lost.DROP
+        )
+        assert opened == [(LOOKALIKES[2], None)]
+    finally:
+        await encryption.close()
