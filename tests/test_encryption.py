@@ -319,10 +319,20 @@ async def test_a_copy_restored_after_a_delete_cannot_read_what_was_deleted(
         # Nor can it be written to.
         refused = await gql(
             """mutation($id: ID!) { updateConversation(input: {id: $id, title: "x"}) {
-              userErrors { code } } }""",
+              userErrors { code field } } }""",
             {"id": victim.conversation},
         )
-        assert refused["updateConversation"]["userErrors"] == [{"code": "NOT_FOUND"}]
+        assert refused["updateConversation"]["userErrors"] == [
+            {"code": "NOT_FOUND", "field": ["id"]}
+        ]
+        appended = await gql(
+            """mutation($id: ID!) { appendMessages(input: {conversationId: $id,
+              messages: [{role: "user", content: "x"}]}) { userErrors { code field } } }""",
+            {"id": victim.conversation},
+        )
+        assert appended["appendMessages"]["userErrors"] == [
+            {"code": "NOT_FOUND", "field": ["conversationId"]}
+        ]
         # Every other conversation reads back exactly.
         assert await holdings(gql, keeper) == kept
     assert f"conversation {victim.conversation} cannot be decrypted" in caplog.text

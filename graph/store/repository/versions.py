@@ -89,7 +89,14 @@ class Versions(Part):
             **{f"set_{name}": value for name, value in values.items()},
             **{f"add_{name}": value for name, value in add.items()},
         )
-        found = await self.sql.rows(statement, params)
+        try:
+            found = await self.sql.rows(statement, params)
+        except DomainError as refused:
+            if refused.code is not ErrorCode.NOT_FOUND:
+                raise
+            # Sealed under a destroyed key (a restored copy): as if deleted, named by the
+            # caller's field.
+            raise not_found("conversation", field) from None
         if found.values:
             record = CONVERSATIONS.many(found.keys, found.values)[0]
             if bump_version and not record.ancestry:
