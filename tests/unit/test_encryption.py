@@ -30,6 +30,16 @@ def master(raw: bytes | None = None) -> MasterKey:
     return MasterKey(raw or os.urandom(32), setting="CONVOGRAPH_ENCRYPTION_KEY")
 
 
+async def ready_encryption(tmp_path: Path, *, binary: bool) -> Encryption:
+    """Encryption over a key store file in `tmp_path`, as SQLite (`binary`) or PostgreSQL
+    stores its values."""
+    encryption = Encryption(
+        master(), None, SQLiteKeyStore(tmp_path / "keys", busy_timeout_ms=1000), binary=binary
+    )
+    await encryption.ready()
+    return encryption
+
+
 def test_a_wrapped_data_key_unwraps_under_its_master_key_only() -> None:
     data_key = os.urandom(32)
     key = master()
@@ -125,10 +135,7 @@ def test_an_invalid_previous_key_is_refused_naming_its_variable(
 async def test_a_transcript_opens_the_same_from_the_cache_and_from_its_ciphertext(
     binary: bool, tmp_path: Path
 ) -> None:
-    encryption = Encryption(
-        master(), None, SQLiteKeyStore(tmp_path / "keys", busy_timeout_ms=1000), binary=binary
-    )
-    await encryption.ready()
+    encryption = await ready_encryption(tmp_path, binary=binary)
     cid, other = str(uuid.uuid4()), str(uuid.uuid4())
     plain = [f'{{"content": "{i}"}}' for i in range(3)]
     rows = [{"data": text, "digest": "d", "search_text": "w"} for text in plain]
@@ -178,10 +185,7 @@ LOOKALIKES = [
 async def test_only_values_in_the_sealed_form_are_taken_for_sealed(
     binary: bool, tmp_path: Path
 ) -> None:
-    encryption = Encryption(
-        master(), None, SQLiteKeyStore(tmp_path / "keys", busy_timeout_ms=1000), binary=binary
-    )
-    await encryption.ready()
+    encryption = await ready_encryption(tmp_path, binary=binary)
     cid = str(uuid.uuid4())
     try:
         sealed = [await encryption.seal(f"c{cid}", text) for text in ["", "title", *LOOKALIKES]]
