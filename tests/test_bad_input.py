@@ -382,7 +382,7 @@ async def message_property(
         refused_as = error["code"]
         if mutation == "appendMessages" and not batch:
             assert (refused_as, error["field"]) == ("INVALID_INPUT", ["messages"])
-        elif len(batch) > MAX_MESSAGES and mutation != "saveSnapshot":
+        elif len(batch) > MAX_MESSAGES and mutation == "appendMessages":
             assert (refused_as, error["field"]) == ("LIMIT_EXCEEDED", ["messages"])
         else:
             assert must_refuse is not None or "EITHER" in reasons, (batch, payload)
@@ -397,7 +397,7 @@ async def message_property(
         return
     assert must_refuse is None, (batch, payload)
     assert not (mutation == "appendMessages" and not batch)
-    assert len(batch) <= MAX_MESSAGES or mutation == "saveSnapshot"
+    assert len(batch) <= MAX_MESSAGES or mutation != "appendMessages"
     if mutation == "appendMessages":
         stored = [m["data"] for m in payload["messages"]]
     elif mutation == "replaceTranscript":

@@ -296,6 +296,26 @@ async def test_append_of_more_than_1000_messages_is_refused(gql: GraphQLClient) 
     assert payload["conversation"]["messageCount"] == 1000
 
 
+async def test_a_whole_transcript_may_hold_more_than_one_appends_limit(
+    gql: GraphQLClient,
+) -> None:
+    """replaceTranscript takes the complete transcript (WordPress's update_session, entropic's
+    save): a conversation past 1,000 messages can still be saved, and saved again."""
+    cid = (await create(gql))["id"]
+    long = turns(*[f"turn {i}" for i in range(1500)])
+    payload = await replace(gql, cid, long)
+    assert payload["userErrors"] == []
+    payload = await replace(gql, cid, [*long, *turns("one more")])
+    assert payload["userErrors"] == []
+    stored = await state(gql, cid)
+    assert stored["messageCount"] == 1501
+    assert stored["transcript"][-2:] == [*long[-1:], *turns("one more")]
+    # The bound a whole transcript keeps: a hundred appends' worth.
+    payload = await replace(gql, cid, turns(*["x"] * 100_001))
+    assert errors(payload) == [("LIMIT_EXCEEDED", ["messages"])]
+    assert await state(gql, cid) == stored
+
+
 async def test_append_of_a_message_over_1_mib_is_refused_with_its_index(
     gql: GraphQLClient,
 ) -> None:

@@ -31,6 +31,8 @@ from graph.domain.messages import PreparedMessage, prepare_messages
 from graph.settings import Settings
 
 T = TypeVar("T")
+# How many appends' worth of messages one whole transcript may hold.
+WHOLE_TRANSCRIPT_CALLS = 100
 
 
 def _kept(value: T | None) -> T | conversations.Keep | None:
@@ -39,11 +41,12 @@ def _kept(value: T | None) -> T | conversations.Keep | None:
 
 
 def _messages(
-    settings: Settings, messages: list[Any], *, snapshot: bool = False
+    settings: Settings, messages: list[Any], *, whole: bool = False
 ) -> list[PreparedMessage]:
-    # A snapshot is the history before compaction: it may exceed one call's message limit,
-    # but each message is still checked.
-    most = settings.max_messages_per_call * (100 if snapshot else 1)
+    # A whole transcript (one replaced, or the history a snapshot keeps before compaction)
+    # grows with the conversation past one call's message limit, which bounds an append;
+    # each message is still checked.
+    most = settings.max_messages_per_call * (WHOLE_TRANSCRIPT_CALLS if whole else 1)
     return prepare_messages(messages, max_count=max(most, 1), max_bytes=settings.max_message_bytes)
 
 
@@ -111,7 +114,7 @@ class Mutation:
     async def replace_transcript(
         self, info: Info, input: inputs.ReplaceTranscriptInput
     ) -> ConversationPayload:
-        messages = _messages(info.context.settings, list(input.messages))
+        messages = _messages(info.context.settings, list(input.messages), whole=True)
         changes = conversations.transcript_changes(
             metadata=_kept(input.metadata),
             provider=input.provider,
@@ -130,7 +133,7 @@ class Mutation:
     @strawberry.mutation
     @writes
     async def save_snapshot(self, info: Info, input: inputs.SaveSnapshotInput) -> SnapshotPayload:
-        messages = _messages(info.context.settings, list(input.messages), snapshot=True)
+        messages = _messages(info.context.settings, list(input.messages), whole=True)
         async with info.context.write() as repo:
             snapshot = await repo.snapshots.save(input.conversation_id, messages)
         return SnapshotPayload(snapshot=Snapshot.of(snapshot))
