@@ -8,10 +8,16 @@ import copy
 from typing import Any
 
 import pytest
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import inspect
 
+from graph.settings import Settings
 from tests.conftest import GraphQLClient, Server
+from tests.migrations import columns_after
 
 ERRORS = "userErrors { code field message }"
+FLOOR = "session_version_floor"
 STATE_FIELDS = "sessionId version state logicalFacts feedbackHistory payloadType outcome createdAt"
 CHECKPOINT = f"""
 mutation($input: CheckpointSessionInput!) {{
@@ -306,7 +312,7 @@ async def test_a_bad_history_cursor_is_invalid_input(gql: GraphQLClient) -> None
     assert [e["extensions"]["code"] for e in response.json()["errors"]] == ["INVALID_INPUT"]
 
 
-async def test_delete_is_idempotent_and_a_new_run_starts_over(gql: GraphQLClient) -> None:
+async def test_delete_is_idempotent_and_a_new_run_numbers_on(gql: GraphQLClient) -> None:
     await checkpoint(gql, session_doc(step=1))
     await checkpoint(gql, session_doc(step=2))
     await checkpoint(gql, session_doc("other"), session_id="other")
@@ -319,9 +325,35 @@ async def test_delete_is_idempotent_and_a_new_run_starts_over(gql: GraphQLClient
     # Other sessions are untouched.
     assert (await hydrate(gql, "other") or {})["version"] == 1
 
-    restarted = await checkpoint(gql, session_doc(step=3))
-    assert restarted["version"] == 1
+    # The new run's versions follow the deleted ones (see the test below), its history
+    # holds its own only.
+    restarted = await checkpoint(gql, session_doc(step=3), expected_version=0)
+    assert restarted["version"] == 3
     assert await hydrate(gql) == restarted
+    assert [n["version"] for n in (await history(gql))["nodes"]] == [3]
+    await delete(gql)
+    assert (await checkpoint(gql, session_doc(step=4)))["version"] == 4
+
+
+async def test_a_write_conditioned_on_a_version_before_a_delete_is_refused(
+    gql: GraphQLClient, server: Server
+) -> None:
+    """Two runtimes with conflict detection: one saw version 2; the other deletes the
+    session and checkpoints twice. The first one's write, conditioned on the version 2 it
+    saw, must not overwrite a checkpoint it never saw."""
+    await checkpoint(gql, session_doc(step=1), expected_version=0)
+    seen = await checkpoint(gql, session_doc(step=2), expected_version=1)
+    await delete(gql)
+    await checkpoint(gql, session_doc(step=10), expected_version=0)
+    latest = await checkpoint(gql, session_doc(step=11))
+    stale = await checkpoint_payload(gql, session_doc(step=3), expected_version=seen["version"])
+    assert [(e["code"], e["field"]) for e in stale["userErrors"]] == [
+        ("CONFLICT", ["expectedVersion"])
+    ]
+    assert await hydrate(gql) == latest
+    # The floor is the owner's: another owner's session of the same id starts at 1.
+    bob = gql.as_(await server.token(owner="user:bob"))
+    assert (await checkpoint(bob, session_doc(step=1)))["version"] == 1
 
 
 async def test_sessions_are_scoped_to_their_owner(gql: GraphQLClient, server: Server) -> None:
@@ -386,3 +418,16 @@ async def test_extract_facts_rejects_what_is_not_an_envelope(
 ) -> None:
     response = await gql.post(EXTRACT, {"envelope": envelope})
     assert [e["extensions"]["code"] for e in response.json()["errors"]] == ["INVALID_INPUT"]
+
+
+async def test_the_version_floor_migration_downgrades_and_upgrades(settings: Settings) -> None:
+    gone: list[bool] = []
+
+    def down(config: Config) -> None:
+        command.downgrade(config, "0014")
+        gone.append(not inspect(config.attributes["connection"]).has_table(FLOOR))
+
+    await columns_after(settings, "session_state", down)
+    assert gone == [True]
+    back = await columns_after(settings, FLOOR, lambda config: command.upgrade(config, "head"))
+    assert back[-2:] == ["session_digest", "version"]

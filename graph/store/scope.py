@@ -1,9 +1,9 @@
 """Who may read and who may write each table: decided here, and only here.
 
 Every repository statement that touches an owned table (conversation, delegation,
-session_state) filters by `clause(table, reach)` with the values of `params(principal)`, and
-every insert into one takes its owner columns from `owner_values(principal)`. The reach of
-a principal is given by `RULES`, one row per table:
+session_state, session_version_floor) filters by `clause(table, reach)` with the values of
+`params(principal)`, and every insert into one takes its owner columns from
+`owner_values(principal)`. The reach of a principal is given by `RULES`, one row per table:
 
 - the owner reads and writes its own rows;
 - an ADMIN token also reads every row of its workspace (never another workspace's);
@@ -84,6 +84,7 @@ RULES: dict[str, Rule] = {
     "conversation": Rule(read=_workspace_for_admin_or_service, write=_workspace_for_service),
     "delegation": Rule(read=_workspace_for_admin_or_service, write=_workspace_for_service),
     "session_state": Rule(read=_owner, write=_owner),
+    "session_version_floor": Rule(read=_owner, write=_owner),
     "api_token": Rule(read=_nobody, write=_nobody, own=_nobody),
     "event_outbox": Rule(read=_nobody, write=_nobody, own=_nobody),
 }

@@ -20,6 +20,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    PrimaryKeyConstraint,
     String,
     Table,
     Text,
@@ -370,6 +371,22 @@ class SessionState(Owned, table=True):
     created_at: datetime = _ts()
 
 
+class SessionVersionFloor(Owned, table=True):
+    """The last version of a deleted session, by a keyed digest of its id: the session's
+    next checkpoint numbers on from it, so that a write conditioned on a version from before
+    the delete is refused, never taken for one of the versions written after it."""
+
+    __tablename__ = "session_version_floor"
+    __table_args__ = (
+        PrimaryKeyConstraint(
+            "workspace_type", "workspace_id", "owner_type", "owner_digest", "session_digest"
+        ),
+    )
+
+    session_digest: str
+    version: int
+
+
 class ApiToken(Owned, table=True):
     __tablename__ = "api_token"
 
@@ -446,6 +463,7 @@ message_chunk = table(MessageChunk)
 snapshot = table(Snapshot)
 delegation = table(Delegation)
 session_state = table(SessionState)
+session_version_floor = table(SessionVersionFloor)
 api_token = table(ApiToken)
 event_outbox = table(EventOutbox)
 event_log = table(EventLog)

@@ -242,9 +242,10 @@ def test_the_rows_a_principal_reaches_in_conversations_and_delegations(
 
 @pytest.mark.parametrize("who", PRINCIPALS)
 @pytest.mark.parametrize("access", Access)
-def test_sessions_are_the_owners_alone(who: str, access: Access) -> None:
+@pytest.mark.parametrize("table", [tables.session_state, tables.session_version_floor])
+def test_sessions_are_the_owners_alone(table: Table, who: str, access: Access) -> None:
     principal = PRINCIPALS[who]
-    found = selected(tables.session_state, principal, access)
+    found = selected(table, principal, access)
     if access is Access.WRITE and not principal.can_write:
         assert found == set()
     else:

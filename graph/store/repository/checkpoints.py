@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import ColumnElement, and_, delete, func, select
+from sqlalchemy import ColumnElement, and_, bindparam, delete, func, select
 
 from graph.domain import cursors
 from graph.domain.checkpoints import (
@@ -18,6 +18,7 @@ from graph.store.repository.base import Part
 from graph.store.rows import Builder
 from graph.store.tables import SessionState
 from graph.store.tables import session_state as SS
+from graph.store.tables import session_version_floor as F
 
 CHECKPOINTS = Builder(SessionState)
 
@@ -34,10 +35,12 @@ class Checkpoints(Part):
         """Store the next version of a session's state (PROCEED only; see domain.checkpoints)."""
         document = checkpoint_document(session_id, state, outcome)
         for _ in range(MAX_VERSION_ATTEMPTS):
-            current = await self._current_version(session_id)
+            current, floor = await self._versions(session_id)
             if expected_version is not None and expected_version != current:
                 raise conflict(expected_version, current)
-            stored = await self._insert_version(session_id, current + 1, document, outcome)
+            stored = await self._insert_version(
+                session_id, max(current, floor) + 1, document, outcome
+            )
             if stored is not None:
                 return stored
             # Another writer stored that version first (the unique constraint decided).
@@ -45,14 +48,27 @@ class Checkpoints(Part):
             # one, Manglekit's last-write-wins, takes the next version.
         raise DomainError(ErrorCode.CONFLICT, "too many concurrent checkpoints; retry", ["state"])
 
-    async def _current_version(self, session_id: str) -> int:
-        found = await self.sql.rows(
-            select(func.max(SS.c.version)).where(
-                self.where(SS, scope.Access.WRITE), SS.c.session_id == session_id
-            ),
-            self.params(),
+    async def _versions(self, session_id: str) -> tuple[int, int]:
+        """The session's current version (0: none stored) and the last version it had when
+        it was deleted (0: never deleted), which the next version must pass."""
+        current = (
+            select(func.max(SS.c.version))
+            .where(self.where(SS, scope.Access.WRITE), SS.c.session_id == session_id)
+            .scalar_subquery()
         )
-        return int(found.scalars()[0] or 0)
+        floor = (
+            select(F.c.version)
+            .where(self.where(F, scope.Access.WRITE), F.c.session_digest == bindparam("digest"))
+            .scalar_subquery()
+        )
+        found = await self.sql.rows(
+            select(current, floor), self.params(digest=self._digest(session_id))
+        )
+        top, deleted = found.values[0]
+        return int(top or 0), int(deleted or 0)
+
+    def _digest(self, session_id: str) -> str:
+        return self.repo.keyring.digest("session", session_id)
 
     async def _insert_version(
         self, session_id: str, version: int, document: str, outcome: ReflectOutcome
@@ -116,12 +132,29 @@ class Checkpoints(Part):
     async def delete(self, session_id: str) -> bool:
         """Delete every version of a session; False when it had none (deletes are idempotent)."""
         check_session_id(session_id)
-        deleted = await self.sql.execute(
-            delete(SS).where(self.where(SS, scope.Access.WRITE), SS.c.session_id == session_id),
+        gone = await self.sql.rows(
+            delete(SS)
+            .where(self.where(SS, scope.Access.WRITE), SS.c.session_id == session_id)
+            .returning(SS.c.version),
             self.params(),
         )
+        deleted = bool(gone.values)
+        if deleted:
+            # Its next checkpoint numbers on from here (the rows deleted were all above
+            # any floor kept before: each was written after it).
+            floor = self.insert(F).values(
+                **scope.owner_values(self.principal),
+                session_digest=self._digest(session_id),
+                version=max(gone.scalars()),
+            )
+            await self.sql.execute(
+                floor.on_conflict_do_update(
+                    index_elements=list(F.primary_key.columns.keys()),
+                    set_={"version": floor.excluded.version},
+                )
+            )
         if deleted and (encryption := self.sql.encryption) is not None:
             index = await encryption.ready()
             owner = scope.owner_values(self.principal)
             self.repo.shredded.append(index.session_ref(owner, session_id))
-        return bool(deleted)
+        return deleted
