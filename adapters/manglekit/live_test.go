@@ -183,6 +183,39 @@ func TestLiveConflicts(t *testing.T) {
 	}
 }
 
+// A provider that read a version before another one deleted the session and checkpointed
+// it again must not overwrite what it never saw: versions are not reused after a Delete.
+func TestLiveConflictsAcrossADelete(t *testing.T) {
+	s := live(t)
+	ctx := testContext(t)
+	id := s.session(t, "conflict-delete")
+	doc := seedDocument(t, id)
+	a := s.provider(WithConflictDetection())
+	b := s.provider(WithConflictDetection())
+	for i := 0; i < 2; i++ { // v1, v2
+		if err := a.Set(ctx, id, doc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.Get(ctx, id); err != nil { // b sees v2
+		t.Fatal(err)
+	}
+	if err := a.Delete(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ { // a new run: v3, v4
+		if err := a.Set(ctx, id, doc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v, _ := a.Version(id); v != 4 {
+		t.Errorf("a's version %d, want 4", v)
+	}
+	if err := b.Set(ctx, id, doc); !errors.Is(err, ErrConflict) {
+		t.Fatalf("b's Set on the version before the delete: want ErrConflict, got %v", err)
+	}
+}
+
 // What the server refuses, nothing of it stored.
 func TestLiveRefusedDocuments(t *testing.T) {
 	s := live(t)
