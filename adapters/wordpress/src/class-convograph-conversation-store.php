@@ -32,9 +32,10 @@ final class Convograph_Conversation_Store implements WP_Agent_Principal_Conversa
 
 	public const DEFAULT_TIMEOUT_SECONDS = 10.0;
 
-	private const DEFAULT_LIMIT = 50;
-	private const PAGE_SIZE     = 100; // convograph's largest page.
-	private const MAX_LOCK_TTL  = 86400; // convograph's longest lock.
+	private const DEFAULT_LIMIT   = 50;
+	private const PAGE_SIZE       = 100; // convograph's largest page.
+	private const MAX_LOCK_TTL    = 86400; // convograph's longest lock.
+	private const MAX_GRAPHQL_INT = 2147483647;
 
 	private Convograph_Graphql_Client $client;
 
@@ -203,7 +204,8 @@ final class Convograph_Conversation_Store implements WP_Agent_Principal_Conversa
 				$owner = Convograph_Owner::canonical( $owner );
 				$this->check_workspace( $workspace );
 				$variables = array(
-					'seconds' => max( 1, $seconds ),
+					// GraphQL's Int ends at 2^31-1 (68 years): a longer window is every session.
+					'seconds' => min( self::MAX_GRAPHQL_INT, max( 1, $seconds ) ),
 					'context' => $context,
 					'tokenId' => null === $token_id ? null : (string) $token_id,
 				);

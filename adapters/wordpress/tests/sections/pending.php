@@ -55,6 +55,7 @@ function contract_section_pending( Contract_Run $t ): void {
 	$c->same( null, $s->get_recent_pending_session_for_owner( $ws, Contract_Run::USER_2, 600, 'rest', $token ), 'nor through the owner method' );
 	$c->same( $second, ( $s->get_recent_pending_session_for_owner( $ws, Contract_Run::USER_1, 600, 'rest', $token ) ?? array() )['session_id'] ?? null, 'the owner method finds user 1\'s' );
 	$t->quietly( fn () => $s->get_recent_pending_session( $ws, 1, 0, 'rest', $token ), 'seconds 0 (counts as 1, as the bundled store)' );
+	$c->same( $second, ( $s->get_recent_pending_session( $ws, 1, PHP_INT_MAX, 'rest', $token ) ?? array() )['session_id'] ?? null, 'a window past GraphQL\'s Int still finds it (not null: a retry would create a second session)' );
 
 	// Only the newest counts: an older session still pending is not returned once a newer one
 	// has been answered.
