@@ -229,13 +229,23 @@ async def check_session_tree(gql: GraphQLClient, summary: dict[str, Any]) -> Non
 
     delegations = root["delegations"]
     workers = summary["threads"]["delegations"]
-    assert delegations["totalCount"] == 3 + len(workers) == 15
+    # The engine's three, the wide numbers' (below), the threads'.
+    assert delegations["totalCount"] == 4 + len(workers) == 16
     by_id = {d["id"]: d for d in delegations["nodes"]}
     made = summary["delegations"]
     first, resumed, failed = (
         by_id[made["first"]["id"]],
         by_id[made["resumed"]["id"]],
         by_id[made["failed"]["id"]],
+    )
+    # Integers past 64 bits: stored exactly (and read back exactly by the adapter: checked in
+    # the program).
+    wide = made["wide"]
+    wide_child = by_id[wide["id"]]["childConversation"]
+    assert wide_child["transcript"] == json.loads(wide["sent"])
+    assert (
+        wide_child["transcript"][0]["tool_calls"][0]["args"]["big"]
+        == 123456789012345678901234567890
     )
     # Oldest first: the engine's three, then the threads' in some order.
     assert [d["id"] for d in delegations["nodes"][:3]] == [first["id"], resumed["id"], failed["id"]]

@@ -1,5 +1,7 @@
 #include "graphql.hpp"
 
+#include "exact_json.hpp"
+
 #include <random>
 #include <thread>
 
@@ -53,7 +55,7 @@ Outcome interpret(const HttpResult& r, Repeat repeat, bool& retry, bool& maybe_a
         maybe_applied = r.status >= 500;
         return out;
     }
-    json parsed = json::parse(r.body, nullptr, /*allow_exceptions=*/false);
+    json parsed = parse_exact(r.body);  // a stored message's numbers as they were sent
     if (!parsed.is_object()) {
         out.error = "the server's answer is not a JSON object";
         return out;

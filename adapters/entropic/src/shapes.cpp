@@ -1,5 +1,7 @@
 #include "shapes.hpp"
 
+#include "exact_json.hpp"
+
 #include <cctype>
 #include <stdexcept>
 
@@ -51,7 +53,7 @@ json engine_messages(const json& transcript) {
         if (content == copy.end() || content->is_null()) {
             copy["content"] = "";
         } else if (!content->is_string()) {
-            *content = content->dump();
+            *content = exact_dump(*content);
         }
         out.push_back(std::move(copy));
     }

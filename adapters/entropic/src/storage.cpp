@@ -7,6 +7,7 @@
 
 #include "client.hpp"
 #include "convograph/entropic.hpp"
+#include "exact_json.hpp"
 #include "ids.hpp"
 #include "queries.hpp"
 #include "shapes.hpp"
@@ -309,7 +310,7 @@ bool load_delegation_with_messages(const char* delegation_id, std::string& resul
         if (d.is_null()) {
             return negative();  // unknown delegation_id (or another owner's)
         }
-        result_json = load_result(d).dump();
+        result_json = exact_dump(load_result(d));
         return success();
     });
 }
@@ -380,8 +381,9 @@ bool search_delegations(const entropic::StorageInterface& storage, const char* q
         if (!out.ok) {
             return detail::failure(out.error);
         }
-        result_json =
-            detail::followup_entries(detail::member(out.data, "searchDelegations")).dump();
+        const detail::json entries =
+            detail::followup_entries(detail::member(out.data, "searchDelegations"));
+        result_json = detail::exact_dump(entries);
         return detail::success();
     });
 }

@@ -317,6 +317,34 @@ void run_engine_flow(Context& ctx) {
         {"failed", {{"id", failed.id}, {"child", failed.child}, {"target_tier", tester}}},
     };
 
+    // Integers past 64 bits in a child transcript (a tool's arguments, a message's parts)
+    // reach the engine as they were sent, not as doubles.
+    {
+        Delegated wide;
+        ctx.check(s.create_delegation(root.c_str(), "lead", researcher.c_str(), "wide numbers", 0,
+                                      wide.id, wide.child, s.user_data),
+                  "create_delegation for wide numbers");
+        const std::string sent =
+            R"([{"role":"assistant",)"
+            R"("content":[{"type":"text","n":-123456789012345678901234567890}],)"
+            R"("tool_calls":[{"args":{"big":123456789012345678901234567890,)"
+            R"("neg":-9223372036854775809,"max":18446744073709551615,"f":0.5}}]}])";
+        ctx.check(s.save_conversation(wide.child.c_str(), sent.c_str(), s.user_data),
+                  "save_conversation with wide numbers");
+        std::string wide_json;
+        ctx.check(s.load_delegation_with_messages(wide.id.c_str(), wide_json, s.user_data),
+                  "load_delegation_with_messages with wide numbers");
+        for (const char* exact :
+             {R"("big":123456789012345678901234567890)", R"("neg":-9223372036854775809)",
+              R"("max":18446744073709551615)", R"("f":0.5)",
+              R"(\"n\":-123456789012345678901234567890)"}) {
+            ctx.check(wide_json.find(exact) != std::string::npos,
+                      std::string("kept exactly: ") + exact + " in " + wide_json);
+        }
+        ctx.summary["delegations"]["wide"] = {
+            {"id", wide.id}, {"child", wide.child}, {"sent", sent}};
+    }
+
     // gh#48: a delegation whose parent row does not exist is refused, loudly.
     lines = ctx.log.size();
     std::string orphan_id;
