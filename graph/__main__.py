@@ -90,6 +90,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         # On PostgreSQL the deletions reach the servers' subscribers through NOTIFY.
         services = build_services(_settings(args))
         try:
+            # Expiry destroys the expired conversations' data keys: without the master key
+            # (an encrypted database) it would delete their rows and leave their keys.
+            await services.check_encryption()
             return await sweep(services.uow)
         finally:
             await services.db.dispose()
@@ -304,6 +307,24 @@ def bootstrap_token(settings: Settings) -> str | None:
     return _as_system(settings, work)
 
 
+def _bootstrap_when_ready(settings: Settings) -> str | None:
+    """`bootstrap_token`, unless the database cannot take it yet (not migrated, or away): a
+    replica started before the migration, or while its database is down, still starts, out
+    of rotation (/readyz says why) until the database is ready."""
+    from graph.store.errors import database_problem
+
+    try:
+        return bootstrap_token(settings)
+    except Exception as exc:
+        reason = database_problem(exc)
+        if reason is None:
+            raise
+        logging.getLogger("convograph").warning(
+            "no bootstrap token checked or made: the database is not ready (%s)", reason
+        )
+        return None
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -319,7 +340,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     configure_logging(settings)
     if settings.migrate_on_start:
         upgrade_blocking(settings)
-    token = bootstrap_token(settings)
+    token = _bootstrap_when_ready(settings)
     if token is not None:
         print(
             "\nNo API token existed, so an ADMIN token was created for workspace "
@@ -444,6 +465,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (MissingSecret, SettingsError, EncryptionError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:
+        from graph.store.errors import database_problem
+
+        reason = database_problem(exc)
+        if reason is None:
+            raise
+        print(f"error: the database of CONVOGRAPH_DATABASE_URL: {reason}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

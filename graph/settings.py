@@ -14,13 +14,27 @@ import math
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./data/convograph.db"
 ENV_PREFIX = "CONVOGRAPH_"
 # Values never echoed back in an error message.
-_SECRET_SETTINGS = ("secret", "encryption_key", "encryption_previous_key")
+# (A database URL may hold a password.)
+_SECRET_SETTINGS = ("secret", "encryption_key", "encryption_previous_key", "database_url")
+# The drivers convograph speaks, by URL scheme.
+DATABASE_SCHEMES = ("sqlite+aiosqlite", "postgresql+asyncpg")
+# PostgreSQL's statement_timeout is an int of milliseconds.
+_MAX_STATEMENT_TIMEOUT = 2_147_483
+# The longest wait or interval any other duration setting takes: a year.
+_YEAR = 366 * 24 * 3600.0
 _URLSAFE = str.maketrans("-_", "+/")
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
@@ -33,7 +47,9 @@ Positive = Field(gt=0)
 
 
 class Settings(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # No setting is infinite or NaN: `inf` seconds would overflow where a duration becomes
+    # an int of milliseconds, and means nothing an operator wants anyway.
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     database_url: str = DEFAULT_DATABASE_URL
     # HMAC key for token and owner-key digests. When unset it is read from (or
@@ -85,23 +101,23 @@ class Settings(BaseModel):
     # few hundred bytes.
     ws_compression: bool = False
     # A connection whose request headers have not ended by then is closed (slow loris).
-    header_timeout_seconds: float = Field(default=10.0, gt=0)
+    header_timeout_seconds: float = Field(default=10.0, gt=0, le=_YEAR)
     # On SIGTERM or Ctrl-C, how long requests in flight get to finish before they are cancelled.
-    shutdown_timeout_seconds: float = Field(default=10.0, gt=0)
+    shutdown_timeout_seconds: float = Field(default=10.0, gt=0, le=_YEAR)
 
     # How often the retention sweep runs; 0 turns it off (`convograph sweep` still works).
-    sweep_interval_seconds: float = Field(default=60.0, ge=0)
+    sweep_interval_seconds: float = Field(default=60.0, ge=0, le=_YEAR)
     # How long the event log keeps an event for a stream to resume after it (24 hours);
     # a cursor older than that is CURSOR_EXPIRED. The sweep prunes the log.
-    event_retention_seconds: float = Field(default=24 * 3600.0, gt=0)
+    event_retention_seconds: float = Field(default=24 * 3600.0, gt=0, le=_YEAR)
     # Unread events a subscriber may fall behind by before it is cut off (with the cursor
     # of the last event it was sent, to resume from).
     subscriber_queue_size: int = Field(default=1000, gt=0)
     pool_size: int = Field(default=10, gt=0)
-    pool_timeout_seconds: float = Field(default=10.0, gt=0)
+    pool_timeout_seconds: float = Field(default=10.0, gt=0, le=_YEAR)
     # PostgreSQL: a pooled connection idle this long is pinged before use (0: every time).
-    pool_ping_idle_seconds: float = Field(default=5.0, ge=0)
-    statement_timeout_seconds: float = Field(default=30.0, gt=0)
+    pool_ping_idle_seconds: float = Field(default=5.0, ge=0, le=_YEAR)
+    statement_timeout_seconds: float = Field(default=30.0, ge=0.001, le=_MAX_STATEMENT_TIMEOUT)
     # How long a write waits for SQLite's write lock while another process holds it.
     sqlite_busy_timeout_ms: int = Field(default=10_000, ge=0)
     # COMMIT (fsync) in a worker thread instead of on the event loop (for slow disks).
@@ -133,11 +149,35 @@ class Settings(BaseModel):
             return self.rate_limit_burst
         return max(1, math.ceil(2 * self.rate_limit_per_second))
 
+    @field_validator("database_url")
+    @classmethod
+    def _database_url(cls, value: str) -> str:
+        scheme, sep, rest = value.partition("://")
+        if sep and scheme in DATABASE_SCHEMES and rest:
+            return value
+        hint = ""
+        if scheme.split("+")[0] in ("postgresql", "postgres"):
+            hint = " (convograph talks to PostgreSQL through asyncpg: postgresql+asyncpg://)"
+        elif scheme.split("+")[0] == "sqlite":
+            hint = " (convograph opens SQLite through aiosqlite: sqlite+aiosqlite:///PATH)"
+        shown = f"a URL of scheme {scheme!r}" if sep else "text without a scheme"
+        raise ValueError(
+            "must be sqlite+aiosqlite:///PATH or postgresql+asyncpg://USER@HOST/DATABASE, "
+            f"not {shown}{hint}"
+        )
+
     @field_validator("encryption_key", "encryption_previous_key")
     @classmethod
     def _master_key(cls, value: str | None) -> str | None:
         if value is not None:
             master_key_bytes(value)
+        return value
+
+    @field_validator("encryption_key_file")
+    @classmethod
+    def _one_master_key(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and info.data.get("encryption_key") is not None:
+            raise ValueError("CONVOGRAPH_ENCRYPTION_KEY is set too: set one of the two")
         return value
 
     @field_validator("log_level", "log_format", "metrics", mode="before")

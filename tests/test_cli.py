@@ -256,11 +256,11 @@ async def test_sweep_removes_only_expired_conversations(cli: Cli) -> None:
 class Served:
     """`python -m graph serve` in the background; its stdout is collected as it comes."""
 
-    def __init__(self, database_url: str, cwd: Path) -> None:
+    def __init__(self, database_url: str, cwd: Path, *flags: str) -> None:
         self.port = free_port()
         self.lines: list[str] = []
         self.log = cwd / f"serve-{self.port}.log"
-        command = ["serve", "--port", str(self.port), "--database-url", database_url]
+        command = ["serve", "--port", str(self.port), "--database-url", database_url, *flags]
         with self.log.open("w") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "graph", *command],
@@ -320,12 +320,12 @@ class Served:
 
 
 @pytest.fixture
-def serve(tmp_path: Path) -> Iterator[Callable[[str], Served]]:
+def serve(tmp_path: Path) -> Iterator[Callable[..., Served]]:
     """Start servers in tmp_path; every one still running is stopped after the test."""
     started: list[Served] = []
 
-    def start(database_url: str) -> Served:
-        started.append(Served(database_url, tmp_path))
+    def start(database_url: str, *flags: str) -> Served:
+        started.append(Served(database_url, tmp_path, *flags))
         started[-1].wait_until_up()
         return started[-1]
 
@@ -335,9 +335,7 @@ def serve(tmp_path: Path) -> Iterator[Callable[[str], Served]]:
             server.stop()
 
 
-def test_serve_bootstraps_an_admin_token_once(
-    tmp_path: Path, serve: Callable[[str], Served]
-) -> None:
+def test_serve_bootstraps_an_admin_token_once(tmp_path: Path, serve: Callable[..., Served]) -> None:
     url = f"sqlite+aiosqlite:///{tmp_path}/db.sqlite"
     first = serve(url)
     printed = TOKEN.findall(first.stdout)
@@ -360,6 +358,46 @@ def test_serve_bootstraps_an_admin_token_once(
     assert response.status_code == 200, response.text  # the same secret, so the same token
     second.stop()
     assert TOKEN.search(second.stdout) is None, second.stdout
+
+
+def test_serve_without_migrating_waits_out_of_rotation_for_the_migration(
+    tmp_path: Path, serve: Callable[..., Served]
+) -> None:
+    """A replica started before the migration (README, Upgrades): up, not ready, no token."""
+    server = serve(f"sqlite+aiosqlite:///{tmp_path}/db.sqlite", "--no-migrate")
+    ready = httpx.get(f"{server.url}/readyz", timeout=10)
+    assert ready.status_code == 503 and "not migrated" in ready.json()["status"]
+    log = server.log.read_text()
+    assert "no bootstrap token checked or made" in log and "Traceback" not in log
+    assert TOKEN.search(server.stdout) is None
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("garbage", "text without a scheme"),
+        ("postgresql://alice:s3cr3tpass@127.0.0.1/db", "through asyncpg"),
+        ("sqlite:///./a.db", "through aiosqlite"),
+        ("mysql://alice@127.0.0.1/db", "scheme 'mysql'"),
+    ],
+)
+def test_a_database_url_convograph_cannot_use_is_refused_naming_the_variable(
+    tmp_path: Path, url: str, says: str
+) -> None:
+    env = clean_env(CONVOGRAPH_DATABASE_URL=url, CONVOGRAPH_SECRET=SECRET)
+    result = graph("migrate", env=env, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "CONVOGRAPH_DATABASE_URL" in result.stderr and says in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and "s3cr3tpass" not in result.stderr
+
+
+def test_a_database_that_cannot_be_reached_is_said_in_one_line(tmp_path: Path) -> None:
+    url = f"postgresql+asyncpg://nobody@127.0.0.1:{free_port()}/x"
+    env = clean_env(CONVOGRAPH_DATABASE_URL=url, CONVOGRAPH_SECRET=SECRET)
+    result = graph("migrate", env=env, cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.startswith("error: the database of CONVOGRAPH_DATABASE_URL: ")
+    assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 1
 
 
 # -- the secret ------------------------------------------------------------------------------

@@ -3,6 +3,7 @@ only when the database answers and is migrated to the newest revision."""
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -110,6 +111,17 @@ async def test_an_unmigrated_database_is_healthy_but_not_ready_until_migrated(
     ready = await http.get("/readyz")
     assert ready.status_code == 200, ready.text
     assert (await http.get("/healthz")).json()["migrations"] == "head"
+
+
+async def test_a_not_ready_answer_is_logged_at_debug_like_every_probe(
+    unmigrated: App, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A load balancer asks every few seconds while a database is away or behind: each 503
+    of /readyz is its answer, not an error to log."""
+    caplog.set_level(logging.DEBUG, logger="convograph.access")
+    assert (await unmigrated.http.get("/readyz")).status_code == 503
+    levels = [r.levelno for r in caplog.records if r.name == "convograph.access"]
+    assert levels == [logging.DEBUG]
 
 
 async def test_health_endpoints_need_no_token_and_graphql_still_does(

@@ -166,8 +166,10 @@ class AccessLog:
             fallback = USER_ERROR if status >= 400 else OK
             outcome = worst([fallback, *(op.outcome for op in ops)])
             level = logging.ERROR if outcome == ERROR else logging.INFO
-            if path in PROBES or route in ASSET_PREFIXES:
-                level = logging.DEBUG
+        # Probes and assets at debug, a probe's 503 too: it is how /readyz says "not ready"
+        # (the outage is logged where it happens), every few seconds while it lasts.
+        if (path in PROBES and status != 500) or route in ASSET_PREFIXES:
+            level = logging.DEBUG
         if not logger.isEnabledFor(level):
             return
         user = scope.get("user")

@@ -45,3 +45,19 @@ def is_storage_full(exc: BaseException | None) -> bool:
         exc = exc.orig if isinstance(exc, DBAPIError) else exc.__cause__
         seen += 1
     return False
+
+
+def database_problem(exc: BaseException) -> str | None:
+    """One line saying why the database cannot be used, when `exc` is the database's (it
+    cannot be reached or opened, refuses the connection, or is not migrated), for a
+    command's error message; None for any other failure."""
+    if isinstance(exc, DBAPIError):
+        reason = str(exc.orig if exc.orig is not None else exc)
+    elif isinstance(exc, OSError | sqlite3.Error) or type(exc).__module__.startswith("asyncpg"):
+        reason = str(exc) or type(exc).__name__
+    else:
+        return None
+    line = reason.strip().splitlines()[0] if reason.strip() else type(exc).__name__
+    if "no such table" in line or ("relation" in line and "does not exist" in line):
+        line += " (is it migrated? convograph migrate)"
+    return line

@@ -1,0 +1,74 @@
+"""Settings refuse, naming the variable, what an operator may mistype and the server could
+not use: an infinite or NaN duration, a timeout PostgreSQL cannot take, a database URL of
+a driver convograph does not speak, two master keys."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from graph.settings import Settings, SettingsError
+
+KEY = base64.b64encode(b"k" * 32).decode()
+
+
+def refusal(monkeypatch: pytest.MonkeyPatch, **env: str) -> str:
+    for name, value in env.items():
+        monkeypatch.setenv(f"CONVOGRAPH_{name}", value)
+    with pytest.raises(SettingsError) as refused:
+        Settings.from_env()
+    return str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "STATEMENT_TIMEOUT_SECONDS",
+        "POOL_TIMEOUT_SECONDS",
+        "HEADER_TIMEOUT_SECONDS",
+        "SHUTDOWN_TIMEOUT_SECONDS",
+        "SWEEP_INTERVAL_SECONDS",
+        "EVENT_RETENTION_SECONDS",
+        "POOL_PING_IDLE_SECONDS",
+    ],
+)
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan", "1e12"])
+def test_a_duration_must_be_finite_and_bounded(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    assert f"CONVOGRAPH_{name}" in refusal(monkeypatch, **{name: value})
+
+
+def test_the_statement_timeout_fits_postgresqls(monkeypatch: pytest.MonkeyPatch) -> None:
+    # PostgreSQL takes an int of milliseconds: at least 1, at most 2^31 - 1.
+    assert "CONVOGRAPH_STATEMENT_TIMEOUT_SECONDS" in refusal(
+        monkeypatch, STATEMENT_TIMEOUT_SECONDS="0.0001"
+    )
+    for fits in ("0.001", "2147483"):
+        monkeypatch.setenv("CONVOGRAPH_STATEMENT_TIMEOUT_SECONDS", fits)
+        assert Settings.from_env().statement_timeout_seconds == float(fits)
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("garbage", "without a scheme"),
+        ("postgres://a:s3cr3tpass@h/db", "postgresql+asyncpg://"),
+        ("postgresql+psycopg2://a@h/db", "postgresql+asyncpg://"),
+        ("sqlite:///a.db", "sqlite+aiosqlite:///"),
+        ("sqlite+aiosqlite://", "sqlite+aiosqlite:///PATH"),
+    ],
+)
+def test_a_database_url_names_a_driver_convograph_speaks(
+    monkeypatch: pytest.MonkeyPatch, url: str, says: str
+) -> None:
+    said = refusal(monkeypatch, DATABASE_URL=url)
+    assert "CONVOGRAPH_DATABASE_URL" in said and says in said
+    assert "s3cr3tpass" not in said  # a URL may hold a password: never echoed
+
+
+def test_the_master_key_is_given_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    said = refusal(monkeypatch, ENCRYPTION_KEY=KEY, ENCRYPTION_KEY_FILE="/run/secrets/key")
+    assert "CONVOGRAPH_ENCRYPTION_KEY_FILE" in said and "set one of the two" in said
+    assert KEY not in said
