@@ -8,6 +8,7 @@ same database file, the way a deployment uses the two together.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import re
 import shutil
@@ -25,6 +26,7 @@ import httpx
 import pytest
 
 from graph.settings import Settings
+from graph.store.keyring import load_secret
 from tests import fork_server
 from tests.conftest import GraphQLClient
 from tests.ports import free_port, holds_port
@@ -414,3 +416,35 @@ def test_postgresql_without_a_shared_secret_is_refused_clearly(tmp_path: Path) -
     assert "CONVOGRAPH_SECRET" in result.stderr and "Traceback" not in result.stderr
     assert result.stdout == ""
     assert not (tmp_path / "data" / "secret").exists()
+
+
+@pytest.mark.parametrize("given", ["missing", "empty"])
+def test_postgresql_with_a_secret_file_that_holds_none_is_refused_clearly(
+    tmp_path: Path, given: str
+) -> None:
+    """The file is the secret every replica was given: one missing or empty is refused, not
+    replaced by a new secret under which every token stops working."""
+    path = tmp_path / "run" / "secret"
+    if given == "empty":
+        path.parent.mkdir()
+        path.write_text("\n")
+    env = clean_env(
+        CONVOGRAPH_DATABASE_URL="postgresql+asyncpg://nobody@127.0.0.1:1/x",
+        CONVOGRAPH_SECRET_FILE=str(path),
+    )
+    result = graph("token", "list", env=env, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "CONVOGRAPH_SECRET_FILE" in result.stderr and str(path) in result.stderr
+    assert "Traceback" not in result.stderr
+    assert path.exists() == (given == "empty")
+    assert given == "missing" or path.read_text() == "\n"
+
+
+def test_servers_started_together_on_sqlite_share_one_secret(tmp_path: Path) -> None:
+    """The secret generated beside a new database: each first process reads the whole of
+    the one that was linked into place first."""
+    settings = Settings(database_url=f"sqlite+aiosqlite:///{tmp_path}/db.sqlite")
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        secrets = list(pool.map(lambda _: load_secret(settings), range(16)))
+    assert len(set(secrets)) == 1 and len(secrets[0]) == 64
+    assert [p.name for p in tmp_path.iterdir()] == ["secret"]

@@ -95,14 +95,33 @@ def load_secret(settings: Settings) -> bytes:
             "PostgreSQL: every replica and the CLI must use the same secret"
         )
     path: Path = settings.resolved_secret_file
-    if path.exists():
-        return path.read_bytes().strip()
+    if path.exists() or not settings.is_sqlite:
+        # On PostgreSQL the file is the secret every replica was given: never generated.
+        return _read_secret(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     value = secrets.token_hex(32).encode()
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:  # another process created it first
-        return path.read_bytes().strip()
+    # Written apart, then linked into place: a process starting beside this one reads the
+    # whole secret or finds no file, never an empty one.
+    written = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(written, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as f:
         f.write(value)
+        f.flush()
+        os.fsync(f.fileno())
+    try:
+        os.link(written, path)
+    except FileExistsError:  # another process put its own first: that one is the secret
+        return _read_secret(path)
+    finally:
+        written.unlink()
+    return value
+
+
+def _read_secret(path: Path) -> bytes:
+    try:
+        value = path.read_bytes().strip()
+    except OSError as exc:
+        raise MissingSecret(f"CONVOGRAPH_SECRET_FILE: cannot read {path}: {exc.strerror}") from None
+    if not value:
+        raise MissingSecret(f"CONVOGRAPH_SECRET_FILE: {path} is empty")
     return value
