@@ -3,6 +3,8 @@ only when the database answers and is migrated to the newest revision."""
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import logging
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -12,13 +14,13 @@ from pathlib import Path
 import httpx
 import pytest
 from alembic import command
-from sqlalchemy import pool
+from sqlalchemy import pool, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from graph.app import create_app
 from graph.settings import Settings
-from graph.store.migrate import alembic_config, upgrade
+from graph.store.migrate import alembic_config, head_revisions, upgrade, upgrade_blocking
 from tests.conftest import PG_URL, GraphQLClient, _pg_admin, _with_db
 
 VIEWER = "{ viewer { workspace { key } } }"
@@ -151,3 +153,27 @@ async def test_requests_to_an_unmigrated_database_fail_masked_and_are_counted(
     ]
     assert counted and float(counted[0].rsplit(" ", 1)[1]) >= 1, metrics
     assert 'route="/graphql",status="500"' in metrics
+
+
+async def test_upgrades_started_together_run_one_after_another(
+    empty_database_url: str, tmp_path: Path
+) -> None:
+    """Replicas started together, each migrating on start (the default), all come up: the
+    first upgrades, the others find the database at the newest revision."""
+    settings = Settings(
+        database_url=empty_database_url, secret="t", secret_file=str(tmp_path / "secret")
+    )
+
+    def together() -> None:
+        with concurrent.futures.ThreadPoolExecutor(3) as threads:
+            for started in [threads.submit(upgrade_blocking, settings) for _ in range(3)]:
+                started.result()  # raises what an upgrade raised
+
+    await asyncio.to_thread(together)
+    engine = create_async_engine(settings.database_url, poolclass=pool.NullPool)
+    try:
+        async with engine.connect() as connection:
+            found = await connection.execute(text("SELECT version_num FROM alembic_version"))
+            assert frozenset(found.scalars()) == head_revisions()
+    finally:
+        await engine.dispose()

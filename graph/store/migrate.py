@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
 import functools
+import os
+import zlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
-from sqlalchemy import pool
-from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy import pool, text
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from graph.settings import Settings
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+# PostgreSQL's advisory lock that upgrades take, one database at a time.
+_LOCK_KEY = zlib.crc32(b"convograph migrate")
 
 
 def alembic_config(settings: Settings) -> Config:
@@ -37,11 +44,37 @@ async def upgrade(settings: Settings) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
     engine = create_async_engine(settings.database_url, poolclass=pool.NullPool)
     try:
-        async with engine.connect() as connection:
+        async with _one_at_a_time(settings, engine), engine.connect() as connection:
             await connection.run_sync(_upgrade_sync, alembic_config(settings))
             await connection.commit()
     finally:
         await engine.dispose()
+
+
+@contextlib.asynccontextmanager
+async def _one_at_a_time(settings: Settings, engine: AsyncEngine) -> AsyncIterator[None]:
+    """Upgrades of one database run one after another: replicas started together, each
+    migrating on start, would otherwise both create the same tables, and one would fail.
+    The second finds the database at the newest revision and does nothing. PostgreSQL: an
+    advisory lock, held by a connection of its own. SQLite: a lock on the database's
+    directory (not on its files: closing a descriptor of the database file would drop the
+    locks SQLite holds on it in this process)."""
+    if not settings.is_sqlite:
+        async with engine.connect() as holder:
+            await holder.execute(text("SELECT pg_advisory_lock(:key)"), {"key": _LOCK_KEY})
+            await holder.commit()
+            yield  # the lock goes with the holder's session
+        return
+    path = settings.sqlite_path
+    if path is None:  # in memory: this process's alone
+        yield
+        return
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        await asyncio.to_thread(fcntl.flock, directory, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(directory)
 
 
 def upgrade_blocking(settings: Settings) -> None:
