@@ -74,7 +74,7 @@ def create_app(
             WebSocketRoute("/graphql", endpoint, middleware=authenticated),
             Route("/healthz", health.healthz),
             Route("/readyz", health.readyz),
-            Route("/metrics", metrics_endpoint(settings, metrics), middleware=authenticated),
+            Route("/metrics", metrics_endpoint(settings, metrics, backend)),
             Mount("/graphiql-assets", StaticFiles(directory=ASSETS_DIR), name="graphiql-assets"),
             *inspector_routes(),
         ],

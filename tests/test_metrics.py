@@ -210,6 +210,18 @@ async def test_open_and_closed_modes(metrics_client: ClientFactory) -> None:
         assert admin.status_code == 404
 
 
+@pytest.mark.parametrize(("mode", "status"), [("open", 200), ("loopback", 200), ("closed", 404)])
+async def test_the_mode_decides_before_any_token_is_looked_up(
+    metrics_client: ClientFactory, mode: str, status: int
+) -> None:
+    """A scraper's stale token does not turn an open or loopback scrape into a refusal,
+    nor a closed one into a 401; nor, as no token is looked up, does the database that
+    holds the tokens being away."""
+    async with metrics_client(mode) as (http, _):
+        stale = await http.get("/metrics", headers=bearer("cvg_not-a-token"))
+        assert stale.status_code == status
+
+
 def test_an_unknown_mode_is_refused_at_start(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CONVOGRAPH_METRICS", "public")
     with pytest.raises(SettingsError, match="CONVOGRAPH_METRICS"):

@@ -21,10 +21,11 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
+from starlette.authentication import AuthenticationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from graph.server.auth import principal_of
+from graph.server.auth import Caller, TokenBackend, refusal
 from graph.server.rate_limit import RateLimit
 from graph.server.subscription_cap import SubscriptionSlots
 from graph.settings import Settings
@@ -243,11 +244,13 @@ def is_loopback(host: str | None) -> bool:
     return bool(address.is_loopback or (mapped is not None and mapped.is_loopback))
 
 
-def metrics_endpoint(settings: Settings, metrics: Metrics) -> Any:
-    """The /metrics handler, guarded as `settings.metrics` says (behind TokenBackend)."""
+def metrics_endpoint(settings: Settings, metrics: Metrics, backend: TokenBackend) -> Any:
+    """The /metrics handler, guarded as `settings.metrics` says. The mode decides first: a
+    token is looked up only where the mode asks for one, so that an open or loopback scrape
+    goes on while the database (which holds the tokens) is away."""
     mode = settings.metrics
 
-    async def refusal(request: Request) -> Response | None:
+    async def refused(request: Request) -> Response | None:
         if mode == "open":
             return None
         if mode == "closed":
@@ -255,18 +258,22 @@ def metrics_endpoint(settings: Settings, metrics: Metrics) -> Any:
         client = request.client.host if request.client else None
         if mode == "loopback" and is_loopback(client):
             return None
-        principal = principal_of(request)
-        if principal is None:
+        try:
+            found = await backend.authenticate(request)
+        except AuthenticationError as exc:
+            return refusal(request, exc)
+        user = found[1] if found is not None else None
+        if not isinstance(user, Caller):
             return JSONResponse(
                 {"errors": [{"message": "metrics need an ADMIN bearer token from this address"}]},
                 401,
                 headers={"WWW-Authenticate": 'Bearer realm="convograph"'},
             )
-        if not principal.is_admin:
+        if not user.principal.is_admin:
             return JSONResponse({"errors": [{"message": "metrics need ADMIN scope"}]}, 403)
         return None
 
     async def endpoint(request: Request) -> Response:
-        return await refusal(request) or metrics.render(request.headers.get("accept"))
+        return await refused(request) or metrics.render(request.headers.get("accept"))
 
     return endpoint
