@@ -23,7 +23,7 @@ from graph.server.inspector.routes import routes as inspector_routes
 from graph.server.metrics import LimitsCollector, Metrics, StorageCollector, metrics_endpoint
 from graph.server.request_id import RequestIdMiddleware
 from graph.server.sockets import OpenSockets
-from graph.services import Services, build_services
+from graph.services import BACKGROUND_STOP_SECONDS, Services, build_services
 from graph.settings import Settings
 from graph.store.retention import sweep_forever
 
@@ -62,11 +62,13 @@ def create_app(
         try:
             yield
         finally:
-            # A sweep under way commits whole; cancelled only if it outlasts the timeout.
+            # A sweep under way commits whole, or is cancelled (rolled back) if it outlasts
+            # what the background work gets at shutdown; the next start sweeps again.
+            within = min(settings.shutdown_timeout_seconds, BACKGROUND_STOP_SECONDS)
             stopping.set()
             with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-                await asyncio.wait_for(sweeper, settings.shutdown_timeout_seconds)
-            await services.stop()
+                await asyncio.wait_for(sweeper, within)
+            await services.stop(within=within)
 
     app = Starlette(
         routes=[

@@ -16,6 +16,11 @@ from graph.store.unit_of_work import UnitOfWork
 
 logger = logging.getLogger("convograph.services")
 
+# What the background work gets to finish at shutdown (a sweep under way, the search
+# index's last batch): the requests in flight have had CONVOGRAPH_SHUTDOWN_TIMEOUT_SECONDS
+# already, and an orchestrator's grace period is only a little longer than that.
+BACKGROUND_STOP_SECONDS = 2.0
+
 
 @dataclass(frozen=True)
 class Services:
@@ -47,9 +52,10 @@ class Services:
         if self.settings.quotas_on:
             await self.uow.count_usage()
 
-    async def stop(self) -> None:
+    async def stop(self, *, within: float = BACKGROUND_STOP_SECONDS) -> None:
+        """Stop the background work, giving what it finishes at most `within` seconds."""
         await self.broker.stop()
-        await self.search_index.stop()
+        await self.search_index.stop(within=within)
         await self.db.dispose()
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import sqlite3
 import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
@@ -18,6 +19,7 @@ import httpx
 import pytest
 import websockets
 
+from graph.services import BACKGROUND_STOP_SECONDS
 from tests.test_concurrency import APPEND, CREATE, REPLACE, tagged_transcript, turn
 from tests.test_crash import Ledger, appender, call, clients, verify_appends
 from tests.ws import connect, subscribed
@@ -237,3 +239,29 @@ async def test_nothing_new_runs_after_sigterm(live_servers: LiveServers, databas
     async with server.client(token) as gql:
         stored = await gql("query($id: ID!) { conversation(id: $id) { transcript } }", {"id": cid})
     assert turn("late") not in stored["conversation"]["transcript"]
+
+
+async def test_shutdown_does_not_wait_on_a_write_lock_held_elsewhere(
+    live_servers: LiveServers, database_url: str
+) -> None:
+    """Another process (a backup, `sqlite3` in a shell) holds SQLite's write lock at
+    SIGTERM: the search index's last batch waits for it no longer than the background work
+    gets (BACKGROUND_STOP_SECONDS), not the lock's busy timeout (10 s)."""
+    if not database_url.startswith("sqlite"):
+        pytest.skip("SQLite's write lock; PostgreSQL's writers do not wait on one another")
+    server = await live_servers.start(
+        database_url, env={"CONVOGRAPH_SHUTDOWN_TIMEOUT_SECONDS": "1"}
+    )
+    token = await server.token()
+    async with server.client(token) as gql:
+        cid = (await gql(CREATE, {"title": "waiting"}))["createConversation"]["conversation"]["id"]
+        await gql(APPEND, {"id": cid, "m": [turn("to index")]})  # leaves a batch waiting
+    holder = sqlite3.connect(database_url.split("///", 1)[1], isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")  # the write lock, held
+        sent = await terminate(server)
+        assert await exit_status(server, SLACK) == 0, server.logs()
+        took = asyncio.get_running_loop().time() - sent
+    finally:
+        holder.close()
+    assert took < 1 + BACKGROUND_STOP_SECONDS + 3, (took, server.logs())

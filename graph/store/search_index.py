@@ -102,19 +102,23 @@ class SearchIndex:
         if self._dirty or self._lock.locked():  # an update under way has not committed yet
             await self._update()
 
-    async def stop(self) -> None:
-        """Index what waits (best effort: the next run would index it anyway). A write that
-        begins after this, while the process shuts down, schedules no batch: one would run
-        on a closed database, or never run at all."""
+    async def stop(self, *, within: float) -> None:
+        """Index what waits, for at most `within` seconds (best effort: the next run indexes
+        it anyway; another process may hold SQLite's write lock). A write that begins after
+        this, while the process shuts down, schedules no batch: one would run on a closed
+        database, or never run at all."""
         self._stopped = True
         if self._timer is not None:
             self._timer.cancel()
+        with contextlib.suppress(Exception, asyncio.CancelledError):
+            await asyncio.wait_for(self._last_batch(), within)
+
+    async def _last_batch(self) -> None:
         if self._task is not None:
             with contextlib.suppress(Exception):
                 await self._task
         if self._dirty:
-            with contextlib.suppress(Exception):
-                await self._update()
+            await self._update()
 
     def _in_background(self) -> None:
         loop = asyncio.get_running_loop()
