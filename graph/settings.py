@@ -129,12 +129,12 @@ class Settings(BaseModel):
     workspace_max_messages: int | None = Field(default=None, gt=0)
     workspace_max_bytes: int | None = Field(default=None, gt=0)
     # `token rotate`: how long the old token keeps working beside its successor (0: not at all).
-    token_rotation_grace_seconds: float = Field(default=0.0, ge=0, le=366 * 24 * 3600)
+    token_rotation_grace_seconds: float = Field(default=0.0, ge=0, le=_YEAR)
 
     # -- per-token limits (all off by default) ----------------------------------------------
     # Requests per second one API token may make to /graphql, HTTP requests and WebSocket
     # operations alike (a token bucket, kept by each process on its own); 0 turns it off.
-    rate_limit_per_second: float = Field(default=0.0, ge=0, le=1_000_000, allow_inf_nan=False)
+    rate_limit_per_second: float = Field(default=0.0, ge=0, le=1_000_000)
     # Requests a token may make at once after a quiet spell (the bucket's size); unset, it
     # is twice the rate, rounded up (see `rate_limit_burst_size`).
     rate_limit_burst: int | None = Field(default=None, gt=0)

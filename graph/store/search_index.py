@@ -110,7 +110,7 @@ class SearchIndex:
         self._stopped = True
         if self._timer is not None:
             self._timer.cancel()
-        with contextlib.suppress(Exception, asyncio.CancelledError):
+        with contextlib.suppress(Exception):  # TimeoutError included: left for the next run
             await asyncio.wait_for(self._last_batch(), within)
 
     async def _last_batch(self) -> None:

@@ -228,17 +228,17 @@ class Transcripts(Part):
         if len(wanted) == 1:
             ((conversation, low),) = wanted
             return {(conversation.id, low): await self._texts_of_one(conversation.id, low)}
-        ids = sorted({c.id for c, _ in wanted})
         low = min(seq for _, seq in wanted)
         out: dict[tuple[str, int], list[str]] = {}
         if self.sql.encryption is not None:
             out = await sealed_blocks.texts_of_many(
                 self.sql, [(c.id, start) for c, start in wanted], low
             )
+            # Where a block is missing: those transcripts' rows alone.
             wanted = [(c, start) for c, start in wanted if (c.id, start) not in out]
             if not wanted:
                 return out
-            ids = sorted({c.id for c, _ in wanted})  # a block missing: their rows alone
+        ids = sorted({c.id for c, _ in wanted})
         found = await self.sql.rows(_TEXTS_OF_MANY, {"ids": ids, "low": low})
         by_conversation: dict[str, list[tuple[int, str]]] = {cid: [] for cid in ids}
         for cid, seq, data in found.values:
