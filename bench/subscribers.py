@@ -111,8 +111,8 @@ def _active_subscriptions(server: Convograph) -> float:
     return 0.0
 
 
-def _rss_mb(server: Convograph, field: str = "VmRSS") -> float:
-    return server.process.status(field) / 1024
+def _rss_mb(process: Process, field: str = "VmRSS") -> float:
+    return process.status(field) / 1024
 
 
 def _hold_idle(
@@ -128,7 +128,7 @@ def _hold_idle(
     for worker in workers:
         worker.start()
     held = sum(ready.get(timeout=TIMEOUT * 5) for _ in workers)
-    rss = server.status("VmRSS") / 1024
+    rss = _rss_mb(server)
     go.set()
     for _ in workers:
         ready.get(timeout=TIMEOUT * 2)
@@ -149,7 +149,7 @@ def run(
         body = append_body(cid, [{"role": "user", "content": "warm"}])
         for _ in range(20):
             server.timed(body)
-        base_rss = _rss_mb(server)
+        base_rss = _rss_mb(server.process)
 
         ready, go = context.Queue(), context.Event()
         workers = [
@@ -165,7 +165,7 @@ def run(
         while _active_subscriptions(server) < subscribers and time.monotonic() < deadline:
             time.sleep(0.1)
         live = _active_subscriptions(server)
-        subscribed_rss = _rss_mb(server)
+        subscribed_rss = _rss_mb(server.process)
         version = int(
             server.gql("query($id: ID!) { conversation(id: $id) { version } }", {"id": cid})[
                 "conversation"
@@ -184,14 +184,14 @@ def run(
         for worker in workers:
             worker.join(TIMEOUT)
 
-        before_idle = _rss_mb(server)
+        before_idle = _rss_mb(server.process)
         held, idle_rss = _hold_idle(context, ws_url, server.token, idle, processes, server.process)
-        peak = _rss_mb(server, "VmHWM")
+        peak = _rss_mb(server.process, "VmHWM")
     finally:
         server.stop()
     floor = WsFloor(workdir, max_connections=idle + 100)
     try:
-        floor_base = floor.process.status("VmRSS") / 1024
+        floor_base = _rss_mb(floor.process)
         floor_held, floor_rss = _hold_idle(
             context, f"ws://127.0.0.1:{floor.port}/", "", idle, processes, floor.process
         )
