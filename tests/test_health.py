@@ -14,13 +14,15 @@ from pathlib import Path
 import httpx
 import pytest
 from alembic import command
-from sqlalchemy import pool, text
+from sqlalchemy import pool
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from graph.app import create_app
 from graph.settings import Settings
-from graph.store.migrate import alembic_config, head_revisions, upgrade, upgrade_blocking
+from graph.store.db import Database
+from graph.store.migrate import alembic_config, upgrade, upgrade_blocking
+from graph.store.migration_state import AT_HEAD, MigrationState
 from tests.conftest import PG_URL, GraphQLClient, _pg_admin, _with_db
 
 VIEWER = "{ viewer { workspace { key } } }"
@@ -170,10 +172,8 @@ async def test_upgrades_started_together_run_one_after_another(
                 started.result()  # raises what an upgrade raised
 
     await asyncio.to_thread(together)
-    engine = create_async_engine(settings.database_url, poolclass=pool.NullPool)
+    db = Database(settings)
     try:
-        async with engine.connect() as connection:
-            found = await connection.execute(text("SELECT version_num FROM alembic_version"))
-            assert frozenset(found.scalars()) == head_revisions()
+        assert await MigrationState(db).current() == AT_HEAD
     finally:
-        await engine.dispose()
+        await db.dispose()
