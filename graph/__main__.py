@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import re
 import sys
 from collections.abc import Awaitable, Callable, Sequence
@@ -13,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, TypeVar
 
 from graph.domain.principal import SYSTEM, Scope, parse_owner, parse_workspace
-from graph.settings import Settings, SettingsError
+from graph.settings import Settings, SettingsError, misspelled
 from graph.store.encryption import EncryptionError
 from graph.store.keyring import MissingSecret
 from graph.store.repository import Repository
@@ -47,6 +48,10 @@ def duration(text: str) -> timedelta:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
+    for variable, meant in misspelled(os.environ):
+        logging.getLogger("convograph").warning(
+            "%s is not a setting and is ignored: did you mean %s?", variable, meant
+        )
     return Settings.from_env(
         database_url=getattr(args, "database_url", None),
         host=getattr(args, "host", None),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -256,6 +257,45 @@ def master_key_bytes(value: str) -> bytes:
             f"must be 32 random bytes in base64 (convograph keys generate), not {len(raw)} bytes"
         )
     return raw
+
+
+def misspelled(environ: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(variable, the setting it was likely meant for) for each CONVOGRAPH_* variable that is
+    no setting but one or two keystrokes from one (`CONVOGRAPH_ENCRYPTON_KEY` would otherwise
+    leave encryption silently off). Variables further from every setting are the clients'
+    own (`CONVOGRAPH_URL`, `CONVOGRAPH_TOKEN` of the adapters) and are left alone."""
+    known = [name.upper() for name in Settings.model_fields]
+    found = []
+    for variable in sorted(environ):
+        if not variable.startswith(ENV_PREFIX):
+            continue
+        name = variable[len(ENV_PREFIX) :].upper()
+        if name in known:
+            continue
+        near = [k for k in known if _edits(name, k) <= _MAX_EDITS]
+        if near:
+            found.append((variable, ENV_PREFIX + min(near, key=lambda k: _edits(name, k))))
+    return found
+
+
+_MAX_EDITS = 2
+
+
+def _edits(a: str, b: str) -> int:
+    """Edits (insert, delete, replace, swap two neighbours) that turn `a` into `b`."""
+    if abs(len(a) - len(b)) > _MAX_EDITS:
+        return _MAX_EDITS + 1
+    before: list[int] = []
+    row = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        current = [i]
+        for j, y in enumerate(b, 1):
+            cost = min(row[j] + 1, current[j - 1] + 1, row[j - 1] + (x != y))
+            if i > 1 and j > 1 and x == b[j - 2] and a[i - 2] == y:
+                cost = min(cost, before[j - 2] + 1)
+            current.append(cost)
+        before, row = row, current
+    return row[-1]
 
 
 def logger_levels(spec: str) -> dict[str, str]:

@@ -393,6 +393,21 @@ def test_a_database_url_convograph_cannot_use_is_refused_naming_the_variable(
     assert "Traceback" not in result.stderr and "s3cr3tpass" not in result.stderr
 
 
+def test_a_misspelled_setting_is_named_not_silently_ignored(tmp_path: Path) -> None:
+    """A mistyped CONVOGRAPH_ENCRYPTON_KEY would otherwise store everything unencrypted."""
+    env = clean_env(
+        CONVOGRAPH_DATABASE_URL=f"sqlite+aiosqlite:///{tmp_path / 'db.sqlite'}",
+        CONVOGRAPH_SECRET=SECRET,
+        CONVOGRAPH_ENCRYPTON_KEY="x",
+        CONVOGRAPH_URL="http://127.0.0.1:8000/graphql",  # an adapter's: not a typo
+    )
+    result = graph("migrate", env=env, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    warned = [line for line in result.stderr.splitlines() if "did you mean" in line]
+    assert len(warned) == 1, result.stderr
+    assert "CONVOGRAPH_ENCRYPTON_KEY" in warned[0] and "CONVOGRAPH_ENCRYPTION_KEY" in warned[0]
+
+
 def test_a_database_that_cannot_be_reached_is_said_in_one_line(tmp_path: Path) -> None:
     url = f"postgresql+asyncpg://nobody@127.0.0.1:{free_port()}/x"
     env = clean_env(CONVOGRAPH_DATABASE_URL=url, CONVOGRAPH_SECRET=SECRET)

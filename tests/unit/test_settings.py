@@ -8,7 +8,7 @@ import base64
 
 import pytest
 
-from graph.settings import Settings, SettingsError
+from graph.settings import Settings, SettingsError, misspelled
 
 KEY = base64.b64encode(b"k" * 32).decode()
 
@@ -72,3 +72,35 @@ def test_the_master_key_is_given_once(monkeypatch: pytest.MonkeyPatch) -> None:
     said = refusal(monkeypatch, ENCRYPTION_KEY=KEY, ENCRYPTION_KEY_FILE="/run/secrets/key")
     assert "CONVOGRAPH_ENCRYPTION_KEY_FILE" in said and "set one of the two" in said
     assert KEY not in said
+
+
+@pytest.mark.parametrize(
+    ("variable", "meant"),
+    [
+        ("CONVOGRAPH_ENCRYPTON_KEY", "CONVOGRAPH_ENCRYPTION_KEY"),
+        ("CONVOGRAPH_LOG_LEVLE", "CONVOGRAPH_LOG_LEVEL"),
+        ("CONVOGRAPH_DATABASE_UR", "CONVOGRAPH_DATABASE_URL"),
+        ("CONVOGRAPH_PORTS", "CONVOGRAPH_PORT"),
+        ("CONVOGRAPH_SECERT", "CONVOGRAPH_SECRET"),
+    ],
+)
+def test_a_variable_a_keystroke_or_two_from_a_setting_is_named_with_it(
+    variable: str, meant: str
+) -> None:
+    assert misspelled({variable: "x", "PATH": "/bin"}) == [(variable, meant)]
+
+
+@pytest.mark.parametrize(
+    "variable",
+    [
+        "CONVOGRAPH_PORT",  # a setting
+        "CONVOGRAPH_port",  # a setting: the names are not case-sensitive
+        "CONVOGRAPH_URL",  # the adapters' own
+        "CONVOGRAPH_TOKEN",
+        "CONVOGRAPH_TEST_DATABASE_URL",  # the test suite's
+        "CONVOGRAPH_ENCRYPTION_KEYS_ROTATED_AT",  # far from every setting
+        "OTHER_PORTS",
+    ],
+)
+def test_other_variables_are_left_alone(variable: str) -> None:
+    assert misspelled({variable: "x"}) == []
