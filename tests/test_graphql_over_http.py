@@ -225,6 +225,24 @@ async def test_a_mutation_over_get_is_405_in_both_media_types(gql: GraphQLClient
     assert await count_conversations(gql) == 0
 
 
+SUBSCRIBE = "subscription { conversationEvents(conversationId: \"x\") { kind } }"
+
+
+@pytest.mark.parametrize("method", ["GET", "POST"])
+async def test_a_subscription_over_http_is_400_pointing_to_the_websocket(
+    gql: GraphQLClient, method: str
+) -> None:
+    """Executed once as Strawberry would over HTTP, its stream was no value: masked INTERNAL."""
+    headers = {"Authorization": f"Bearer {gql.token}", "Accept": GRAPHQL_RESPONSE_JSON}
+    if method == "GET":
+        response = await gql.http.get("/graphql", params={"query": SUBSCRIBE}, headers=headers)
+    else:
+        response = await gql.http.post("/graphql", json={"query": SUBSCRIBE}, headers=headers)
+    assert response.status_code == 400, response.text
+    [error] = response.json()["errors"]
+    assert "WebSocket" in error["message"] and "graphql-transport-ws" in error["message"]
+
+
 # -- parameters of the wrong type ------------------------------------------------------------
 
 

@@ -24,6 +24,7 @@ from strawberry.http.exceptions import WebSocketDisconnected
 from strawberry.http.types import QueryParams
 from strawberry.schema.exceptions import InvalidOperationTypeError
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
+from strawberry.types.graphql import OperationType
 from strawberry.types.unset import UnsetType
 
 from graph.api.context import Context
@@ -58,14 +59,21 @@ REVOKED_STATE = "revoked"
 MEDIA_TYPE = "convograph.media_type"
 # The specification's own type says its encoding, as it recommends.
 GRAPHQL_RESPONSE_CONTENT_TYPE = f"{GRAPHQL_RESPONSE_JSON}; charset=utf-8"
+SUBSCRIPTIONS_OVER_WEBSOCKET = (
+    "subscriptions are served over a WebSocket at this path (graphql-transport-ws), not over HTTP"
+)
 NOT_ACCEPTABLE = f"Accept allows none of the media types served here: {', '.join(SERVED)}"
 
 
 def _http_error(request: Request, exc: HTTPException) -> Response:
-    # Strawberry answers a mutation over GET with 400; the method, not the request, is
-    # what is wrong, so say 405 and name the method that works.
-    if request.method == "GET" and isinstance(exc.__cause__, InvalidOperationTypeError):
-        return error_response(405, exc.reason, Allow="POST")
+    refused = exc.__cause__
+    if isinstance(refused, InvalidOperationTypeError):
+        if refused.operation_type is OperationType.SUBSCRIPTION:
+            return error_response(400, SUBSCRIPTIONS_OVER_WEBSOCKET)
+        # Strawberry answers a mutation over GET with 400; the method, not the request, is
+        # what is wrong, so say 405 and name the method that works.
+        if request.method == "GET":
+            return error_response(405, exc.reason, Allow="POST")
     return error_response(exc.status_code, exc.reason)
 
 

@@ -9,13 +9,16 @@ id that the client sees in its masked error.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import Any
 
 import strawberry
 from graphql import GraphQLError, MiddlewareManager
 from strawberry.extensions import SchemaExtension
 from strawberry.extensions.runner import SchemaExtensionsRunner
-from strawberry.types import ExecutionContext
+from strawberry.schema.schema import DEFAULT_ALLOWED_OPERATION_TYPES
+from strawberry.types import ExecutionContext, ExecutionResult
+from strawberry.types.graphql import OperationType
 
 from graph.api.execution.masking import is_expected
 from graph.api.execution.runner import Runner
@@ -29,6 +32,31 @@ _WRAPS_RESOLVERS: dict[tuple[type[SchemaExtension], ...], bool] = {}
 
 
 class Schema(strawberry.Schema):
+    async def execute(
+        self,
+        query: str | None,
+        variable_values: dict[str, Any] | None = None,
+        context_value: Any | None = None,
+        root_value: Any | None = None,
+        operation_name: str | None = None,
+        allowed_operation_types: Iterable[OperationType] | None = None,
+        operation_extensions: dict[str, Any] | None = None,
+    ) -> ExecutionResult:
+        # A subscription is served over a WebSocket (Schema.subscribe). Executed once, as
+        # Strawberry would over HTTP, its resolver's stream is no value: the client got a
+        # masked INTERNAL. Refused instead (InvalidOperationTypeError, said by the endpoint).
+        allowed = set(allowed_operation_types or DEFAULT_ALLOWED_OPERATION_TYPES)
+        allowed.discard(OperationType.SUBSCRIPTION)
+        return await super().execute(
+            query,
+            variable_values,
+            context_value,
+            root_value,
+            operation_name,
+            allowed,
+            operation_extensions,
+        )
+
     def create_extensions_runner(
         self, execution_context: ExecutionContext, extensions: list[SchemaExtension]
     ) -> SchemaExtensionsRunner:
