@@ -225,7 +225,7 @@ async def test_a_mutation_over_get_is_405_in_both_media_types(gql: GraphQLClient
     assert await count_conversations(gql) == 0
 
 
-SUBSCRIBE = "subscription { conversationEvents(conversationId: \"x\") { kind } }"
+SUBSCRIBE = 'subscription { conversationEvents(conversationId: "x") { kind } }'
 
 
 @pytest.mark.parametrize("method", ["GET", "POST"])

@@ -166,6 +166,37 @@ async def test_a_big_integer_survives_in_the_content_field(gql: GraphQLClient) -
     assert type(page["edges"][0]["node"]["content"]["n"]) is int
 
 
+async def test_a_message_as_deep_as_accepted_reads_back_through_content(
+    gql: GraphQLClient,
+) -> None:
+    """orjson writes 254 levels: a message just under that was stored, and then the response
+    holding it a few levels down failed (HTTP 500), the append's answer too, though stored."""
+    cid = (await create(gql))["id"]
+    accepted = []
+    for levels in range(244, 262, 2):
+        content: Any = "bottom"
+        for _ in range(levels):
+            content = [content]
+        response = await gql.post(
+            """mutation($id: ID!, $m: [JSON!]!) { appendMessages(input:
+            {conversationId: $id, messages: $m}) { messages { seq content }
+            userErrors { code field } } }""",
+            {"id": cid, "m": [{"role": "user", "content": content}]},
+        )
+        assert response.status_code == 200, response.text[:300]
+        answer = response.json()["data"]["appendMessages"]
+        if answer["userErrors"]:
+            assert answer["userErrors"][0]["code"] == "INVALID_INPUT"
+            continue
+        assert answer["messages"][0]["content"] == content
+        accepted.append(levels)
+    assert accepted and max(accepted) >= 250 and max(accepted) < 260, accepted
+    page = await messages_page(gql, cid)
+    assert [len(json.dumps(e["node"]["content"])) for e in page["edges"]] == [
+        2 * levels + len('"bottom"') for levels in accepted
+    ]
+
+
 async def test_messages_round_trip_in_the_raw_response_text(gql: GraphQLClient) -> None:
     # Parsing the response could hide a reordering or a float conversion: look at the text.
     message = {"role": "user", "b": 1, "a": 123456789012345678901234567890, "c": "\u0000"}

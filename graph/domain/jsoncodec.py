@@ -96,26 +96,33 @@ def _plain(obj: Any) -> Any:
 def dumps(value: Any) -> bytes:
     """Compact UTF-8 JSON. Raises ValueError for what JSON cannot hold (lone surrogates),
     except that orjson writes a NaN or an infinity as null: what a client sent goes through
-    `dumps_document`, which refuses those too."""
+    `dumps_document`, which refuses those too. A response may hold a stored document deeper
+    than orjson writes (its own nesting on top of the document's): the stdlib writes it."""
+    return _dumps(value, deep=True)
+
+
+def _dumps(value: Any, *, deep: bool) -> bytes:
     try:
         return orjson.dumps(value, default=_fragment)
     except TypeError as exc:
-        if "64-bit" not in str(exc) and "Integer" not in str(exc):
-            raise ValueError(str(exc)) from exc
+        reason = str(exc)
+        exact = "64-bit" in reason or "Integer" in reason
+        if not exact and not (deep and "Recursion" in reason):
+            raise ValueError("nested too deeply" if "Recursion" in reason else reason) from exc
     try:
         text = json.dumps(
             value, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_plain
         )
         return text.encode("utf-8")
-    except (UnicodeEncodeError, TypeError) as exc:
-        raise ValueError(str(exc)) from exc
+    except (UnicodeEncodeError, TypeError, RecursionError) as exc:
+        raise ValueError(str(exc) or "nested too deeply") from exc
 
 
 def dumps_document(value: Any) -> bytes:
     """A client's document (a message, a state, metadata) as `dumps` writes it, refusing NaN
     and infinities, which orjson would store as a different document (null). Only a
     document with a null in its text is walked: ordinary ones cost nothing more."""
-    encoded = dumps(value)
+    encoded = _dumps(value, deep=False)
     if _NULL.search(encoded) is not None:
         check_finite(value)
     return encoded

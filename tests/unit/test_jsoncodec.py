@@ -196,3 +196,20 @@ def test_raw_json_beside_a_big_integer_keeps_its_content() -> None:
 def test_a_raw_json_array_reads_back_as_its_documents(values: list[Any]) -> None:
     texts = [jsoncodec.dumps(v).decode() for v in values]
     assert same(jsoncodec.loads(jsoncodec.dumps(RawJSONArray(texts))), values)
+
+
+def _nested(levels: int) -> Any:
+    value: Any = 0
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def test_a_response_deeper_than_orjson_writes_is_written_by_the_stdlib() -> None:
+    response = {"data": {"a": {"b": _nested(300)}}}
+    assert jsoncodec.dumps(response) == json.dumps(response, separators=(",", ":")).encode()
+
+
+def test_a_client_document_deeper_than_orjson_writes_is_refused() -> None:
+    with pytest.raises(ValueError, match="nested too deeply"):
+        jsoncodec.dumps_document({"content": _nested(300)})
