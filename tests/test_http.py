@@ -65,6 +65,30 @@ async def test_invalid_utf8_is_400(gql: GraphQLClient, body: bytes) -> None:
     assert_json_error(await post_raw(gql, body, "application/json"), 400)
 
 
+SEARCH_BODY = (
+    b'{"query": "query($s: String) { conversations(filter: {search: $s}) { totalCount } }",'
+    b' "variables": {"s": "%s", "unused": 12345678901234567890}}'
+)
+
+
+@pytest.mark.parametrize("escaped", [rb"\ud800", rb"\uDFFF", rb"a\udc00b"])
+async def test_a_lone_surrogate_is_400_with_a_long_number_beside_it(
+    gql: GraphQLClient, escaped: bytes
+) -> None:
+    """A body with a 16+ digit number is parsed exactly (json, not orjson), which took a
+    lone surrogate that orjson refuses: the search then failed as a masked INTERNAL."""
+    response = await post_raw(gql, SEARCH_BODY % escaped, "application/json")
+    assert_json_error(response, 400, "JSON")
+
+
+async def test_an_escaped_surrogate_pair_beside_a_long_number_is_a_character(
+    gql: GraphQLClient,
+) -> None:
+    response = await post_raw(gql, SEARCH_BODY % rb"\ud83d\ude00", "application/json")
+    assert response.status_code == 200, response.text
+    assert response.json()["data"]["conversations"]["totalCount"] == 0
+
+
 @pytest.mark.parametrize(
     ("body", "words"),
     [

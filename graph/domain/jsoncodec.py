@@ -59,10 +59,29 @@ def loads(data: str | bytes) -> Any:
     try:
         value = json.loads(raw, parse_constant=_reject_constant)
         check_finite(value)
+        # orjson refuses a lone surrogate (`"\ud800"`), which no UTF-8 text holds: so does
+        # the exact path, looking only when the text escapes a surrogate at all.
+        if _SURROGATE_ESCAPE.search(raw) is not None:
+            _check_unicode(value)
     except RecursionError:
         # orjson refuses nesting past 1024 levels with a ValueError: so does the exact path.
         raise ValueError("JSON nested too deeply") from None
     return value
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _check_unicode(value: Any) -> None:
+    if isinstance(value, str):
+        value.encode("utf-8")  # UnicodeEncodeError (a ValueError) for a lone surrogate
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            key.encode("utf-8")
+            _check_unicode(item)
+    elif isinstance(value, list):
+        for item in value:
+            _check_unicode(item)
 
 
 def check_finite(value: Any) -> None:
