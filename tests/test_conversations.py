@@ -906,3 +906,29 @@ async def test_a_datetime_that_is_not_iso_8601_is_refused_with_a_reason(
     assert body.get("data") is None
     [error] = body["errors"]
     assert "ISO 8601" in error["message"] and "INTERNAL" not in json.dumps(error)
+
+
+@pytest.mark.parametrize(
+    ("query", "variables"),
+    [
+        (CREATE, {"input": {"expiresAt": "9999-12-31T23:59:59-14:00"}}),
+        (
+            '{ conversations(filter: {createdAfter: "9999-12-31T23:59:59-01:00"}) { totalCount } }',
+            {},
+        ),
+        (
+            '{ conversations(filter: {createdBefore: "0001-01-01T00:00:00+14:00"})'
+            " { totalCount } }",
+            {},
+        ),
+    ],
+)
+async def test_a_datetime_outside_the_years_1_to_9999_in_utc_is_refused_with_a_reason(
+    gql: GraphQLClient, query: str, variables: dict[str, Any]
+) -> None:
+    """A valid text whose instant in UTC no datetime holds: an OverflowError, masked INTERNAL."""
+    body = (await gql.post(query, variables)).json()
+    assert body.get("data") is None
+    [error] = body["errors"]
+    assert "9999" in error["message"] and "INTERNAL" not in json.dumps(error)
+    assert await gql("{ conversations { totalCount } }") == {"conversations": {"totalCount": 0}}

@@ -54,7 +54,15 @@ def _parse_datetime(value: Any) -> datetime:
         at = datetime.fromisoformat(value)
     except ValueError:
         raise GraphQLError(f"DateTime must be an ISO 8601 date and time: {value!r}") from None
-    return at.replace(tzinfo=UTC) if at.tzinfo is None else at
+    if at.tzinfo is None:
+        return at.replace(tzinfo=UTC)
+    try:
+        return at.astimezone(UTC)
+    except OverflowError:
+        # 9999-12-31T23:59-14:00 is a valid text but no instant Python (or the store) holds.
+        raise GraphQLError(
+            f"DateTime must fall within the years 1 to 9999 in UTC: {value!r}"
+        ) from None
 
 
 def _serialize_datetime(value: datetime) -> str:
