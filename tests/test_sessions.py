@@ -431,3 +431,14 @@ async def test_the_version_floor_migration_downgrades_and_upgrades(settings: Set
     assert gone == [True]
     back = await columns_after(settings, FLOOR, lambda config: command.upgrade(config, "head"))
     assert back[-2:] == ["session_digest", "version"]
+
+
+async def test_concurrent_checkpoints_without_a_version_are_all_stored(gql: GraphQLClient) -> None:
+    """Last write wins: none is refused. On PostgreSQL, writers raced for each version and,
+    with a pool's worth of them, some lost twenty times and got CONFLICT."""
+    steps = range(1, 49)
+    stored = await asyncio.gather(
+        *(checkpoint(gql, session_doc("busy", min(step, 9)), session_id="busy") for step in steps)
+    )
+    assert sorted(s["version"] for s in stored) == list(steps)
+    assert (await history(gql, "busy", first=1))["totalCount"] == len(steps)

@@ -34,6 +34,7 @@ class Checkpoints(Part):
     ) -> SessionState:
         """Store the next version of a session's state (PROCEED only; see domain.checkpoints)."""
         document = checkpoint_document(session_id, state, outcome)
+        await self._serialize(session_id)
         for _ in range(MAX_VERSION_ATTEMPTS):
             current, floor = await self._versions(session_id)
             if expected_version is not None and expected_version != current:
@@ -47,6 +48,18 @@ class Checkpoints(Part):
             # A conditional write has lost and says so on the next pass; an unconditional
             # one, Manglekit's last-write-wins, takes the next version.
         raise DomainError(ErrorCode.CONFLICT, "too many concurrent checkpoints; retry", ["state"])
+
+    async def _serialize(self, session_id: str) -> None:
+        """PostgreSQL: wait for the session's other writers to commit, so that the next
+        version is free. Without it, concurrent last-write-wins checkpoints raced for each
+        version (INSERT … ON CONFLICT DO NOTHING) and with a pool's worth of writers some
+        lost every pass. SQLite has one writer at a time: nothing to wait for."""
+        if self.sql.is_sqlite:
+            return
+        key = "checkpoint " + " ".join(
+            (*map(str, scope.owner_values(self.principal).values()), self._digest(session_id))
+        )
+        await self.sql.rows(select(func.pg_advisory_xact_lock(func.hashtextextended(key, 0))))
 
     async def _versions(self, session_id: str) -> tuple[int, int]:
         """The session's current version (0: none stored) and the last version it had when
