@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
-from tests.operations import TOUCH, WATCH, create
+from tests.operations import APPEND, READ, TOUCH, WATCH, create
 from tests.ws import Session, connect, graphql_errors, until_live
 
 if TYPE_CHECKING:
@@ -90,3 +90,27 @@ async def test_a_live_token_keeps_its_subscription(live_server: LiveServer) -> N
             await asyncio.sleep(2.5)  # past an idle check
             await until_live(socket, gql, cid)
     assert other
+
+
+async def test_a_revoked_token_runs_no_query_or_mutation_on_a_socket_it_opened(
+    live_server: LiveServer,
+) -> None:
+    """HTTP refused the token from the next request on, but a socket opened before ran the
+    queries and mutations it sent over it (an append was stored after the revocation)."""
+    agent = await live_server.token(label="agent")
+    writer = await live_server.token(label="writer")
+    async with live_server.client(writer) as gql:
+        cid = await create(gql, "kept")
+        async with connect(live_server) as socket:
+            await socket.init(agent)
+            await socket.subscribe(READ, {"id": cid}, op="before")
+            assert (await socket.next("before"))["conversation"]["messageCount"] == 0
+            await live_server.cli("token", "revoke", await token_id(live_server, "agent"))
+            message = {"role": "user", "content": "written after the revocation"}
+            await socket.subscribe(APPEND, {"id": cid, "m": [message]}, op="after")
+            received, code = await socket.messages_until_closed(within=10)
+        assert code == 4403
+        assert [e["extensions"]["code"] for m in received for e in graphql_errors(m)] == [
+            "FORBIDDEN"
+        ], received
+        assert (await gql(READ, {"id": cid}))["conversation"]["messageCount"] == 0

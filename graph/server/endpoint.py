@@ -51,7 +51,7 @@ from graph.server.request_id import request_id_of
 from graph.server.response_status import shape
 from graph.server.sockets import OpenSockets
 from graph.server.subscription_cap import SubscriptionSlots
-from graph.server.transport_ws import limited_handler
+from graph.server.transport_ws import REVOKED_CLOSE_CODE, REVOKED_REASON, limited_handler
 from graph.services import Services
 
 REVOKED_STATE = "revoked"
@@ -98,7 +98,7 @@ class TextFrames(ASGIWebSocketAdapter):
         try:
             await self.ws.send_text(encoded if isinstance(encoded, str) else encoded.decode())
             if self.ws.scope["state"].get(REVOKED_STATE) and message.get("type") == "complete":
-                await self.ws.close(code=4403, reason="token revoked or expired")
+                await self.ws.close(code=REVOKED_CLOSE_CODE, reason=REVOKED_REASON)
         except WebSocketDisconnect as exc:
             raise WebSocketDisconnected from exc
 

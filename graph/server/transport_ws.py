@@ -1,5 +1,7 @@
 """graphql-transport-ws with the per-token limits: each `subscribe` is charged to the
 token's rate limit (rate_limit.py) and holds a slot under its cap (subscription_cap.py).
+Before that, its token must still be live: a token revoked or expired since the socket
+opened gets FORBIDDEN for the operation and the socket is closed with 4403.
 
 Over the rate, the operation is answered with an `error` message (code RATE_LIMITED, with
 `retryAfterSeconds`) and the socket stays open, as an HTTP request gets a 429. Past the
@@ -34,6 +36,13 @@ from graph.server.ws_shapes import problem
 
 logger = logging.getLogger("convograph.limits")
 
+REVOKED_CLOSE_CODE = 4403
+REVOKED_REASON = "token revoked or expired"
+REVOKED: Any = {
+    "message": "the token of this connection was revoked or has expired",
+    "extensions": {"code": "FORBIDDEN"},
+}
+
 Handler = BaseGraphQLTransportWSHandler[Context, None]
 
 
@@ -62,6 +71,14 @@ def limited_handler(rate_limit: RateLimit, slots: SubscriptionSlots) -> type[Han
             ):
                 # Not authenticated yet, or a duplicate id: strawberry closes the socket.
                 await super().handle_subscribe(message)
+                return
+            still_live = self.context.still_live
+            if still_live is not None and not await still_live(principal):
+                # HTTP refuses a revoked or expired token from the next request on; so does
+                # a socket opened before, for a query or a mutation as for a subscription.
+                refused = ErrorMessage(id=message["id"], type="error", payload=[REVOKED])
+                await self.send_message(refused)
+                await self.websocket.close(code=REVOKED_CLOSE_CODE, reason=REVOKED_REASON)
                 return
             wait = rate_limit.take(principal.token_id)
             if wait:
