@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import GraphQLClient, Server
 from tests.operations import CHECKPOINT, NODE, WATCH
-from tests.ws import connect, graphql_errors
+from tests.ws import Closed, connect, connect_app, graphql_errors
 
 VIEWER = "{ viewer { workspace { key } ownerType ownerKey scopes actingService } }"
 CREATE = """mutation($title: String, $key: String) {
@@ -241,6 +241,79 @@ async def test_owner_keys_and_tokens_are_not_stored_in_clear(
     assert cid.encode() in stored
     assert key.encode() not in stored
     assert service.token.encode() not in stored
+
+
+# -- over a WebSocket: the owner named wherever the token may be --------------------------
+
+WHO = "{ viewer { ownerType ownerKey actingService } }"
+ACTING_FOR_7 = {"ownerType": "USER", "ownerKey": "7", "actingService": "system:wordpress"}
+
+
+async def _viewer_over_socket(
+    server: Server, payload: dict[str, Any], headers: dict[str, str] | None = None
+) -> Any:
+    """The socket's viewer after connection_init with `payload`, or the close code."""
+    async with connect_app(server.app, headers=headers) as socket:
+        await socket.send({"type": "connection_init", "payload": payload})
+        try:
+            answer = await socket.receive()
+        except Closed as closed:
+            return closed.code
+        assert answer == {"type": "connection_ack"}, answer
+        await socket.subscribe(WHO)
+        return (await socket.next())["viewer"]
+
+
+@pytest.mark.parametrize(
+    ("payload", "header"),
+    [
+        ({"Convograph-Owner": "user:7"}, None),
+        ({"convograph-owner": "user:7"}, None),  # as `authorization` is taken in lower case
+        ({"headers": {"Convograph-Owner": "user:7"}}, None),  # beside a token there too
+        ({}, "user:7"),  # the upgrade's header, the token in the payload
+        ({"Convograph-Owner": "user:7"}, "user:7"),
+    ],
+)
+async def test_a_socket_acts_for_the_owner_named_wherever_the_token_may_be(
+    server: Server, service: Service, payload: dict[str, Any], header: str | None
+) -> None:
+    """Before, only the top-level `Convograph-Owner` key counted: named anywhere else, the
+    owner was ignored and the socket ran with the SERVICE token's workspace-wide reach."""
+    auth = {"Authorization": f"Bearer {service.token}"}
+    if "headers" in payload:
+        payload = {"headers": {**auth, **payload["headers"]}}
+    else:
+        payload = {**auth, **payload}
+    headers = {"Convograph-Owner": header} if header else None
+    assert await _viewer_over_socket(server, payload, headers) == ACTING_FOR_7
+
+
+async def test_a_socket_naming_two_owners_or_an_owner_for_a_non_service_token_is_refused(
+    server: Server, service: Service
+) -> None:
+    auth = {"Authorization": f"Bearer {service.token}"}
+    two = {**auth, "Convograph-Owner": "user:7", "headers": {"Convograph-Owner": "user:8"}}
+    assert await _viewer_over_socket(server, two) == 4403
+    differs = {**auth, "Convograph-Owner": "user:7"}
+    assert await _viewer_over_socket(server, differs, {"Convograph-Owner": "user:8"}) == 4403
+    admin = await server.token(workspace="site:1", owner="user:boss", scope="admin")
+    mine = {"Authorization": f"Bearer {admin}"}
+    assert await _viewer_over_socket(server, mine, {"Convograph-Owner": "user:7"}) == 4403
+
+
+async def test_a_non_ascii_owner_is_the_same_owner_over_http_and_a_socket(
+    server: Server, service: Service
+) -> None:
+    """Starlette reads header bytes as Latin-1: `user:é` over HTTP was the owner `Ã©`."""
+    owner = "user:é"
+    headers = {"Authorization": f"Bearer {service.token}", "Convograph-Owner": owner.encode()}
+    response = await service.http.post("/graphql", json={"query": WHO}, headers=headers)
+    assert response.json()["data"]["viewer"]["ownerKey"] == "é", response.text
+    payload = {"Authorization": f"Bearer {service.token}", "Convograph-Owner": owner}
+    assert (await _viewer_over_socket(server, payload))["ownerKey"] == "é"
+    headers["Convograph-Owner"] = b"user:\xe9"  # Latin-1, not UTF-8
+    response = await service.http.post("/graphql", json={"query": WHO}, headers=headers)
+    assert response.status_code == 400 and "UTF-8" in response.text, response.text
 
 
 # -- over a real server: subscriptions, revocation, the access log ---------------------

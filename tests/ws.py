@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import httpx
@@ -287,10 +287,15 @@ async def session(
 
 @contextlib.asynccontextmanager
 async def connect_app(
-    app: Any, *, token: str | None = None, subprotocols: Sequence[str] = (PROTOCOL,)
+    app: Any,
+    *,
+    token: str | None = None,
+    subprotocols: Sequence[str] = (PROTOCOL,),
+    headers: Mapping[str, str] | None = None,
 ) -> AsyncIterator[Session]:
-    """A WebSocket to the ASGI `app`'s /graphql in this process, `token` in the header."""
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    """A WebSocket to the ASGI `app`'s /graphql in this process, `token` in the header
+    (with `headers`, more of the upgrade request's headers)."""
+    headers = {**({"Authorization": f"Bearer {token}"} if token else {}), **(headers or {})}
     transport = ASGIWebSocketTransport(app)
     ws: AsyncWebSocketSession
     async with (

@@ -57,6 +57,9 @@ class Context:
     principal_: Principal | None = None
     # Set by strawberry from a WebSocket's connection_init payload.
     connection_params: dict[str, Any] | None = None
+    # A WebSocket's Convograph-Owner upgrade header, for a token that comes in its
+    # connection_init payload instead of the upgrade's Authorization header.
+    owner_header: str | None = None
     log: OperationLog | None = None
     still_live: LivenessCheck | None = None
     _loaders: Loaders | None = field(default=None, repr=False)

@@ -38,6 +38,7 @@ logger = logging.getLogger("convograph.auth")
 REFUSED = "missing, unknown or revoked bearer token"
 CHALLENGE = {"WWW-Authenticate": 'Bearer realm="convograph"'}
 OWNER_HEADER = "Convograph-Owner"
+OWNER_KEY = OWNER_HEADER.lower()
 NOT_A_SERVICE = f"only a SERVICE token may act for an owner ({OWNER_HEADER}); this token is not one"
 
 
@@ -106,8 +107,34 @@ def authorization_from_params(params: Mapping[str, Any] | None) -> Any:
 
 
 def owner_from_params(params: Mapping[str, Any] | None) -> Any:
-    """The owner a graphql-transport-ws client acts for, from its connection_init payload."""
-    return params.get(OWNER_HEADER) if isinstance(params, Mapping) else None
+    """The owner a graphql-transport-ws client acts for, from its connection_init payload:
+    the Convograph-Owner key in any case, at the top or in the payload's `headers` object,
+    wherever the token may come from too. Refusal (400) for two different values."""
+    if not isinstance(params, Mapping):
+        return None
+    found = _named(params, OWNER_KEY)
+    headers = params.get("headers")
+    if isinstance(headers, Mapping):
+        found += _named(headers, OWNER_KEY)
+    if any(value != found[0] for value in found):
+        raise Refusal(400, f"{OWNER_HEADER} is given twice, with different values")
+    return found[0] if found else None
+
+
+def header_text(value: str | None) -> str | None:
+    """A header's value as its UTF-8 text: Starlette reads header bytes as Latin-1, which
+    would make `Convograph-Owner: user:é` another owner than the same name sent in a
+    WebSocket's payload. Refusal (400) for bytes that are not UTF-8."""
+    if value is None or value.isascii():
+        return value
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except UnicodeDecodeError:
+        raise Refusal(400, "a header must be UTF-8 text") from None
+
+
+def _named(params: Mapping[Any, Any], key: str) -> list[Any]:
+    return [v for k, v in params.items() if isinstance(k, str) and k.lower() == key]
 
 
 class TokenBackend(AuthenticationBackend):
@@ -140,7 +167,7 @@ class TokenBackend(AuthenticationBackend):
 
     async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, BaseUser] | None:
         authorization = conn.headers.get("authorization")
-        acting_for = conn.headers.get(OWNER_HEADER)
+        acting_for = header_text(conn.headers.get(OWNER_HEADER))
         if authorization is None:
             return None  # anonymous, header or not: the endpoint asks for credentials
         try:

@@ -37,6 +37,7 @@ from graph.server.auth import (
     Refused,
     TokenBackend,
     authorization_from_params,
+    header_text,
     owner_from_params,
     principal_of,
     unauthorized,
@@ -257,14 +258,22 @@ class GraphQLEndpoint(GraphQL[Context, None]):
             principal_=principal_of(request),
             log=observation_of(request.scope),
             still_live=still_live if websocket else None,
+            owner_header=request.headers.get(OWNER_HEADER) if websocket else None,
         )
 
     async def on_ws_connect(self, context: Context) -> UnsetType | dict[str, object] | None:
-        acting_for = owner_from_params(context.connection_params)
         principal = context.principal_
         try:
+            acting_for = owner_from_params(context.connection_params)
+            header = header_text(context.owner_header)
+            if header not in (None, acting_for) and acting_for is not None:
+                raise Refusal(400, f"{OWNER_HEADER} differs from the handshake's")
             if principal is None:
+                # The token comes in the payload: the upgrade's owner header is its too
+                # (with the token in the upgrade, the authentication backend applied it).
                 authorization = authorization_from_params(context.connection_params)
+                if acting_for is None:
+                    acting_for = header
                 principal = await self.backend.principal(authorization, acting_for)
                 if principal is None:
                     raise ConnectionRejectionError()
