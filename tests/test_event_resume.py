@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+import httpx
 import pytest
 from sqlalchemy import ColumnElement, and_, or_, select, update
 
@@ -24,7 +25,7 @@ from graph.store.sql import Sql
 from graph.store.tables import event_log as L
 from tests.conftest import GraphQLClient, Server
 from tests.operations import COMPLETE, DELETE, REPLACE, UPDATE, append, create, delegate, touch
-from tests.ws import RECEIVE_TIMEOUT, SYNC_TIMEOUT, Session, session
+from tests.ws import RECEIVE_TIMEOUT, SYNC_TIMEOUT, Session, connect_app, session
 
 if TYPE_CHECKING:
     from tests.live_server import LiveServer, LiveServers
@@ -337,6 +338,46 @@ async def test_a_subscriber_cut_off_for_falling_behind_resumes_from_the_error_cu
             await nothing_more(again)
     assert seeded["kind"] == "MESSAGES_APPENDED" and seeded["messages"][-1]["data"]["content"]
     assert created["kind"] == "DELEGATION_CREATED"
+    assert created["delegation"]["id"] == resumed["delegation"]["id"]
+
+
+async def test_a_subscriber_cut_off_before_its_first_event_resumes_missing_nothing(
+    settings: Settings,
+) -> None:
+    """Subscribed without `after` and cut off before anything was sent, the error's cursor
+    was null: the client could not resume, and every event since it subscribed was lost."""
+    from graph.app import create_app
+
+    app = create_app(settings.replace(subscriber_queue_size=1))
+    async with app.router.lifespan_context(app):
+        server = Server(app, settings)
+        token = await server.token()
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+            alice = GraphQLClient(http, token)
+            cid = await create(alice)
+            delegation = await delegate(alice, cid)
+            await alice(COMPLETE, {"id": delegation["id"], "summary": "done"})
+            async with connect_app(app, token=token) as socket:
+                await socket.init()
+                await socket.subscribe(SUBSCRIBE, {"id": cid, "after": None})
+                for _ in range(1000):  # until it listens: then every event is queued
+                    if server.services.broker.active:
+                        break
+                    await asyncio.sleep(0.01)
+                # Two events in one transaction overflow a queue of one before any is sent.
+                resumed = (await alice(RESUME, {"id": delegation["id"]}))["resumeDelegation"]
+                message = await socket.receive()
+            payload = message["payload"]
+            errors = payload if message["type"] == "error" else payload["errors"]
+            assert errors[0]["extensions"]["code"] == "LIMIT_EXCEEDED", message
+            cursor = errors[0]["extensions"]["cursor"]
+            assert cursor is not None, message
+            async with connect_app(app, token=token) as again:
+                await again.init()
+                await again.subscribe(SUBSCRIBE, {"id": cid, "after": cursor})
+                seeded, created = [await again.event() for _ in range(2)]
+    assert seeded["kind"] == "MESSAGES_APPENDED"
     assert created["delegation"]["id"] == resumed["delegation"]["id"]
 
 

@@ -306,13 +306,14 @@ async def test_a_non_ascii_owner_is_the_same_owner_over_http_and_a_socket(
 ) -> None:
     """Starlette reads header bytes as Latin-1: `user:é` over HTTP was the owner `Ã©`."""
     owner = "user:é"
-    headers = {"Authorization": f"Bearer {service.token}", "Convograph-Owner": owner.encode()}
+    auth = f"Bearer {service.token}".encode()
+    headers = {b"Authorization": auth, b"Convograph-Owner": owner.encode()}
     response = await service.http.post("/graphql", json={"query": WHO}, headers=headers)
     assert response.json()["data"]["viewer"]["ownerKey"] == "é", response.text
     payload = {"Authorization": f"Bearer {service.token}", "Convograph-Owner": owner}
     assert (await _viewer_over_socket(server, payload))["ownerKey"] == "é"
-    headers["Convograph-Owner"] = b"user:\xe9"  # Latin-1, not UTF-8
-    response = await service.http.post("/graphql", json={"query": WHO}, headers=headers)
+    latin1 = {b"Authorization": auth, b"Convograph-Owner": b"user:\xe9"}  # not UTF-8
+    response = await service.http.post("/graphql", json={"query": WHO}, headers=latin1)
     assert response.status_code == 400 and "UTF-8" in response.text, response.text
 
 

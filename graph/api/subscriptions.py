@@ -63,12 +63,14 @@ class Subscription:
             # The position up to which the log has been read, and the cursor last sent.
             seen = None if mark is None else mark[1]
             last = after
+            sent = seen
             try:
                 if replay is not None:
                     async for event in replay:
                         seen = event.position
                         if listener.wants(event):
                             last = cursors.encode_event(event.root_id, event.position)
+                            sent = event.position
                             ctx.reset_loaders()
                             yield ConversationEvent.of(event)
                             if listener.ends_with(event):
@@ -82,10 +84,20 @@ class Subscription:
                     # One connection serves many events: each reads its nested fields afresh.
                     ctx.reset_loaders()
                     last = cursors.encode_event(live.root_id, live.position)
+                    sent = live.position
                     yield ConversationEvent.of(live)
             except SubscriberTooSlow as cut_off:
-                cut_off.extensions["cursor"] = last
+                cut_off.extensions["cursor"] = _resume_from(last, sent, cut_off.undelivered)
                 raise
+
+
+def _resume_from(last: str | None, sent: int | None, undelivered: Event | None) -> str | None:
+    """The cursor a stream cut off resumes from: the last event sent or, when the first
+    event it missed follows a later one (nothing sent yet: `after` was not given, and
+    there was no cursor to give), just before that event."""
+    if undelivered is None or (sent is not None and sent >= undelivered.position - 1):
+        return last
+    return cursors.encode_event(undelivered.root_id, undelivered.position - 1)
 
 
 async def _replayed(

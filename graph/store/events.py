@@ -83,11 +83,14 @@ class Event:
 class SubscriberTooSlow(DomainError):
     """The subscriber's queue overflowed; the stream ends and the client should resume."""
 
-    def __init__(self) -> None:
+    def __init__(self, undelivered: Event | None = None) -> None:
         super().__init__(
             ErrorCode.LIMIT_EXCEEDED,
             "too many events unread: resume with `after` set to the last event's cursor",
         )
+        # The first event the subscriber was not sent: resuming from just before it
+        # misses nothing, even when nothing was sent yet.
+        self.undelivered = undelivered
 
 
 @dataclass(eq=False)
@@ -158,7 +161,7 @@ class Listener:
                 continue
             event = self._queued.pop(0)
             if self.overflowed:
-                raise SubscriberTooSlow
+                raise SubscriberTooSlow(event)
             if event is None:
                 return
             yield event
