@@ -111,6 +111,28 @@ async def test_expires_at_reaches_the_delegation_children(gql: GraphQLClient) ->
         assert stored is not None and stored["expiresAt"] is None, cid
 
 
+async def test_a_child_transcripts_own_expiry_is_refused_and_nothing_changes(
+    gql: GraphQLClient,
+) -> None:
+    """A child expiring before its parent left its delegation, still listed under the live
+    parent, naming a transcript that was gone: reading it failed as INTERNAL."""
+    root = (await create(gql))["id"]
+    child = (await delegate(gql, root))["childConversation"]["id"]
+    before = await get(gql, child)
+    for at in (datetime.now(UTC) + timedelta(seconds=30), None):
+        expiry = None if at is None else at.isoformat()
+        payload = (await gql(UPDATE, {"input": {"id": child, "expiresAt": expiry}}))[
+            "updateConversation"
+        ]
+        assert [(e["code"], e["field"]) for e in payload["userErrors"]] == [
+            ("INVALID_INPUT", ["expiresAt"])
+        ], payload
+    assert await get(gql, child) == before
+    # A title is the child's own to change.
+    titled = await gql(UPDATE, {"input": {"id": child, "title": "mine"}})
+    assert titled["updateConversation"]["userErrors"] == []
+
+
 async def test_clearing_expires_at_in_time_keeps_the_conversation(
     server: Server, gql: GraphQLClient
 ) -> None:

@@ -73,6 +73,18 @@ def check_expiry(expires_at: datetime | None, now: datetime) -> None:
         raise invalid("`expiresAt` must be in the future", "expiresAt")
 
 
+def check_own_expiry(ancestry: str) -> None:
+    """Only a root's expiry is set: the child transcripts below it live and die with it. A
+    child expiring first would leave its delegation, still listed under the live parent,
+    naming a transcript that is gone."""
+    if ancestry:
+        raise invalid(
+            "a child transcript lives and dies with the conversation above it: "
+            "set `expiresAt` on its root",
+            "expiresAt",
+        )
+
+
 def update_changes(
     *,
     now: datetime,

@@ -28,6 +28,7 @@ from graph.domain import cursors, ids, jsoncodec
 from graph.domain.conversations import (
     ConversationQuery,
     NewConversation,
+    check_own_expiry,
     lock_expiry,
     pending_since,
     root_of,
@@ -295,6 +296,7 @@ class Conversations(Part):
             conversation_id, expected_version=expected_version, values=changes
         )
         if "expires_at" in changes:
+            check_own_expiry(record.ancestry)  # raised: the unit of work writes nothing
             # Child transcripts live and die with the conversation above them.
             await self.sql.execute(
                 update(C)
