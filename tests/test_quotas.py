@@ -239,6 +239,28 @@ async def test_the_sweep_of_expired_conversations_makes_room(settings: Settings)
         assert (await append(gql, fresh, "e", "f", "g", "h"))["userErrors"] == []
 
 
+KEYED = """mutation($key: String!, $at: DateTime) { createConversation(input: {
+  title: "keyed", idempotencyKey: $key, expiresAt: $at}) { conversation { id } } }"""
+
+
+async def test_an_expired_conversation_whose_key_is_used_again_gives_its_room_back(
+    settings: Settings,
+) -> None:
+    """The key's new conversation deleted the expired holder without its quota: the first
+    append into the new one was refused for the old one's messages, sweep or not."""
+    async with serving_as(settings.replace(workspace_max_messages=3)) as (_server, gql):
+        soon = (datetime.now(UTC) + timedelta(seconds=1)).isoformat()
+        made = await gql(KEYED, {"key": "k-1", "at": soon})
+        old = made["createConversation"]["conversation"]["id"]
+        assert (await append(gql, old, "a", "b", "c"))["userErrors"] == []
+        await asyncio.sleep(1.2)  # past its expiry; no sweep has run
+        again = await gql(KEYED, {"key": "k-1", "at": None})
+        new = again["createConversation"]["conversation"]["id"]
+        assert new != old
+        assert (await gql(FIGURES))["workspaceFigures"]["messages"] == 0
+        assert (await append(gql, new, "d", "e", "f"))["userErrors"] == []
+
+
 async def test_refusals_are_counted_in_the_metrics(settings: Settings) -> None:
     async with serving_as(settings.replace(workspace_max_messages=1)) as (_server, gql):
         cid = await create(gql)

@@ -265,11 +265,8 @@ class Conversations(Part):
                 self.where(C, scope.Access.OWN), C.c.idempotency_key == new.idempotency_key
             )
             # An expired holder of the key is gone for every read: the key starts a new one.
-            gone = and_(holder, not_(alive(C)))
-            expired = await self.sql.rows(select(C.c.id, C.c.ancestry).where(gone), self.params())
-            if expired.values:
-                await self._keep_logged_messages(expired.values)
-                await self.sql.execute(delete(C).where(gone), self.params())
+            # Deleted as the sweep would have: its quota given back, its subscribers told.
+            await self._delete_gone(and_(holder, not_(alive(C))))
             # A retry with the same key returns the first conversation, even when two
             # replicas race: the unique constraint decides, the loser reads the winner.
             statement = (
@@ -347,10 +344,16 @@ class Conversations(Part):
         expired_now = and_(
             self.where(C, scope.Access.WRITE), C.c.expires_at.is_not(None), C.c.expires_at <= now
         )
-        doomed = await self.sql.rows(select(C.c.id, C.c.ancestry).where(expired_now), self.params())
+        return await self._delete_gone(expired_now)
+
+    async def _delete_gone(self, gone: ColumnElement[bool]) -> list[Conversation]:
+        """Delete the expired conversations `gone` selects (and all below them)."""
+        doomed = await self.sql.rows(select(C.c.id, C.c.ancestry).where(gone), self.params())
+        if not doomed.values:
+            return []
         await event_log.lock_trees(self.sql, doomed.values)  # the roots first, as every write
         await self._keep_logged_messages(doomed.values)
-        found = await self.sql.rows(delete(C).where(expired_now).returning(*C.c), self.params())
+        found = await self.sql.rows(delete(C).where(gone).returning(*C.c), self.params())
         expired = CONVERSATIONS.many(found.keys, found.values)
         if self.sql.encryption is not None:
             # What the delete cascaded to below them is found by the sweep's key collection.
