@@ -395,3 +395,33 @@ async def test_headers_that_never_end_are_closed(
     answer = await asyncio.wait_for(reader.read(), 5)
     assert answer.startswith(b"HTTP/1.1 200") and b'"ownerKey"' in answer, answer[:300]
     writer.close()
+
+
+async def test_headers_past_64_kib_are_431_and_the_rest_are_served(
+    live_server: LiveServer,
+) -> None:
+    """uvicorn held whatever headers came within the deadline: 40 MiB of one header line
+    was answered 200, and each such connection grew the process by as much."""
+    token = await live_server.token()
+    reader, writer = await asyncio.open_connection("127.0.0.1", live_server.port)
+    writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: ")
+    answer = b""
+    with contextlib.suppress(ConnectionError):
+        for _ in range(64):  # up to 4 MiB, stopping once the server has answered
+            writer.write(b"x" * 65536)
+            await writer.drain()
+            with contextlib.suppress(TimeoutError):
+                answer += await asyncio.wait_for(reader.read(65536), 0.05)
+            if answer:
+                break
+        answer += await asyncio.wait_for(reader.read(), 5)
+    writer.close()
+    assert answer.startswith(b"HTTP/1.1 431 "), answer[:200]
+    # Headers of a large but ordinary size still pass, with a token as long as allowed.
+    async with httpx.AsyncClient(base_url=live_server.base_url, timeout=30) as http:
+        response = await http.post(
+            "/graphql",
+            json={"query": VIEWER},
+            headers={"Authorization": f"Bearer {token}", "X-Padding": "p" * 30_000},
+        )
+    assert response.status_code == 200, response.text

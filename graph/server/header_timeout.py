@@ -1,9 +1,12 @@
-"""A deadline for a request's headers, which uvicorn does not have.
+"""A deadline and a size limit for a request's headers, which uvicorn does not have.
 
 uvicorn times out idle kept-alive connections, but not a connection that never sends a
 request or whose headers never end (slow loris): each would be held for ever. The deadline
 starts when a connection opens or a new request starts on it, and is cancelled when the
-headers are complete; a body has its own rate rule (graph/http.py).
+headers are complete; a body has its own rate rule (server/body.py). Nor does its httptools
+protocol bound the headers' size: a client could send hundreds of megabytes of one header
+within the deadline, all held in memory. Past MAX_HEADER_BYTES the request is answered 431
+and the connection closed.
 """
 
 from __future__ import annotations
@@ -13,12 +16,24 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+# The request line and headers of one request, at most: browsers and proxies send a few
+# kilobytes; nginx refuses at 32 KiB by default, this leaves room for large tokens.
+MAX_HEADER_BYTES = 64 * 1024
+_REASON = f"request headers exceed {MAX_HEADER_BYTES} bytes".encode()
+_TOO_LARGE = (
+    b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
+    b"content-type: text/plain; charset=utf-8\r\n"
+    b"connection: close\r\n"
+    b"content-length: " + str(len(_REASON)).encode() + b"\r\n\r\n" + _REASON
+)
+
 
 def with_header_deadline(seconds: float) -> type[HttpToolsProtocol]:
     """uvicorn's httptools protocol, closing connections whose headers take over `seconds`."""
 
     class HeaderDeadline(HttpToolsProtocol):
         headers_deadline: asyncio.TimerHandle | None = None
+        header_bytes = 0  # received since the request started, while its headers are not done
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -27,7 +42,16 @@ def with_header_deadline(seconds: float) -> type[HttpToolsProtocol]:
         def data_received(self, data: bytes) -> None:
             if self.cycle is None or self.cycle.response_complete:
                 self._arm()  # a request starts (kept-alive connections carry several)
+            if self.headers_deadline is not None:  # the headers are not complete yet
+                self.header_bytes += len(data)
             super().data_received(data)
+            # A read is at most one transport buffer: checked after each, the headers held
+            # never pass the limit by more than that.
+            if self.headers_deadline is not None and self.header_bytes > MAX_HEADER_BYTES:
+                self._disarm()
+                if not self.transport.is_closing():
+                    self.transport.write(_TOO_LARGE)
+                    self.transport.close()
 
         def on_headers_complete(self) -> None:
             self._disarm()
@@ -39,6 +63,7 @@ def with_header_deadline(seconds: float) -> type[HttpToolsProtocol]:
 
         def _arm(self) -> None:
             if self.headers_deadline is None:
+                self.header_bytes = 0
                 self.headers_deadline = self.loop.call_later(seconds, self._expire)
 
         def _disarm(self, *_: Any) -> None:
