@@ -10,19 +10,19 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.routing import Mount, Route, WebSocketRoute
-from starlette.staticfiles import StaticFiles
 
 from graph.api.schema import build_schema
 from graph.server.access_log import AccessLog
 from graph.server.auth import TokenBackend, refusal
 from graph.server.endpoint import GraphQLEndpoint
 from graph.server.health import Health
-from graph.server.ide import ASSETS_DIR
+from graph.server.ide import ASSET_HEADERS, ASSETS_DIR
 from graph.server.in_flight import InFlightMiddleware
 from graph.server.inspector.routes import routes as inspector_routes
 from graph.server.metrics import LimitsCollector, Metrics, StorageCollector, metrics_endpoint
 from graph.server.request_id import RequestIdMiddleware
 from graph.server.sockets import OpenSockets
+from graph.server.static_files import StaticFilesWithHeaders
 from graph.services import BACKGROUND_STOP_SECONDS, Services, build_services
 from graph.settings import Settings
 from graph.store.retention import sweep_forever
@@ -77,7 +77,11 @@ def create_app(
             Route("/healthz", health.healthz),
             Route("/readyz", health.readyz),
             Route("/metrics", metrics_endpoint(settings, metrics, backend)),
-            Mount("/graphiql-assets", StaticFiles(directory=ASSETS_DIR), name="graphiql-assets"),
+            Mount(
+                "/graphiql-assets",
+                StaticFilesWithHeaders(directory=ASSETS_DIR, headers=ASSET_HEADERS),
+                name="graphiql-assets",
+            ),
             *inspector_routes(),
         ],
         middleware=[

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import re
 import shutil
 import uuid
@@ -144,7 +146,26 @@ async def test_graphiql_page_needs_no_token_and_no_cdn(anon: GraphQLClient) -> N
     assert not re.search(r"unpkg|jsdelivr|cdnjs|esm\.sh|https?://", page)
     for asset in sources:
         if asset.startswith("/"):
-            assert (await anon.http.get(asset)).status_code == 200, asset
+            served = await anon.http.get(asset)
+            assert served.status_code == 200, asset
+            assert served.headers["x-content-type-options"] == "nosniff", asset
+
+
+async def test_the_graphiql_page_is_not_framed_and_runs_only_its_own_scripts(
+    anon: GraphQLClient,
+) -> None:
+    """It holds a token in its headers editor: no other site may frame it (clickjacking),
+    and its one inline script is allowed by hash, nothing else inline."""
+    response = await anon.http.get("/graphql", headers={"Accept": "text/html"})
+    headers = response.headers
+    assert headers["x-frame-options"] == "DENY"
+    assert headers["referrer-policy"] == "no-referrer"
+    csp = dict(part.strip().split(" ", 1) for part in headers["content-security-policy"].split(";"))
+    assert csp["frame-ancestors"] == "'none'" and csp["connect-src"] == "'self'"
+    inline = re.findall(r"<script>(.*?)</script>", response.text, re.S)
+    assert len(inline) == 1
+    digest = base64.b64encode(hashlib.sha256(inline[0].encode()).digest()).decode()
+    assert csp["script-src"] == f"'self' 'sha256-{digest}'"
 
 
 async def test_the_graphiql_exception_does_not_run_queries(anon: GraphQLClient) -> None:

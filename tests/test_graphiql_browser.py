@@ -125,6 +125,15 @@ async def watch(context: BrowserContext, browser: Browser) -> None:
     await keep_local(context, problems)
     page = browser.page
     page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
+    # The page runs under its Content-Security-Policy: anything it refuses is a problem.
+    page.on(
+        "console",
+        lambda message: (
+            problems.append(f"refused by the CSP: {message.text}")
+            if "Content Security Policy" in message.text
+            else None
+        ),
+    )
     page.on("response", on_response)
     page.on("request", on_request)
     page.on("websocket", on_websocket)
@@ -168,6 +177,12 @@ async def test_graphiql_runs_a_query_with_the_token_from_the_headers_editor(
         # The schema was fetched again with the token: the explorer lists its fields.
         await page.click("button[aria-label='Show GraphiQL Explorer']")
         await page.wait_for_selector(".graphiql-explorer-root >> text=viewer", timeout=TIMEOUT_MS)
+
+        # The history keeps the query, not the token: localStorage outlives the tab and
+        # any page of this origin reads it.
+        stored = await page.evaluate("JSON.stringify(Object.assign({}, localStorage))")
+        assert "Me" in stored and "viewer" in stored, stored
+        assert token not in stored, stored
     assert (ARTIFACTS / "graphiql-query.png").stat().st_size > 10_000
 
 

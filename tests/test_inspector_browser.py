@@ -826,6 +826,10 @@ async def test_the_page_has_no_inline_code_and_its_assets_are_local(
             assert asset.status_code == 200, ref
         module = await http.get("/ui/assets/app.js")
         assert "javascript" in module.headers["content-type"]
+        # The page reaches its own host only: `ws:` in connect-src let it open a WebSocket
+        # to any host (what a script that got in would send a token out through).
+        csp = page.headers["content-security-policy"]
+        assert "ws:" not in csp and "wss:" not in csp and "frame-ancestors 'none'" in csp, csp
 
 
 async def test_a_long_transcript_is_read_in_windows(

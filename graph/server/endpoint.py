@@ -44,7 +44,7 @@ from graph.server.auth import (
 )
 from graph.server.body import BodyTooLarge, BodyTooSlow, read_body
 from graph.server.errors import error_response, internal_error
-from graph.server.ide import graphiql_html
+from graph.server.ide import graphiql_html, page_headers
 from graph.server.negotiation import GRAPHQL_RESPONSE_JSON, JSON, SERVED, negotiate
 from graph.server.parameters import check_operation_name, decode_query_params
 from graph.server.rate_limit import RateLimit, too_many_requests
@@ -307,7 +307,8 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         return response
 
     async def render_graphql_ide(self, request: Request) -> Response:
-        return HTMLResponse(graphiql_html(endpoint=request.url.path))
+        page = graphiql_html(endpoint=request.url.path)
+        return HTMLResponse(page, headers=page_headers(page))
 
     def parse_json(self, data: str | bytes) -> Any:
         value = super().parse_json(data)

@@ -6,11 +6,13 @@ internet access.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
 import json
 from pathlib import Path
 
-__all__ = ["ASSETS_DIR", "graphiql_html"]
+__all__ = ["ASSETS_DIR", "ASSET_HEADERS", "graphiql_html", "page_headers"]
 
 # Built by tools/build_graphiql.sh; pinned versions are listed in VERSIONS.txt there.
 ASSETS_DIR = Path(__file__).parent / "assets"
@@ -86,9 +88,41 @@ function RefetchSchemaWhenHeadersChange() {{
   }}, [headers]);
   return null;
 }}
+// GraphiQL's history and tabs keep each query's headers in localStorage, the bearer token
+// with them, for good and for any page of this origin to read: stored without them.
+const WITHOUT_HEADERS = ["graphiql:queries", "graphiql:favorites", "graphiql:tabState"];
+function withoutHeaders(key, value) {{
+  if (!WITHOUT_HEADERS.includes(key) || typeof value !== "string") return value;
+  try {{
+    const stored = JSON.parse(value);
+    for (const entry of [...(stored.queries || []), ...(stored.tabs || [])]) {{
+      delete entry.headers;
+    }}
+    return JSON.stringify(stored);
+  }} catch (_) {{
+    return null;
+  }}
+}}
+const storage = {{
+  getItem: (key) => localStorage.getItem(key),
+  setItem: (key, value) => {{
+    const kept = withoutHeaders(key, value);
+    if (kept === null) localStorage.removeItem(key);
+    else localStorage.setItem(key, kept);
+  }},
+  removeItem: (key) => localStorage.removeItem(key),
+  clear: () => localStorage.clear(),
+  get length() {{ return localStorage.length; }},
+}};
+// What an older page stored with headers is rewritten without them.
+for (const key of WITHOUT_HEADERS) {{
+  const value = localStorage.getItem(key);
+  if (value !== null) storage.setItem(key, value);
+}}
 ReactDOM.createRoot(document.getElementById("graphiql")).render(
   React.createElement(GraphiQL, {{
     fetcher,
+    storage,
     defaultQuery: config.query,
     defaultHeaders: config.headers,
     defaultEditorToolsVisibility: "headers",
@@ -100,6 +134,31 @@ ReactDOM.createRoot(document.getElementById("graphiql")).render(
 </body>
 </html>
 """
+
+
+# The page's one inline script is allowed by its hash (page_headers); GraphiQL and React set
+# style attributes, and its fonts are data: URLs. 'self' covers the same host's WebSocket.
+_CSP = (
+    "default-src 'self'; script-src 'self' 'sha256-{digest}'; "
+    "style-src 'self' 'unsafe-inline'; font-src 'self' data:; img-src 'self' data:; "
+    "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+)
+# The files of ASSETS_DIR, served beside the page.
+ASSET_HEADERS = {"X-Content-Type-Options": "nosniff"}
+
+
+def page_headers(page: str) -> dict[str, str]:
+    """The headers `page` (graphiql_html's) is served with: a Content-Security-Policy that
+    allows its inline script by hash and nothing from another host, no framing (a page that
+    holds a token in its headers editor), no sniffing, no referrer."""
+    script = page[page.rindex("<script>") + len("<script>") : page.rindex("</script>")]
+    digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+    return {
+        "Content-Security-Policy": _CSP.format(digest=digest),
+        "X-Frame-Options": "DENY",
+        "Referrer-Policy": "no-referrer",
+        **ASSET_HEADERS,
+    }
 
 
 def graphiql_html(*, endpoint: str = "/graphql", assets_url: str = "/graphiql-assets") -> str:

@@ -5,8 +5,8 @@ Hand-written ES modules, CSS and HTML shipped as package data: no JavaScript too
 build step, nothing fetched from another host. The page is `inspector_html()`; the files in
 `ASSETS_DIR` are served beside it (e.g. `Mount("/ui/assets", StaticFiles(directory=ASSETS_DIR))`).
 
-The page works under `Content-Security-Policy: default-src 'self'; connect-src 'self' ws:
-wss:; img-src 'self' data:` (`CSP` below): it has no inline script or style. Its settings
+The page works under `Content-Security-Policy: default-src 'self'; img-src 'self' data:;
+frame-ancestors 'none'` (`CSP` below): it has no inline script or style. Its settings
 travel in a `<script type="application/json" id="config">` element, which is data, not code.
 It talks to the GraphQL endpoint only (POST over HTTP, `graphql-transport-ws` over a
 WebSocket at the same path), with the token a person types in; the token stays in the tab's
@@ -24,7 +24,8 @@ __all__ = ["ASSETS_DIR", "CSP", "inspector_html"]
 ASSETS_DIR = Path(__file__).parent / "assets"
 
 # What the page needs and nothing more; the app sends it with the page.
-CSP = "default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data:"
+# ('self' covers the same host's WebSocket: `ws:` would let the page reach any host.)
+CSP = "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'"
 
 _PAGE = """<!doctype html>
 <html lang="en">
