@@ -184,6 +184,36 @@ async def test_a_malformed_message_closes_the_socket_4400(
     assert reason in said
 
 
+@pytest.mark.parametrize(
+    ("payload", "reason"),
+    [
+        ({"query": "{"}, "Syntax Error"),
+        ({"query": "query A { viewer { ownerKey } }", "operationName": "B"}, "Unknown operation"),
+    ],
+)
+async def test_an_operation_that_cannot_run_closes_the_socket_4400_saying_why(
+    live_server: LiveServer, payload: dict[str, Any], reason: str
+) -> None:
+    """Strawberry's protocol handling: a syntax error escaped the operation (only `complete`
+    came, the reason in the server's log), an unknown operation was a masked INTERNAL."""
+    async with connect(live_server, token=await live_server.token()) as socket:
+        await socket.init()
+        await socket.send({"id": "1", "type": "subscribe", "payload": payload})
+        code, said = await socket.closed()
+    assert code == 4400
+    assert reason in said
+
+
+async def test_an_operation_without_a_query_is_an_error_message(live_server: LiveServer) -> None:
+    async with connect(live_server, token=await live_server.token()) as socket:
+        await socket.init()
+        await socket.send({"id": "1", "type": "subscribe", "payload": {"query": ""}})
+        message = await socket.receive()
+    assert message["type"] == "error" and message["id"] == "1", message
+    assert "query" in message["payload"][0]["message"]
+    assert "extensions" not in message["payload"][0], message
+
+
 async def test_a_subscribe_may_give_its_optional_fields_as_null(
     live_server: LiveServer, alice: GraphQLClient
 ) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from cross_web import AsyncHTTPRequestAdapter, HTTPException
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.types import Message, Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 from strawberry.asgi import ASGIWebSocketAdapter, GraphQL
@@ -22,7 +22,7 @@ from strawberry.exceptions import ConnectionRejectionError
 from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData
 from strawberry.http.exceptions import WebSocketDisconnected
 from strawberry.http.types import QueryParams
-from strawberry.schema.exceptions import InvalidOperationTypeError
+from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
 from strawberry.types.graphql import OperationType
 from strawberry.types.unset import UnsetType
@@ -68,6 +68,12 @@ NOT_ACCEPTABLE = f"Accept allows none of the media types served here: {', '.join
 
 def _http_error(request: Request, exc: HTTPException) -> Response:
     refused = exc.__cause__
+    if isinstance(refused, CannotGetOperationTypeError):
+        # A request error like any other (an operation that cannot be chosen): 200 with
+        # `"data": null` in application/json, 400 in graphql-response+json.
+        body: Any = {"data": None, "errors": [{"message": exc.reason}]}
+        status = shape(request.scope.get(MEDIA_TYPE, JSON), body)  # drops `data` for 400
+        return JSONResponse(body, status_code=status)
     if isinstance(refused, InvalidOperationTypeError):
         if refused.operation_type is OperationType.SUBSCRIPTION:
             return error_response(400, SUBSCRIPTIONS_OVER_WEBSOCKET)

@@ -113,9 +113,18 @@ class CachedDocuments(SchemaExtension):
     def on_parse(self) -> Iterator[None]:
         execution = self.execution_context
         if execution.query is not None and execution.graphql_document is None:
-            # A syntax error raises out of the operation, which strawberry turns into a result.
-            self.entry = self.cache.parse(execution.query)
-            execution.graphql_document = self.entry.document
+            try:
+                self.entry = self.cache.parse(execution.query)
+            except GraphQLError:
+                # Left to strawberry's own parse, with the same token limit, which fails
+                # the same way inside the stage and makes the error the operation's result
+                # (raised from here it escaped a WebSocket's operation: `complete`, no error).
+                execution.parse_options = {
+                    **execution.parse_options,
+                    "max_tokens": self.cache.max_tokens,
+                }
+            else:
+                execution.graphql_document = self.entry.document
         yield
 
     def on_validate(self) -> Iterator[None]:

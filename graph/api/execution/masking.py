@@ -11,7 +11,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from graphql import GraphQLError
+from strawberry.exceptions import MissingQueryError
 from strawberry.extensions import SchemaExtension
+from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
 
 from graph.domain.errors import DomainError
 from graph.store.errors import is_unavailable
@@ -19,9 +21,15 @@ from graph.store.errors import is_unavailable
 UNAVAILABLE = "the database is unavailable; retry shortly"
 
 
+# What strawberry raises for a request that names no operation it can run (no query, an
+# unknown operation name, a type the transport does not serve): the client's mistake.
+REQUEST_ERRORS = (MissingQueryError, CannotGetOperationTypeError, InvalidOperationTypeError)
+_EXPECTED = (DomainError, GraphQLError, *REQUEST_ERRORS)
+
+
 def is_expected(error: GraphQLError) -> bool:
     original = error.original_error
-    return original is None or isinstance(original, DomainError | GraphQLError)
+    return original is None or isinstance(original, _EXPECTED)
 
 
 def masked(error: GraphQLError, request_id: str | None) -> GraphQLError:

@@ -27,12 +27,10 @@ from graphql import (
     SelectionSetNode,
     get_operation_ast,
 )
-from strawberry.exceptions import MissingQueryError
 from strawberry.extensions import SchemaExtension
-from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
 
 from graph.api.context import Context, OperationRecord
-from graph.api.execution.masking import is_expected
+from graph.api.execution.masking import REQUEST_ERRORS, is_expected
 from graph.domain.errors import DomainError
 from graph.store.errors import is_unavailable
 
@@ -42,10 +40,9 @@ _RANK = {OK: 0, USER_ERROR: 1, ERROR: 2}
 INTERNAL_CODES = frozenset({"INTERNAL", "DATABASE_UNAVAILABLE"})
 # What a GraphQL operation name may be (capped); anything else a client sends is "invalid".
 OPERATION_NAME = re.compile(r"[_A-Za-z][_0-9A-Za-z]{0,99}")
+
+
 # Raised out of an operation when the request itself is wrong (no query, a mutation over GET).
-REQUEST_ERRORS = (MissingQueryError, CannotGetOperationTypeError, InvalidOperationTypeError)
-
-
 def worst(outcomes: Iterable[str]) -> str:
     return max(outcomes, key=_RANK.__getitem__, default=OK)
 
