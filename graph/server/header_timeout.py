@@ -33,7 +33,10 @@ def with_header_deadline(seconds: float) -> type[HttpToolsProtocol]:
 
     class HeaderDeadline(HttpToolsProtocol):
         headers_deadline: asyncio.TimerHandle | None = None
-        header_bytes = 0  # received since the request started, while its headers are not done
+        # Bytes received for the next request's line and headers (not for a body: a client
+        # still sending one that was answered early, 413, is not starting a new request).
+        header_bytes = 0
+        reading_body = False
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -42,12 +45,12 @@ def with_header_deadline(seconds: float) -> type[HttpToolsProtocol]:
         def data_received(self, data: bytes) -> None:
             if self.cycle is None or self.cycle.response_complete:
                 self._arm()  # a request starts (kept-alive connections carry several)
-            if self.headers_deadline is not None:  # the headers are not complete yet
+            if not self.reading_body:
                 self.header_bytes += len(data)
             super().data_received(data)
             # A read is at most one transport buffer: checked after each, the headers held
             # never pass the limit by more than that.
-            if self.headers_deadline is not None and self.header_bytes > MAX_HEADER_BYTES:
+            if not self.reading_body and self.header_bytes > MAX_HEADER_BYTES:
                 self._disarm()
                 if not self.transport.is_closing():
                     self.transport.write(_TOO_LARGE)
@@ -55,7 +58,13 @@ def with_header_deadline(seconds: float) -> type[HttpToolsProtocol]:
 
         def on_headers_complete(self) -> None:
             self._disarm()
+            self.reading_body = True
             super().on_headers_complete()
+
+        def on_message_complete(self) -> None:
+            self.reading_body = False
+            self.header_bytes = 0
+            super().on_message_complete()
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
@@ -63,7 +72,6 @@ def with_header_deadline(seconds: float) -> type[HttpToolsProtocol]:
 
         def _arm(self) -> None:
             if self.headers_deadline is None:
-                self.header_bytes = 0
                 self.headers_deadline = self.loop.call_later(seconds, self._expire)
 
         def _disarm(self, *_: Any) -> None:
