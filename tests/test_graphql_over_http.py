@@ -241,6 +241,17 @@ async def test_a_subscription_over_http_is_400_pointing_to_the_websocket(
     assert "WebSocket" in error["message"] and "graphql-transport-ws" in error["message"]
 
 
+async def test_head_is_the_pages_headers_or_405_naming_the_methods(gql: GraphQLClient) -> None:
+    """A 405 without `Allow` broke RFC 9110; a browser's HEAD of the page was a 401."""
+    page = await gql.http.head("/graphql", headers={"Accept": "text/html"})
+    assert page.status_code == 200 and page.content == b""
+    assert page.headers["x-frame-options"] == "DENY"
+    token = {"Authorization": f"Bearer {gql.token}"}
+    query = await gql.http.head("/graphql", params={"query": "{ __typename }"}, headers=token)
+    assert query.status_code == 405
+    assert query.headers["allow"] == "GET, POST"
+
+
 # -- parameters of the wrong type ------------------------------------------------------------
 
 

@@ -81,6 +81,8 @@ def _http_error(request: Request, exc: HTTPException) -> Response:
         # what is wrong, so say 405 and name the method that works.
         if request.method == "GET":
             return error_response(405, exc.reason, Allow="POST")
+    if exc.status_code == 405:  # a method strawberry does not serve (HEAD): say which it does
+        return error_response(405, exc.reason, Allow="GET, POST")
     return error_response(exc.status_code, exc.reason)
 
 
@@ -148,7 +150,10 @@ class GraphQLEndpoint(GraphQL[Context, None]):
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
         if self._wants_ide(request):
-            await self._respond(request, scope, receive, send)
+            if request.method == "HEAD":  # the page's headers (strawberry serves GET and POST)
+                await (await self.render_graphql_ide(request))(scope, receive, send)
+            else:
+                await self._respond(request, scope, receive, send)
             return
         principal = principal_of(request)
         if principal is None:
@@ -224,7 +229,7 @@ class GraphQLEndpoint(GraphQL[Context, None]):
     def _wants_ide(self, request: Request) -> bool:
         return (
             self.services.settings.graphiql
-            and request.method == "GET"
+            and request.method in ("GET", "HEAD")
             and "text/html" in request.headers.get("accept", "")
             and "query" not in request.query_params
         )
