@@ -682,3 +682,27 @@ async def test_the_token_id_lookup_reads_past_newer_metadata_holding_nul(
     assert await gql(recent, {"t": "\\u0000 literally"}) == {
         "recentPendingConversation": {"id": backslash}
     }
+
+
+@pytest.mark.parametrize(
+    ("stored", "asked", "found"),
+    [
+        ("t-7", "t-7", True),
+        (7, "7", True),
+        (12345678901234567890, "12345678901234567890", True),  # past 64 bits: its digits
+        (1.5, "1.5", True),
+        (True, "true", False),  # SQLite matched "1", PostgreSQL "true"
+        (True, "1", False),
+        (None, "null", False),
+        ({"id": 7}, '{"id":7}', False),
+    ],
+)
+async def test_the_token_id_lookup_matches_a_string_or_a_number_alike_on_both_backends(
+    gql: GraphQLClient, stored: Any, asked: str, found: bool
+) -> None:
+    create = """mutation($m: JSON) { createConversation(input: {metadata: $m}) {
+      conversation { id } userErrors { code } } }"""
+    made = (await gql(create, {"m": {"token_id": stored}}))["createConversation"]
+    recent = "query($t: ID) { recentPendingConversation(tokenId: $t) { id } }"
+    answer = (await gql(recent, {"t": asked}))["recentPendingConversation"]
+    assert answer == ({"id": made["conversation"]["id"]} if found else None)

@@ -10,7 +10,6 @@ from sqlalchemy import (
     JSON,
     ColumnElement,
     Select,
-    String,
     and_,
     bindparam,
     case,
@@ -19,6 +18,7 @@ from sqlalchemy import (
     false,
     func,
     not_,
+    or_,
     select,
     tuple_,
     update,
@@ -205,8 +205,18 @@ class Conversations(Part):
         holding \\u0000 on PostgreSQL, a candidate that `_matched_by_text` confirms."""
         if "\x00" in value:
             return false()  # as _equals: a value holding NUL matches nothing, on both backends
+        # Only a string or a number matches (a number by its JSON text, as stored: digits
+        # past 64 bits too); `true` is not "true" nor "1".
         if self.sql.is_sqlite:
-            return _equals(cast(func.json_extract(C.c.metadata, f"$.{key}"), String), value)
+            path = f"$.{key}"
+            kind = func.json_type(C.c.metadata, path)
+            return or_(
+                and_(kind == "text", _equals(func.json_extract(C.c.metadata, path), value)),
+                and_(
+                    kind.in_(("integer", "real")),
+                    _equals(C.c.metadata.op("->")(path), value),
+                ),
+            )
         # json, not jsonb: the stored text may hold \u0000, which jsonb refuses. PostgreSQL
         # cannot read any field of a document holding one (its json parser refuses to make
         # text of it), whichever row the plan reaches first: such a document is matched by
@@ -217,7 +227,10 @@ class Conversations(Part):
                 func.strpos(C.c.metadata, "\\u0000") > 0,
                 C.c.metadata.contains(needle, autoescape=True),
             ),
-            else_=_equals(cast(C.c.metadata, JSON)[key].as_string(), value),
+            else_=and_(
+                func.json_typeof(cast(C.c.metadata, JSON)[key]).in_(("string", "number")),
+                _equals(cast(C.c.metadata, JSON)[key].as_string(), value),
+            ),
         )
 
     # -- writes ------------------------------------------------------------
