@@ -627,6 +627,18 @@ async def test_search_is_case_insensitive_on_every_backend(gql: GraphQLClient) -
     assert await search(gql, "MIGRATED") == [made["id"]]
 
 
+async def test_search_folds_every_letter_not_only_ascii_alike_on_every_backend(
+    gql: GraphQLClient,
+) -> None:
+    """PostgreSQL's ILIKE folded É and Ü, SQLite's LIKE only A-Z: one follow-up, two answers."""
+    parent = await new_conversation(gql)
+    made = await delegate(gql, parent)
+    await complete(gql, made["id"], summary="ÜBERPRÜFUNG DER ÉTÉ-DATEN, ΣΥΝΟΨΗ")
+    for query in ("überprüfung", "été-daten", "συνοψη", "ÜberPrüfung"):
+        assert await search(gql, query) == [made["id"]], query
+    assert await search(gql, "uberprufung") == []  # folded, not stripped of accents
+
+
 # -- resumeDelegation ---------------------------------------------------------
 
 

@@ -92,11 +92,18 @@ def _sqlite_engine(settings: Settings, *, writer: bool) -> AsyncEngine:
         if busy != timeout_ms:
             statements.append(f"PRAGMA busy_timeout={int(busy)}")
         open_sqlite(dbapi_connection, statements, timeout=timeout_ms / 1000)
+        # SQLite's lower() folds ASCII letters only; PostgreSQL's (in a UTF-8 database)
+        # folds every letter, as searchDelegations must on both.
+        dbapi_connection.create_function("unicode_lower", 1, _unicode_lower, deterministic=True)
 
     # No BEGIN from SQLAlchemy (the dialect's do_begin is a no-op): the writer's
     # transactions are opened by SQLiteWriter, and a reader opens one only for a
     # ReadTransaction: other reads see the latest commit at each statement (WAL).
     return engine
+
+
+def _unicode_lower(text: object) -> object:
+    return text.lower() if isinstance(text, str) else text
 
 
 def _busy(exc: sqlite3.OperationalError) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 
-from sqlalchemy import ColumnElement, and_, exists, not_, select, tuple_, update
+from sqlalchemy import ColumnElement, and_, exists, func, not_, select, tuple_, update
 
 from graph.domain import ids
 from graph.domain.conversations import new_conversation
@@ -113,14 +113,17 @@ class Delegations(Part):
         """COMPLETED delegations whose summary holds `query`, newest completion first."""
         if self.sql.encryption is not None:
             return await self._search_sealed(query, first)
-        # ILIKE, because SQLite's LIKE ignores case and PostgreSQL's does not: both backends
-        # must answer the same follow-up the same way (SQLite folds ASCII letters only).
+        # Both backends must answer the same follow-up the same way: both sides lowered as
+        # Python lowers them (SQLite's LIKE and lower() fold ASCII letters only; the SQLite
+        # connections have UNICODE_LOWER, see db.py; PostgreSQL's lower() folds Unicode in a
+        # UTF-8 database).
+        lowered = func.unicode_lower(D.c.summary) if self.sql.is_sqlite else func.lower(D.c.summary)
         found = await self.sql.rows(
             select(D)
             .where(
                 self._visible(scope.Access.READ),
                 D.c.status == DelegationStatus.COMPLETED,
-                D.c.summary.ilike(search_pattern(query), escape="\\"),
+                lowered.like(search_pattern(query).lower(), escape="\\"),
             )
             .order_by(D.c.completed_at.desc(), D.c.id.desc())
             .limit(first),
@@ -130,10 +133,10 @@ class Delegations(Part):
 
     async def _search_sealed(self, query: str, first: int) -> list[Delegation]:
         """`search` over sealed summaries: no index can match inside them, so the completed
-        delegations are read newest first, opened, and matched here (ASCII letters folded,
-        as SQLite's LIKE does)."""
+        delegations are read newest first, opened, and matched here (lowered, as `search`
+        matches)."""
         search_pattern(query)  # the same checks of the query
-        needle = _fold_ascii(query)
+        needle = query.lower()
         matched: list[Delegation] = []
         mark: tuple[object, str] | None = None
         while len(matched) < first:
@@ -147,7 +150,7 @@ class Delegations(Part):
                 self.params(),
             )
             batch = DELEGATIONS.many(found.keys, found.values)
-            matched += [d for d in batch if d.summary and needle in _fold_ascii(d.summary)]
+            matched += [d for d in batch if d.summary and needle in d.summary.lower()]
             if len(found.values) < 500:
                 break
             last = DELEGATIONS.many(found.keys, found.values[-1:])[0]
@@ -318,13 +321,6 @@ class Delegations(Part):
         if not found:
             raise not_found("delegation", "delegationId")
         return found[0]
-
-
-_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
-
-
-def _fold_ascii(text: str) -> str:
-    return text.translate(_ASCII_LOWER)
 
 
 @functools.cache
