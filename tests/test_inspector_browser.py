@@ -926,3 +926,21 @@ async def test_the_json_helpers_in_the_browser(live_server: LiveServer, tmp_path
         "typeChange": ["changed v"],
         "big": '{"n": 123456789012345678901234567890,"f": 0.5}',
     }
+
+
+async def test_a_tool_result_is_named_by_text_only(live_server: LiveServer, tmp_path: Path) -> None:
+    """A tool name that is an object was shown as "Tool result: [object Object]"."""
+    async with inspector(live_server, tmp_path / "profile", "inspector-tool-name.png") as browser:
+        labels = await browser.page.evaluate(
+            """async () => {
+              const m = await import("/ui/assets/messages.js");
+              const label = (data) => m.renderMessage({seq: 1, role: "tool", data, createdAt: ""})
+                .querySelector("summary").textContent;
+              return [
+                label({role: "tool", name: {fn: "x"}, tool_call_id: "call_9", content: "r"}),
+                label({role: "tool", name: 7, content: "r"}),
+                label({role: "tool", tool_name: "lookup", content: "r"}),
+              ];
+            }"""
+        )
+    assert labels == ["Tool result: call_9", "Tool result", "Tool result: lookup"]

@@ -94,7 +94,10 @@ export function renderMessage(message) {
   const type = isObject(data) && typeof data.type === "string" ? data.type : null;
   if (isTool) {
     // A tool result: collapsed, named by its call id or tool name when the message has one.
-    const name = isObject(data) ? data.name || data.tool_name || data.tool_call_id : null;
+    // Only a text names it: any other value (an object, a number) is shown in the body.
+    const name = isObject(data)
+      ? [data.name, data.tool_name, data.tool_call_id].find((v) => typeof v === "string" && v)
+      : null;
     const label = `Tool result${name ? `: ${name}` : ""}`;
     const value = typeof content === "string" ? parsedArguments(content) : content;
     body.append(
