@@ -30,7 +30,6 @@ import hmac
 import logging
 import os
 import re
-import unicodedata
 from binascii import a2b_base64, b2a_base64
 from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from pathlib import Path
@@ -43,6 +42,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from graph.domain import ids
 from graph.domain.errors import not_found
+from graph.domain.words import words
 from graph.settings import Settings, master_key_bytes
 from graph.store.key_store import TOMBSTONE, KeyStore, StoredKey, key_store
 
@@ -65,7 +65,6 @@ SEALED_COLUMNS = frozenset(
 _WRAP_CONTEXT = b"convograph/data-key/"
 # Letters only: a digest must be one word to FTS5's tokenizer and to PostgreSQL's parser.
 _LETTERS = str.maketrans("0123456789abcdef", "abcdefghijklmnop")
-_WORD = re.compile(r"[^\W_]+")
 _WORDS_KEPT = 200_000
 # Characters of opened texts kept by Encryption._remember, over all keys.
 _OPENED_KEPT = 32 * 1024 * 1024
@@ -116,16 +115,6 @@ class MasterKey:
             raise EncryptionError(
                 f"the data key {stored.ref} does not open under the master key of {self.setting}"
             ) from None
-
-
-def words(text: str) -> list[str]:
-    """The words of `text` as the blind index sees them: runs of letters and digits, case
-    folded, accents removed (as FTS5's default tokenizer does)."""
-    if text.isascii():  # nothing to fold or strip but case: the common text, kept cheap
-        return _WORD.findall(text.lower())
-    decomposed = unicodedata.normalize("NFKD", text.casefold())
-    plain = "".join(c for c in decomposed if not unicodedata.combining(c))
-    return _WORD.findall(plain)
 
 
 class BlindIndex:

@@ -21,7 +21,6 @@ from graph.store.encryption import (
     MasterKey,
     generate_key,
     is_sealed,
-    words,
 )
 from graph.store.key_store import SQLiteKeyStore
 
@@ -63,12 +62,6 @@ def test_the_master_key_id_names_the_key_not_the_wrapping() -> None:
     raw = os.urandom(32)
     assert master(raw).id == master(raw).id
     assert master(raw).id != master().id
-
-
-def test_words_fold_case_and_accents_and_split_on_punctuation() -> None:
-    assert words("Zoë's CAFÉ, naïve-ly: 42x") == ["zoe", "s", "cafe", "naive", "ly", "42x"]
-    assert words("  ...  ") == []
-    assert words("日本語 テキスト") == ["日本語", "テキスト"]
 
 
 def test_the_blind_index_holds_each_word_once_as_a_letter_digest() -> None:

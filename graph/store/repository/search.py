@@ -11,6 +11,8 @@ through a window of conversations, before it falls back to hits first for the re
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
     ColumnElement,
     Integer,
@@ -18,11 +20,13 @@ from sqlalchemy import (
     TextualSelect,
     column,
     exists,
+    false,
     func,
     select,
     text,
 )
 
+from graph.domain.words import words as words_of
 from graph.store.tables import message as M
 
 # More hits than this and a page is found by walking the conversations (SQLite).
@@ -65,14 +69,25 @@ def conversations_matching(words: list[str], *, sqlite: bool) -> Select[tuple[st
     # The matching messages first, from the GIN index, then the conversations among them:
     # left to itself the planner walks the conversations newest first and probes each one's
     # messages, which for a rare word reads the whole table (1.5 s at a million messages).
+    query = _tsquery(words)
+    indexed = func.to_tsvector("simple", func.coalesce(M.c.search_text, ""))
     hits = (
         select(M.c.conversation_id)
-        .where(
-            func.to_tsvector("simple", func.coalesce(M.c.search_text, "")).op("@@")(
-                func.plainto_tsquery("simple", " ".join(words))
-            )
-        )
+        .where(false() if query is None else indexed.op("@@")(query))
         .cte("search_hits")
         .prefix_with("MATERIALIZED")
     )
     return select(hits.c.conversation_id)
+
+
+def _tsquery(given: list[str]) -> ColumnElement[Any] | None:
+    """PostgreSQL: every word of the search, each split as the rows' words were (a word of
+    several, `brown-fox`, is their phrase, as FTS5 reads a quoted word on SQLite). None when
+    a word has nothing to find in it (`!!!`): then no message matches, as on SQLite."""
+    phrases = [" ".join(words_of(word)) for word in given]
+    if not all(phrases):
+        return None
+    query: ColumnElement[Any] = func.phraseto_tsquery("simple", phrases[0])
+    for phrase in phrases[1:]:
+        query = query.op("&&")(func.phraseto_tsquery("simple", phrase))
+    return query

@@ -1,0 +1,49 @@
+"""The words every search index is given (graph/domain/words.py): FTS5's unicode61
+tokenizer with remove_diacritics 2, as SQLite splits a text."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from graph.domain.words import indexed_text, words
+
+
+def test_words_fold_case_and_accents_and_split_on_punctuation() -> None:
+    assert words("Zoë's CAFÉ, naïve-ly: 42x") == ["zoe", "s", "cafe", "naive", "ly", "42x"]
+    assert words("  ...  ") == []
+    assert words("日本語 テキスト") == ["日本語", "テキスト"]
+
+
+def test_the_indexed_text_is_the_words_in_order_or_nothing() -> None:
+    assert indexed_text("alice@example.org wrote: Brown-Fox!") == (
+        "alice example org wrote brown fox"
+    )
+    assert indexed_text("!!! 🎉") is None
+    assert indexed_text(None) is None
+
+
+TEXTS = [
+    "the quick brown fox",
+    "title: my document",
+    "alice@example.org",
+    "café crème brûlée",
+    "price$5 ok_then",
+    "emoji 🎉 party",
+    "ÜBERPRÜFUNG über Ærø",
+    "日本語 テキスト",
+    "tab\tnew\nline",
+]
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_the_words_are_those_sqlites_tokenizer_finds(text: str) -> None:
+    """Each word is found by SQLite's own index, and no other word of it is: the two
+    backends and the encrypted index split a text alike."""
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE VIRTUAL TABLE t USING fts5(x, tokenize='unicode61 remove_diacritics 2')")
+    db.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'row')")
+    db.execute("INSERT INTO t(x) VALUES (?)", (text,))
+    found = {term for (term,) in db.execute("SELECT term FROM v")}
+    assert set(words(text)) == found
