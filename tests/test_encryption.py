@@ -28,6 +28,7 @@ from tests.conftest import GraphQLClient, Server
 from tests.pg_databases import admin
 from tests.test_auth import stored_bytes
 from tests.test_isolation import ok
+from tests.test_sessions import session_doc
 
 KEY = base64.b64encode(b"k" * 32).decode()
 OTHER_KEY = base64.b64encode(b"o" * 32).decode()
@@ -588,3 +589,38 @@ async def test_the_cli_refuses_a_wrong_key_with_a_message_naming_the_setting(
     for command in (["token", "list"], ["sweep"]):
         assert await asyncio.to_thread(main, command) == 2
         assert "CONVOGRAPH_ENCRYPTION_KEY" in capsys.readouterr().err
+
+
+# -- a session's key across replicas ------------------------------------------------------
+
+SESSION_CHECKPOINT = """mutation($s: String!, $state: JSON!) {
+  checkpointSession(input: {sessionId: $s, state: $state}) {
+    sessionState { version } userErrors { code } } }"""
+SESSION_READ = "query($s: String!) { sessionState(sessionId: $s) { version state } }"
+SESSION_DELETE = """mutation($s: String!) {
+  deleteSessionState(input: {sessionId: $s}) { deleted } }"""
+
+
+def session_state(step: int) -> dict[str, Any]:
+    return session_doc("shared", step)
+
+
+async def test_a_checkpoint_after_a_delete_on_another_replica_reads_back(
+    settings: Settings,
+) -> None:
+    """Each process keeps data keys in memory: a delete on one replica destroyed the
+    session's key, and the other sealed its next checkpoint with the key it still held,
+    acknowledged it, and nobody could read it again."""
+    settings = encrypted(settings)
+    async with serving(settings) as (_, a), serving(settings) as (_, b):
+        b = b.as_(a.token or "")
+        for gql, step in ((a, 1), (b, 2)):
+            saved = await gql(SESSION_CHECKPOINT, {"s": "shared", "state": session_state(step)})
+            assert saved["checkpointSession"]["userErrors"] == []
+        assert (await b(SESSION_READ, {"s": "shared"}))["sessionState"]["version"] == 2
+        assert (await a(SESSION_DELETE, {"s": "shared"}))["deleteSessionState"]["deleted"]
+        saved = await b(SESSION_CHECKPOINT, {"s": "shared", "state": session_state(3)})
+        assert saved["checkpointSession"]["sessionState"] == {"version": 3}
+        for gql in (a, b):
+            read = (await gql(SESSION_READ, {"s": "shared"}))["sessionState"]
+            assert read == {"version": 3, "state": session_state(3)}, read

@@ -157,14 +157,21 @@ class BlindIndex:
         """A transcript digest keyed, so that the stored one cannot confirm a guessed text."""
         return "k" + hmac.digest(self._digest_key, digest.encode(), "sha256")[:16].hex()
 
-    def session_ref(self, owner: Mapping[str, Any], session_id: str) -> str:
-        parts = (
+    def session_ref(self, owner: Mapping[str, Any], session_id: str, generation: int = 0) -> str:
+        """The ref of a session's data key. `generation` is the session's version floor
+        (the last version it had when it was last deleted): each delete destroys the key of
+        the generation it ends, and the checkpoints after it are sealed with a new one, so
+        that no replica can seal a new checkpoint with a key it still holds in memory after
+        another destroyed it. Generation 0 has the ref of the releases before generations."""
+        parts: tuple[str, ...] = (
             owner["workspace_type"],
             owner["workspace_id"],
             str(getattr(owner["owner_type"], "value", owner["owner_type"])),
             owner["owner_digest"],
             session_id,
         )
+        if generation:
+            parts = (*parts, str(generation))
         mac = hmac.new(self._ref_key, "\0".join(parts).encode(), hashlib.sha256)
         return SESSION + mac.hexdigest()[:32]
 

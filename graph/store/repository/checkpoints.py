@@ -40,7 +40,7 @@ class Checkpoints(Part):
             if expected_version is not None and expected_version != current:
                 raise conflict(expected_version, current)
             stored = await self._insert_version(
-                session_id, max(current, floor) + 1, document, outcome
+                session_id, max(current, floor) + 1, document, outcome, generation=floor
             )
             if stored is not None:
                 return stored
@@ -84,7 +84,13 @@ class Checkpoints(Part):
         return self.repo.keyring.digest("session", session_id)
 
     async def _insert_version(
-        self, session_id: str, version: int, document: str, outcome: ReflectOutcome
+        self,
+        session_id: str,
+        version: int,
+        document: str,
+        outcome: ReflectOutcome,
+        *,
+        generation: int,
     ) -> SessionState | None:
         """Store one version; None when a concurrent writer already stored that version."""
         values = {
@@ -97,7 +103,8 @@ class Checkpoints(Part):
         }
         if (encryption := self.sql.encryption) is not None:
             index = await encryption.ready()
-            await encryption.seal_values(index.session_ref(values, session_id), values, ("state",))
+            ref = index.session_ref(values, session_id, generation)
+            await encryption.seal_values(ref, values, ("state",))
         found = await self.sql.rows(
             self.insert(SS).values(values).on_conflict_do_nothing().returning(*SS.c)
         )
@@ -145,6 +152,7 @@ class Checkpoints(Part):
     async def delete(self, session_id: str) -> bool:
         """Delete every version of a session; False when it had none (deletes are idempotent)."""
         check_session_id(session_id)
+        _, generation = await self._versions(session_id)
         gone = await self.sql.rows(
             delete(SS)
             .where(self.where(SS, scope.Access.WRITE), SS.c.session_id == session_id)
@@ -169,5 +177,10 @@ class Checkpoints(Part):
         if deleted and (encryption := self.sql.encryption) is not None:
             index = await encryption.ready()
             owner = scope.owner_values(self.principal)
-            self.repo.shredded.append(index.session_ref(owner, session_id))
+            # The key of the generation this delete ends; and generation 0's, which the
+            # checkpoints written after an earlier delete by a release before generations
+            # were sealed with.
+            self.repo.shredded.extend(
+                {index.session_ref(owner, session_id, g) for g in (generation, 0)}
+            )
         return deleted
