@@ -369,8 +369,11 @@ class Conversations(Part):
         found = await self.sql.rows(delete(C).where(gone).returning(*C.c), self.params())
         expired = CONVERSATIONS.many(found.keys, found.values)
         if self.sql.encryption is not None:
-            # What the delete cascaded to below them is found by the sweep's key collection.
-            self.repo.shredded.extend(conversation_ref(c.id) for c in expired)
+            # Every one selected, not only those the delete returns: on SQLite the cascade
+            # from a root deletes its child transcripts (which expire with it) before the
+            # statement reaches them, and their keys outlived them. What the delete cascaded
+            # to below them without an expiry of its own, the sweep's key collection finds.
+            self.repo.shredded.extend(conversation_ref(cid) for cid, _ in doomed.values)
         for conversation in expired:
             self.repo.usage.deleted(conversation)
             self.repo.publish(EventKind.CONVERSATION_DELETED, conversation)
