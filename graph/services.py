@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from graph.settings import Settings
 from graph.store.db import Database
-from graph.store.encryption import check_unencrypted
+from graph.store.encryption import check_encrypted, check_unencrypted
 from graph.store.errors import is_unavailable
 from graph.store.events import EventBroker
 from graph.store.keyring import Keyring, load_secret
@@ -36,7 +36,7 @@ class Services:
         (EncryptionError, naming the setting)."""
         try:
             if self.db.encryption is not None:
-                await self.db.encryption.ready()
+                await check_encrypted(self.db.encryption, engine=self.db.reader)
             else:
                 await check_unencrypted(self.settings, engine=self.db.reader)
         except Exception as exc:

@@ -592,6 +592,34 @@ async def test_the_cli_refuses_a_wrong_key_with_a_message_naming_the_setting(
         assert "CONVOGRAPH_ENCRYPTION_KEY" in capsys.readouterr().err
 
 
+async def test_sealed_content_without_its_key_store_is_refused_with_or_without_the_key(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A data backup restored without its key store: without the master key it was served,
+    sealed bytes spliced into bodies that were not JSON; with it, a new empty key store was
+    made and every record read as deleted."""
+    on = encrypted(settings)
+    async with serving(on) as (_, gql):
+        await seed(gql)
+    if settings.is_sqlite:
+        on.resolved_key_store_file.unlink()
+    else:
+        await admin(settings.database_url, f'DROP SCHEMA "{on.encryption_key_schema}" CASCADE')
+    monkeypatch.setenv("CONVOGRAPH_DATABASE_URL", settings.database_url)
+    monkeypatch.setenv("CONVOGRAPH_SECRET", settings.secret or "")
+    monkeypatch.setenv("CONVOGRAPH_ENCRYPTION_KEY_SCHEMA", settings.encryption_key_schema)
+    monkeypatch.setenv("CONVOGRAPH_ENCRYPTION_KEY", KEY)
+    assert await asyncio.to_thread(main, ["token", "list"]) == 2
+    error = capsys.readouterr().err
+    assert "key store holds no keys" in error, error
+    monkeypatch.delenv("CONVOGRAPH_ENCRYPTION_KEY")
+    assert await asyncio.to_thread(main, ["token", "list"]) == 2
+    error = capsys.readouterr().err
+    assert "CONVOGRAPH_ENCRYPTION_KEY" in error and "sealed" in error, error
+    if settings.is_sqlite:
+        assert not on.resolved_key_store_file.exists()  # no empty store was made
+
+
 # -- a session's key across replicas ------------------------------------------------------
 
 SESSION_CHECKPOINT = """mutation($s: String!, $state: JSON!) {

@@ -39,12 +39,16 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from sqlalchemy import select
+from sqlalchemy.exc import DBAPIError
 
 from graph.domain import ids
 from graph.domain.errors import not_found
 from graph.domain.words import words
 from graph.settings import Settings, master_key_bytes
 from graph.store.key_store import TOMBSTONE, KeyStore, StoredKey, key_store
+from graph.store.tables import message as M
+from graph.store.tables import session_state as SS
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
@@ -638,8 +642,9 @@ def opened_size(texts: Iterable[str]) -> int:
 
 
 async def check_unencrypted(settings: Settings, *, engine: AsyncEngine | None = None) -> None:
-    """With encryption off: refuse to start on a database whose key store holds keys (its
-    content is sealed and would read as garbage). `engine`: the data's, on PostgreSQL."""
+    """With encryption off: refuse to start on a database whose key store holds keys, or
+    whose newest content is sealed (a data backup restored without its key store): it would
+    be served as garbage, not JSON. `engine`: the data's."""
     store = key_store(settings, engine=engine)
     try:
         if await store.exists():
@@ -648,5 +653,47 @@ async def check_unencrypted(settings: Settings, *, engine: AsyncEngine | None = 
                 "keys), but CONVOGRAPH_ENCRYPTION_KEY (or CONVOGRAPH_ENCRYPTION_KEY_FILE) is "
                 "not set"
             )
+        if engine is not None and await holds_sealed(engine):
+            raise EncryptionError(
+                "the database's content is encrypted (its newest messages or checkpoints are "
+                "sealed), but CONVOGRAPH_ENCRYPTION_KEY (or CONVOGRAPH_ENCRYPTION_KEY_FILE) is "
+                f"not set, and no key store holds keys at {store.where}: restore the key store "
+                "beside the data and set the master key"
+            )
     finally:
         await store.close()
+
+
+async def check_encrypted(encryption: Encryption, *, engine: AsyncEngine) -> None:
+    """With encryption on: refuse to start on sealed content whose key store holds no keys (a
+    mistyped CONVOGRAPH_ENCRYPTION_KEY_STORE_FILE or schema, a store not restored beside the
+    data), where a new, empty one would make every record read as deleted; then check the
+    master keys against the store (`Encryption.ready`)."""
+    if not await encryption.store.exists() and await holds_sealed(engine):
+        raise EncryptionError(
+            "the database's content is encrypted (its newest messages or checkpoints are "
+            f"sealed), but its key store holds no keys at {encryption.store.where}: set "
+            "CONVOGRAPH_ENCRYPTION_KEY_STORE_FILE (SQLite) or CONVOGRAPH_ENCRYPTION_KEY_SCHEMA "
+            "(PostgreSQL) to where it is, or restore it beside the data"
+        )
+    await encryption.ready()
+
+
+# What `holds_sealed` reads: the newest rows of the tables every encrypted database fills.
+_PROBED = 20
+
+
+async def holds_sealed(engine: AsyncEngine) -> bool:
+    """Whether the newest messages or checkpoints are sealed values (a few rows by key); not
+    on a database not migrated yet (`serve --no-migrate` waits for it)."""
+    async with engine.connect() as conn:
+        for column, key in ((M.c.data, M.c.id), (SS.c.state, SS.c.id)):
+            try:
+                found = await conn.execute(select(column).order_by(key.desc()).limit(_PROBED))
+            except DBAPIError as exc:
+                if "no such table" in str(exc) or "does not exist" in str(exc):
+                    return False
+                raise
+            if any(is_sealed(value) for (value,) in found):
+                return True
+    return False
