@@ -277,7 +277,7 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         try:
             acting_for = owner_from_params(context.connection_params)
             header = header_text(context.owner_header)
-            if header not in (None, acting_for) and acting_for is not None:
+            if acting_for is not None and header is not None and header != acting_for:
                 raise Refusal(400, f"{OWNER_HEADER} differs from the handshake's")
             if principal is None:
                 # The token comes in the payload: the upgrade's owner header is its too
