@@ -30,6 +30,7 @@ import hmac
 import logging
 import os
 import re
+import unicodedata
 from binascii import a2b_base64, b2a_base64
 from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from pathlib import Path
@@ -44,7 +45,6 @@ from sqlalchemy.exc import DBAPIError
 
 from graph.domain import ids
 from graph.domain.errors import not_found
-from graph.domain.words import words
 from graph.settings import Settings, master_key_bytes
 from graph.store.key_store import TOMBSTONE, KeyStore, StoredKey, key_store
 from graph.store.tables import message as M
@@ -121,6 +121,21 @@ class MasterKey:
             ) from None
 
 
+_WORD = re.compile(r"[^\W_]+")
+
+
+def blind_words(text: str) -> list[str]:
+    """The words of `text` as the blind index digests them: runs of letters and digits, case
+    folded fully and compatibility forms decomposed (`ß` is `ss`, `ﬁ` is `fi`), accents
+    removed. Kept as the digests already stored were made: SQLite's and PostgreSQL's plain
+    indexes keep those forms (domain/words.py)."""
+    if text.isascii():  # nothing to fold or strip but case: the common text, kept cheap
+        return _WORD.findall(text.lower())
+    decomposed = unicodedata.normalize("NFKD", text.casefold())
+    plain = "".join(c for c in decomposed if not unicodedata.combining(c))
+    return _WORD.findall(plain)
+
+
 class BlindIndex:
     """Keyed digests of words: equal words give equal digests, and nothing else is learnt."""
 
@@ -146,14 +161,14 @@ class BlindIndex:
         once, in digest order (no order or count of words is kept)."""
         if search_text is None:
             return None
-        digests = sorted({self.word(w) for w in words(search_text)})
+        digests = sorted({self.word(w) for w in blind_words(search_text)})
         return " ".join(digests) or None
 
     def query(self, given: Sequence[str]) -> list[str]:
         """The digests a search of `given` words looks for (every one must be there)."""
         out: list[str] = []
         for word in given:
-            found = words(word) or [_NO_WORD]
+            found = blind_words(word) or [_NO_WORD]
             out.extend(self.word(w) for w in found)
         return list(dict.fromkeys(out))
 

@@ -19,6 +19,7 @@ from graph.store.encryption import (
     EncryptionError,
     Lost,
     MasterKey,
+    blind_words,
     generate_key,
     is_sealed,
 )
@@ -62,6 +63,14 @@ def test_the_master_key_id_names_the_key_not_the_wrapping() -> None:
     raw = os.urandom(32)
     assert master(raw).id == master(raw).id
     assert master(raw).id != master().id
+
+
+def test_blind_words_fold_case_and_accents_and_split_on_punctuation() -> None:
+    assert blind_words("Zoë's CAFÉ, naïve-ly: 42x") == ["zoe", "s", "cafe", "naive", "ly", "42x"]
+    assert blind_words("  ...  ") == []
+    assert blind_words("日本語 テキスト") == ["日本語", "テキスト"]
+    # Folded fully, as the digests already stored were made.
+    assert blind_words("Straße ﬁne") == ["strasse", "fine"]
 
 
 def test_the_blind_index_holds_each_word_once_as_a_letter_digest() -> None:

@@ -1,5 +1,5 @@
-"""The words every search index is given (graph/domain/words.py): FTS5's unicode61
-tokenizer with remove_diacritics 2, as SQLite splits a text."""
+"""The words PostgreSQL's index is given (graph/domain/words.py): FTS5's unicode61 tokenizer
+with remove_diacritics 2, as SQLite splits a text."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from graph.domain.words import indexed_text, words
 
 def test_words_fold_case_and_accents_and_split_on_punctuation() -> None:
     assert words("Zoë's CAFÉ, naïve-ly: 42x") == ["zoe", "s", "cafe", "naive", "ly", "42x"]
+    # As FTS5 keeps them: a sharp s, a ligature, full-width letters (lower-cased).
+    assert words("Straße \ufb01ne \uff26\uff35") == ["straße", "\ufb01ne", "\uff46\uff55"]
     assert words("  ...  ") == []
     assert words("日本語 テキスト") == ["日本語", "テキスト"]
 
@@ -31,7 +33,10 @@ TEXTS = [
     "café crème brûlée",
     "price$5 ok_then",
     "emoji 🎉 party",
-    "ÜBERPRÜFUNG über Ærø",
+    "ÜBERPRÜFUNG über Ærø Straße",
+    "\ufb01ne \uff26\uff35\uff2c\uff2cwidth \uff76\uff80\uff76\uff85 x\u00b2",
+    "हिन्दी भाषा a\u0301b e\u0305f \ue000private",
+    "Ελληνικά ΣΎΝΟΨΗ Кириллица",
     "日本語 テキスト",
     "tab\tnew\nline",
 ]
