@@ -92,9 +92,9 @@ class Subscription:
 
 
 def _resume_from(last: str | None, sent: int | None, undelivered: Event | None) -> str | None:
-    """The cursor a stream cut off resumes from: the last event sent or, when the first
-    event it missed follows a later one (nothing sent yet: `after` was not given, and
-    there was no cursor to give), just before that event."""
+    """The cursor a stream cut off resumes from: that of the last event sent, unless
+    events before the first one missed were never sent (nothing was sent yet, and no `after`
+    given: there was no cursor at all); then the place just before that first one."""
     if undelivered is None or (sent is not None and sent >= undelivered.position - 1):
         return last
     return cursors.encode_event(undelivered.root_id, undelivered.position - 1)
