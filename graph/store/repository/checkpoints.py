@@ -50,10 +50,11 @@ class Checkpoints(Part):
         raise DomainError(ErrorCode.CONFLICT, "too many concurrent checkpoints; retry", ["state"])
 
     async def _serialize(self, session_id: str) -> None:
-        """PostgreSQL: wait for the session's other writers to commit, so that the next
-        version is free. Without it, concurrent last-write-wins checkpoints raced for each
-        version (INSERT … ON CONFLICT DO NOTHING) and with a pool's worth of writers some
-        lost every pass. SQLite has one writer at a time: nothing to wait for."""
+        """PostgreSQL: wait for the session's other writers (checkpoints, deletes) to commit,
+        so that the next version is free and of the current generation. Without it,
+        concurrent last-write-wins checkpoints raced for each version (INSERT … ON CONFLICT
+        DO NOTHING) and with a pool's worth of writers some lost every pass. SQLite has one
+        writer at a time: nothing to wait for."""
         if self.sql.is_sqlite:
             return
         key = "checkpoint " + " ".join(
@@ -152,6 +153,9 @@ class Checkpoints(Part):
     async def delete(self, session_id: str) -> bool:
         """Delete every version of a session; False when it had none (deletes are idempotent)."""
         check_session_id(session_id)
+        # After the checkpoints under way: one that read the generation this delete ends
+        # would otherwise commit after it, sealed with the key it destroys.
+        await self._serialize(session_id)
         _, generation = await self._versions(session_id)
         gone = await self.sql.rows(
             delete(SS)
