@@ -572,15 +572,21 @@ async def test_expiry_deletes_the_keys_and_the_sweep_those_left_without_data(
         assert (await holdings(gql, kept))["conversation"]["title"] == f"title{kept.marker}"
 
 
+def cli_environment(monkeypatch: pytest.MonkeyPatch, settings: Settings, *, key: str) -> None:
+    """The CONVOGRAPH_* variables that make `main` (the CLI) use `settings`'s database with
+    master key `key`."""
+    monkeypatch.setenv("CONVOGRAPH_DATABASE_URL", settings.database_url)
+    monkeypatch.setenv("CONVOGRAPH_SECRET", settings.secret or "")
+    monkeypatch.setenv("CONVOGRAPH_ENCRYPTION_KEY_SCHEMA", settings.encryption_key_schema)
+    monkeypatch.setenv("CONVOGRAPH_ENCRYPTION_KEY", key)
+
+
 async def test_the_cli_refuses_a_wrong_key_with_a_message_naming_the_setting(
     settings: Settings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     async with serving(encrypted(settings)) as (_, gql):
         await seed(gql)
-    monkeypatch.setenv("CONVOGRAPH_DATABASE_URL", settings.database_url)
-    monkeypatch.setenv("CONVOGRAPH_SECRET", settings.secret or "")
-    monkeypatch.setenv("CONVOGRAPH_ENCRYPTION_KEY_SCHEMA", settings.encryption_key_schema)
-    monkeypatch.setenv("CONVOGRAPH_ENCRYPTION_KEY", OTHER_KEY)
+    cli_environment(monkeypatch, settings, key=OTHER_KEY)
     assert await asyncio.to_thread(main, ["token", "list"]) == 2
     error = capsys.readouterr().err
     assert error.startswith("error: CONVOGRAPH_ENCRYPTION_KEY is not the master key"), error
@@ -605,10 +611,7 @@ async def test_sealed_content_without_its_key_store_is_refused_with_or_without_t
         on.resolved_key_store_file.unlink()
     else:
         await admin(settings.database_url, f'DROP SCHEMA "{on.encryption_key_schema}" CASCADE')
-    monkeypatch.setenv("CONVOGRAPH_DATABASE_URL", settings.database_url)
-    monkeypatch.setenv("CONVOGRAPH_SECRET", settings.secret or "")
-    monkeypatch.setenv("CONVOGRAPH_ENCRYPTION_KEY_SCHEMA", settings.encryption_key_schema)
-    monkeypatch.setenv("CONVOGRAPH_ENCRYPTION_KEY", KEY)
+    cli_environment(monkeypatch, settings, key=KEY)
     assert await asyncio.to_thread(main, ["token", "list"]) == 2
     error = capsys.readouterr().err
     assert "key store holds no keys" in error, error
