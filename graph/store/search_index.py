@@ -52,15 +52,17 @@ _NUL_ESCAPE = b"\\u0000"
 
 
 def stored_search_text(sql: Sql, message: PreparedMessage) -> str | None:
-    """The `search_text` a message row stores: on PostgreSQL, the words its GIN index is
-    built from; on SQLite with encryption on, that text too (the JSON is sealed: the encryption
-    turns it into keyed word digests). Otherwise SQLite's index reads the words from the
-    JSON, and the row stores nothing, unless the JSON cannot yield them (an escaped NUL)."""
+    """The `search_text` a message row stores: with encryption on, the text (the JSON is
+    sealed: the encryption turns it into keyed word digests); on PostgreSQL, the words its
+    GIN index is built from. Otherwise SQLite's index reads the words from the JSON, and the
+    row stores nothing, unless the JSON cannot yield them (an escaped NUL)."""
+    if sql.encryption is not None:
+        return message.search_text  # the blind index splits it its own way
     if not sql.is_sqlite:
         # Its words, split as SQLite's tokenizer splits them (domain/words.py), which
         # PostgreSQL's own parser would not: `alice@example.org` one word, `café` not `cafe`.
         return indexed_text(message.search_text)
-    if sql.encryption is not None or _NUL_ESCAPE in message.encoded:
+    if _NUL_ESCAPE in message.encoded:
         return message.search_text
     return None
 

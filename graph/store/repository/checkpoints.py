@@ -34,9 +34,10 @@ class Checkpoints(Part):
     ) -> SessionState:
         """Store the next version of a session's state (PROCEED only; see domain.checkpoints)."""
         document = checkpoint_document(session_id, state, outcome)
-        await self._serialize(session_id)
+        digest = self._digest(session_id)
+        await self._serialize(digest)
         for _ in range(MAX_VERSION_ATTEMPTS):
-            current, floor = await self._versions(session_id)
+            current, floor = await self._versions(session_id, digest)
             if expected_version is not None and expected_version != current:
                 raise conflict(expected_version, current)
             stored = await self._insert_version(
@@ -49,7 +50,7 @@ class Checkpoints(Part):
             # one, Manglekit's last-write-wins, takes the next version.
         raise DomainError(ErrorCode.CONFLICT, "too many concurrent checkpoints; retry", ["state"])
 
-    async def _serialize(self, session_id: str) -> None:
+    async def _serialize(self, digest: str) -> None:
         """PostgreSQL: wait for the session's other writers (checkpoints, deletes) to commit,
         so that the next version is free and of the current generation. Without it,
         concurrent last-write-wins checkpoints raced for each version (INSERT … ON CONFLICT
@@ -58,13 +59,14 @@ class Checkpoints(Part):
         if self.sql.is_sqlite:
             return
         key = "checkpoint " + " ".join(
-            (*map(str, scope.owner_values(self.principal).values()), self._digest(session_id))
+            (*map(str, scope.owner_values(self.principal).values()), digest)
         )
         await self.sql.rows(select(func.pg_advisory_xact_lock(func.hashtextextended(key, 0))))
 
-    async def _versions(self, session_id: str) -> tuple[int, int]:
+    async def _versions(self, session_id: str, digest: str) -> tuple[int, int]:
         """The session's current version (0: none stored) and the last version it had when
-        it was deleted (0: never deleted), which the next version must pass."""
+        it was deleted (0: never deleted), which the next version must pass. `digest`: the
+        session id's (`_digest`)."""
         current = (
             select(func.max(SS.c.version))
             .where(self.where(SS, scope.Access.WRITE), SS.c.session_id == session_id)
@@ -75,9 +77,7 @@ class Checkpoints(Part):
             .where(self.where(F, scope.Access.WRITE), F.c.session_digest == bindparam("digest"))
             .scalar_subquery()
         )
-        found = await self.sql.rows(
-            select(current, floor), self.params(digest=self._digest(session_id))
-        )
+        found = await self.sql.rows(select(current, floor), self.params(digest=digest))
         top, deleted = found.values[0]
         return int(top or 0), int(deleted or 0)
 
@@ -155,8 +155,9 @@ class Checkpoints(Part):
         check_session_id(session_id)
         # After the checkpoints under way: one that read the generation this delete ends
         # would otherwise commit after it, sealed with the key it destroys.
-        await self._serialize(session_id)
-        _, generation = await self._versions(session_id)
+        digest = self._digest(session_id)
+        await self._serialize(digest)
+        _, generation = await self._versions(session_id, digest)
         gone = await self.sql.rows(
             delete(SS)
             .where(self.where(SS, scope.Access.WRITE), SS.c.session_id == session_id)
@@ -169,7 +170,7 @@ class Checkpoints(Part):
             # any floor kept before: each was written after it).
             floor = self.insert(F).values(
                 **scope.owner_values(self.principal),
-                session_digest=self._digest(session_id),
+                session_digest=digest,
                 version=max(gone.scalars()),
             )
             await self.sql.execute(
