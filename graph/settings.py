@@ -272,9 +272,10 @@ def misspelled(environ: Mapping[str, str]) -> list[tuple[str, str]]:
         name = variable[len(ENV_PREFIX) :].upper()
         if name in known:
             continue
-        near = [k for k in known if _edits(name, k) <= _MAX_EDITS]
-        if near:
-            found.append((variable, ENV_PREFIX + min(near, key=lambda k: _edits(name, k))))
+        # The nearest setting (the first of the nearest), each distance counted once.
+        distance, meant = min(((_edits(name, k), k) for k in known), key=lambda d: d[0])
+        if distance <= _MAX_EDITS:
+            found.append((variable, ENV_PREFIX + meant))
     return found
 
 

@@ -58,11 +58,9 @@ def loads(data: str | bytes) -> Any:
         return orjson.loads(raw)
     try:
         value = json.loads(raw, parse_constant=_reject_constant)
-        check_finite(value)
         # orjson refuses a lone surrogate (`"\ud800"`), which no UTF-8 text holds: so does
-        # the exact path, looking only when the text escapes a surrogate at all.
-        if _SURROGATE_ESCAPE.search(raw) is not None:
-            _check_unicode(value)
+        # the exact path, looking at the texts only when one escapes a surrogate at all.
+        _check(value, texts=_SURROGATE_ESCAPE.search(raw) is not None)
     except RecursionError:
         # orjson refuses nesting past 1024 levels with a ValueError: so does the exact path.
         raise ValueError("JSON nested too deeply") from None
@@ -72,28 +70,27 @@ def loads(data: str | bytes) -> Any:
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
-def _check_unicode(value: Any) -> None:
-    if isinstance(value, str):
-        value.encode("utf-8")  # UnicodeEncodeError (a ValueError) for a lone surrogate
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            key.encode("utf-8")
-            _check_unicode(item)
-    elif isinstance(value, list):
-        for item in value:
-            _check_unicode(item)
-
-
 def check_finite(value: Any) -> None:
     """ValueError if a NaN or an infinity is anywhere in `value`: JSON has no such number."""
+    _check(value, texts=False)
+
+
+def _check(value: Any, *, texts: bool) -> None:
+    """`check_finite`, and with `texts` a UnicodeEncodeError (a ValueError) for a lone
+    surrogate in any string or key: one walk for both."""
     if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
         raise ValueError("number out of range")
-    if isinstance(value, dict):
-        for item in value.values():
-            check_finite(item)
+    if isinstance(value, str):
+        if texts:
+            value.encode("utf-8")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if texts:
+                key.encode("utf-8")
+            _check(item, texts=texts)
     elif isinstance(value, list | tuple):
         for item in value:
-            check_finite(item)
+            _check(item, texts=texts)
 
 
 def _fragment(obj: Any) -> Any:
