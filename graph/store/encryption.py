@@ -40,8 +40,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-from sqlalchemy import select
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy import inspect, select
 
 from graph.domain import ids
 from graph.domain.errors import not_found
@@ -51,6 +50,7 @@ from graph.store.tables import message as M
 from graph.store.tables import session_state as SS
 
 if TYPE_CHECKING:
+    from sqlalchemy import Connection
     from sqlalchemy.ext.asyncio import AsyncEngine
 
 logger = logging.getLogger("convograph.encryption")
@@ -702,13 +702,15 @@ async def holds_sealed(engine: AsyncEngine) -> bool:
     """Whether the newest messages or checkpoints are sealed values (a few rows by key); not
     on a database not migrated yet (`serve --no-migrate` waits for it)."""
     async with engine.connect() as conn:
+        if not await conn.run_sync(_probed_tables_exist):
+            return False
         for column, key in ((M.c.data, M.c.id), (SS.c.state, SS.c.id)):
-            try:
-                found = await conn.execute(select(column).order_by(key.desc()).limit(_PROBED))
-            except DBAPIError as exc:
-                if "no such table" in str(exc) or "does not exist" in str(exc):
-                    return False
-                raise
+            found = await conn.execute(select(column).order_by(key.desc()).limit(_PROBED))
             if any(is_sealed(value) for (value,) in found):
                 return True
     return False
+
+
+def _probed_tables_exist(connection: Connection) -> bool:
+    found = inspect(connection)
+    return found.has_table(M.name) and found.has_table(SS.name)
