@@ -28,7 +28,7 @@ from tests.conftest import GraphQLClient, Server
 from tests.pg_databases import admin
 from tests.test_auth import stored_bytes
 from tests.test_isolation import ok
-from tests.test_sessions import session_doc
+from tests.test_sessions import checkpoint, delete, hydrate, session_doc
 
 KEY = base64.b64encode(b"k" * 32).decode()
 OTHER_KEY = base64.b64encode(b"o" * 32).decode()
@@ -625,17 +625,6 @@ async def test_sealed_content_without_its_key_store_is_refused_with_or_without_t
 
 # -- a session's key across replicas ------------------------------------------------------
 
-SESSION_CHECKPOINT = """mutation($s: String!, $state: JSON!) {
-  checkpointSession(input: {sessionId: $s, state: $state}) {
-    sessionState { version } userErrors { code } } }"""
-SESSION_READ = "query($s: String!) { sessionState(sessionId: $s) { version state } }"
-SESSION_DELETE = """mutation($s: String!) {
-  deleteSessionState(input: {sessionId: $s}) { deleted } }"""
-
-
-def session_state(step: int) -> dict[str, Any]:
-    return session_doc("shared", step)
-
 
 async def test_a_checkpoint_after_a_delete_on_another_replica_reads_back(
     settings: Settings,
@@ -647,12 +636,12 @@ async def test_a_checkpoint_after_a_delete_on_another_replica_reads_back(
     async with serving(settings) as (_, a), serving(settings) as (_, b):
         b = b.as_(a.token or "")
         for gql, step in ((a, 1), (b, 2)):
-            saved = await gql(SESSION_CHECKPOINT, {"s": "shared", "state": session_state(step)})
-            assert saved["checkpointSession"]["userErrors"] == []
-        assert (await b(SESSION_READ, {"s": "shared"}))["sessionState"]["version"] == 2
-        assert (await a(SESSION_DELETE, {"s": "shared"}))["deleteSessionState"]["deleted"]
-        saved = await b(SESSION_CHECKPOINT, {"s": "shared", "state": session_state(3)})
-        assert saved["checkpointSession"]["sessionState"] == {"version": 3}
+            await checkpoint(gql, session_doc("shared", step), session_id="shared")
+        assert (await hydrate(b, "shared") or {})["version"] == 2
+        assert (await delete(a, "shared"))["deleted"]
+        saved = await checkpoint(b, session_doc("shared", 3), session_id="shared")
+        assert saved["version"] == 3
         for gql in (a, b):
-            read = (await gql(SESSION_READ, {"s": "shared"}))["sessionState"]
-            assert read == {"version": 3, "state": session_state(3)}, read
+            read = await hydrate(gql, "shared")
+            assert read is not None, "the checkpoint after the delete does not read back"
+            assert (read["version"], read["state"]) == (3, session_doc("shared", 3)), read
