@@ -643,19 +643,21 @@ async def test_deeply_nested_json_with_a_long_number_is_400_not_500(gql: GraphQL
     assert response.status_code == 400, response.text
 
 
+WITH_METADATA = """mutation($m: JSON) { createConversation(input: {metadata: $m}) {
+  conversation { id metadata } userErrors { code } } }"""
+RECENT = "query($t: ID) { recentPendingConversation(tokenId: $t) { id } }"
+
+
 async def test_nul_in_metadata_leaves_the_token_id_lookup_working(gql: GraphQLClient) -> None:
     # PostgreSQL's json `->>` refuses to turn \u0000 into text: a NUL anywhere in one
     # conversation's metadata must not break the tokenId lookup over all of them.
-    create = """mutation($m: JSON) { createConversation(input: {metadata: $m}) {
-      conversation { id metadata } userErrors { code } } }"""
     odd = {"token_id": "t\x00", "note": "a\x00b"}
-    made = (await gql(create, {"m": odd}))["createConversation"]
+    made = (await gql(WITH_METADATA, {"m": odd}))["createConversation"]
     assert made["userErrors"] == [] and made["conversation"]["metadata"] == odd
-    plain = (await gql(create, {"m": {"token_id": "t1"}}))["createConversation"]
-    recent = "query($t: ID) { recentPendingConversation(tokenId: $t) { id } }"
-    found = await gql(recent, {"t": "t1"})
+    plain = (await gql(WITH_METADATA, {"m": {"token_id": "t1"}}))["createConversation"]
+    found = await gql(RECENT, {"t": "t1"})
     assert found == {"recentPendingConversation": {"id": plain["conversation"]["id"]}}
-    assert await gql(recent, {"t": "t\x00"}) == {"recentPendingConversation": None}
+    assert await gql(RECENT, {"t": "t\x00"}) == {"recentPendingConversation": None}
 
 
 async def test_the_token_id_lookup_reads_past_newer_metadata_holding_nul(
@@ -663,12 +665,9 @@ async def test_the_token_id_lookup_reads_past_newer_metadata_holding_nul(
 ) -> None:
     # Whichever row a plan reaches first: here the newest ones hold \u0000 (in the looked-up
     # value, elsewhere, or as an escaped backslash), and the lookup must get past them.
-    create = """mutation($m: JSON) { createConversation(input: {metadata: $m}) {
-      conversation { id } userErrors { code } } }"""
-    recent = "query($t: ID) { recentPendingConversation(tokenId: $t) { id } }"
 
     async def made(metadata: dict[str, str]) -> str:
-        payload = (await gql(create, {"m": metadata}))["createConversation"]
+        payload = (await gql(WITH_METADATA, {"m": metadata}))["createConversation"]
         assert payload["userErrors"] == []
         cid: str = payload["conversation"]["id"]
         return cid
@@ -677,9 +676,9 @@ async def test_the_token_id_lookup_reads_past_newer_metadata_holding_nul(
     beside = await made({"token_id": "t2", "note": "a\x00b"})
     backslash = await made({"token_id": "\\u0000 literally"})
     await made({"token_id": "t\x00"})
-    assert await gql(recent, {"t": "t1"}) == {"recentPendingConversation": {"id": plain}}
-    assert await gql(recent, {"t": "t2"}) == {"recentPendingConversation": {"id": beside}}
-    assert await gql(recent, {"t": "\\u0000 literally"}) == {
+    assert await gql(RECENT, {"t": "t1"}) == {"recentPendingConversation": {"id": plain}}
+    assert await gql(RECENT, {"t": "t2"}) == {"recentPendingConversation": {"id": beside}}
+    assert await gql(RECENT, {"t": "\\u0000 literally"}) == {
         "recentPendingConversation": {"id": backslash}
     }
 
@@ -700,9 +699,6 @@ async def test_the_token_id_lookup_reads_past_newer_metadata_holding_nul(
 async def test_the_token_id_lookup_matches_a_string_or_a_number_alike_on_both_backends(
     gql: GraphQLClient, stored: Any, asked: str, found: bool
 ) -> None:
-    create = """mutation($m: JSON) { createConversation(input: {metadata: $m}) {
-      conversation { id } userErrors { code } } }"""
-    made = (await gql(create, {"m": {"token_id": stored}}))["createConversation"]
-    recent = "query($t: ID) { recentPendingConversation(tokenId: $t) { id } }"
-    answer = (await gql(recent, {"t": asked}))["recentPendingConversation"]
+    made = (await gql(WITH_METADATA, {"m": {"token_id": stored}}))["createConversation"]
+    answer = (await gql(RECENT, {"t": asked}))["recentPendingConversation"]
     assert answer == ({"id": made["conversation"]["id"]} if found else None)
