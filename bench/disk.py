@@ -102,6 +102,10 @@ async def fill(
                 for message in prepared:
                     async with ctx.write() as repo:
                         await repo.transcripts.append(created.id, [message], expected_version=None)
+            # The loop's turn, as a server's between requests: the statements of SQLite run
+            # on the loop without waiting, and background work (the compression
+            # dictionary's training) would otherwise never run during the fill.
+            await asyncio.sleep(0)
         await ctx.services.search_index.ready()
         filled = time.perf_counter() - started
         db = ctx.services.db

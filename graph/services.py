@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass
 
 from graph.settings import Settings
 from graph.store.db import Database
+from graph.store.dictionary_training import DictionaryTraining
 from graph.store.encryption import check_encrypted, check_unencrypted
 from graph.store.errors import is_unavailable
 from graph.store.events import EventBroker
@@ -29,6 +31,7 @@ class Services:
     keyring: Keyring
     broker: EventBroker
     search_index: SearchIndex
+    training: DictionaryTraining
     uow: UnitOfWork
 
     async def check_encryption(self) -> None:
@@ -51,11 +54,17 @@ class Services:
         await self.broker.start()
         if self.settings.quotas_on:
             await self.uow.count_usage()
+        if self.training.enabled:
+            # The stored dictionary, for the first writes: they would otherwise wait for the
+            # first check (a failure is left to that check).
+            with contextlib.suppress(Exception):
+                await self.training.check()
 
     async def stop(self, *, within: float = BACKGROUND_STOP_SECONDS) -> None:
         """Stop the background work, giving what it finishes at most `within` seconds."""
         await self.broker.stop()
         await self.search_index.stop(within=within)
+        await self.training.stop()
         await self.db.dispose()
 
 
@@ -73,7 +82,13 @@ def build_services(settings: Settings) -> Services:
 
         broker = PostgresBroker(db, settings.asyncpg_dsn, queue_size=queue)
     search_index = SearchIndex(db)
+    training = DictionaryTraining(db)
     uow = UnitOfWork(
-        db, keyring=keyring, settings=settings, broker=broker, search_index=search_index
+        db,
+        keyring=keyring,
+        settings=settings,
+        broker=broker,
+        search_index=search_index,
+        training=training,
     )
-    return Services(settings, db, keyring, broker, search_index, uow)
+    return Services(settings, db, keyring, broker, search_index, training, uow)

@@ -123,6 +123,9 @@ class Settings(BaseModel):
     sqlite_busy_timeout_ms: int = Field(default=10_000, ge=0)
     # COMMIT (fsync) in a worker thread instead of on the event loop (for slow disks).
     sqlite_commit_in_thread: bool = False
+    # Messages stored compressed with a dictionary learnt from the database's own (off:
+    # stored as JSON text; those stored compressed before stay readable).
+    sqlite_compression: bool = True
     graphiql: bool = True
 
     # Workspace quotas (store/quotas.py), off when unset: the messages of every live

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from graph.settings import Settings
+from graph.store.compression import Compression
 from tests.conftest import GraphQLClient
 from tests.operations import DELETE, REPLACE, append
 
@@ -47,6 +48,7 @@ def assert_index_consistent(settings: Settings) -> None:
     if settings.sqlite_path is None:
         return
     with sqlite3.connect(settings.sqlite_path) as db:
+        Compression(settings.sqlite_path, enabled=False).register(db)  # the view reads frames
         db.execute("INSERT INTO message_fts(message_fts) VALUES ('integrity-check')")
         # The fresh index made as the real one was (its tokenizer above all).
         (made,) = db.execute("SELECT sql FROM sqlite_schema WHERE name = 'message_fts'").fetchone()

@@ -15,6 +15,7 @@ from alembic import command
 from graph.domain import jsoncodec
 from graph.domain.messages import search_text
 from graph.settings import Settings
+from graph.store.compression import Compression
 from tests.conftest import GraphQLClient, Server
 from tests.migrations import columns_after
 from tests.operations import APPEND, DELETE, append
@@ -40,6 +41,7 @@ MESSAGES: list[dict[str, Any]] = [
 def rows(path: Path) -> list[tuple[str, str | None, str | None]]:
     """(data, stored search_text, the view's text) of every message."""
     with sqlite3.connect(path) as db:
+        Compression(path, enabled=False).register(db)  # the view of 0017 reads frames
         return list(
             db.execute(
                 "SELECT m.data, m.search_text, s.search_text FROM message m "

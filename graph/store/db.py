@@ -33,6 +33,7 @@ from sqlalchemy.pool import AsyncAdaptedQueuePool, QueuePool
 
 from graph.settings import Settings
 from graph.store import sqlite_inline
+from graph.store.compression import Compression
 from graph.store.connections import driver_connection, end, run
 from graph.store.encryption import Encryption
 from graph.store.full_disk import FullDisk
@@ -52,7 +53,7 @@ class DatabaseBusy(OperationalError):
     """SQLite's write lock stayed with another process for longer than busy_timeout."""
 
 
-def _sqlite_engine(settings: Settings, *, writer: bool) -> AsyncEngine:
+def _sqlite_engine(settings: Settings, *, writer: bool, compression: Compression) -> AsyncEngine:
     path = settings.sqlite_path
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -95,6 +96,8 @@ def _sqlite_engine(settings: Settings, *, writer: bool) -> AsyncEngine:
         # SQLite's lower() folds ASCII letters only; PostgreSQL's (in a UTF-8 database)
         # folds every letter, as searchDelegations must on both.
         dbapi_connection.create_function("unicode_lower", 1, _unicode_lower, deterministic=True)
+        # The search index's view and trigger read compressed messages' JSON through it.
+        compression.register(dbapi_connection)
 
     # No BEGIN from SQLAlchemy (the dialect's do_begin is a no-op): the writer's
     # transactions are opened by SQLiteWriter, and a reader opens one only for a
@@ -476,9 +479,15 @@ class Database:
         self.in_flight = InFlight()
         # Content sealed at rest (store/encryption.py), when a master key is set.
         self.encryption = Encryption.from_settings(settings) if settings.encryption_on else None
+        # SQLite: messages stored compressed (store/compression.py); never with encryption.
+        self.compression: Compression | None = None
         if self.is_sqlite:
-            self.writer = _sqlite_engine(settings, writer=True)
-            self.reader = _sqlite_engine(settings, writer=False)
+            self.compression = Compression(
+                settings.sqlite_path,
+                enabled=settings.sqlite_compression and self.encryption is None,
+            )
+            self.writer = _sqlite_engine(settings, writer=True, compression=self.compression)
+            self.reader = _sqlite_engine(settings, writer=False, compression=self.compression)
             self._kept = KeptConnections(self.reader)
             self._sqlite_writer = SQLiteWriter(
                 self.writer,

@@ -238,9 +238,11 @@ async def _seal_messages(db: Database) -> int:
             for mid, cid, data, digest, search_text in found.values:
                 if is_sealed(data):
                     continue
+                # Compressed before encryption was on: sealed as the text it holds.
+                plain = db.compression.inflate_value(data) if db.compression else data
                 if search_text is None:  # SQLite keeps no copy of the words: read the JSON
-                    search_text = message_search_text(jsoncodec.loads(data))
-                row = {"data": data, "digest": digest, "search_text": search_text}
+                    search_text = message_search_text(jsoncodec.loads(plain))
+                row = {"data": plain, "digest": digest, "search_text": search_text}
                 (sealed,) = await encryption.sealed_messages(cid, [row])
                 if db.is_sqlite:
                     await sql.execute(_UNINDEX, {"id": mid})
@@ -323,9 +325,11 @@ async def _seal_event_log(db: Database) -> int:
 
 
 def _raw(conn: AsyncConnection, db: Database) -> Sql:
-    """Sql that reads the values as stored (sealed ones not opened)."""
+    """Sql that reads the values as stored (sealed ones not opened, compressed ones not
+    inflated)."""
     sql = Sql(conn, db)
     sql.encryption = None
+    sql.compression = None
     return sql
 
 

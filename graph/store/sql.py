@@ -156,9 +156,15 @@ class Sql:
         self.dialect = conn.dialect
         self.is_sqlite = db.is_sqlite
         self.encryption = db.encryption
+        self.compression = db.compression
 
     async def rows(self, statement: Statement, params: Mapping[str, Any] | None = None) -> Rows:
         found = await self._rows(statement, params)
+        if self.compression is not None and found.values and "data" in found.keys:
+            # Compressed messages (store/compression.py): inflated whatever the statement.
+            values = self.compression.inflate_rows(found.keys, found.values)
+            if values is not found.values:
+                found = Rows(found.keys, values)
         if self.encryption is None or not found.values:
             return found
         # Sealed values name their key: opened here, whatever the statement read.

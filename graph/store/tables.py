@@ -20,6 +20,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     PrimaryKeyConstraint,
     String,
     Table,
@@ -294,6 +295,17 @@ class MessageChunk(SQLModel, table=True):
     data: str = _text()
 
 
+class MessageDictionary(SQLModel, table=True):
+    """SQLite: a zstd dictionary that message rows are compressed with (store/compression.py),
+    named by the frames that use it. Never changed nor deleted while a frame may name it."""
+
+    __tablename__ = "message_dictionary"
+
+    id: int = Field(sa_column=Column(Integer, primary_key=True, autoincrement=False))
+    data: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+    created_at: datetime = _ts()
+
+
 class Snapshot(SQLModel, table=True):
     __tablename__ = "snapshot"
     __table_args__ = (Index("ix_snapshot_conversation", "conversation_id", "created_at", "id"),)
@@ -460,6 +472,7 @@ def table(model: type[SQLModel]) -> Table:
 conversation = table(Conversation)
 message = table(Message)
 message_chunk = table(MessageChunk)
+message_dictionary = table(MessageDictionary)
 snapshot = table(Snapshot)
 delegation = table(Delegation)
 session_state = table(SessionState)

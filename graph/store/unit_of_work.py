@@ -19,6 +19,7 @@ from graph.domain.principal import SYSTEM, Principal
 from graph.settings import Settings
 from graph.store import event_log, quotas, scope
 from graph.store.db import Database, ReadTransaction
+from graph.store.dictionary_training import DictionaryTraining
 from graph.store.errors import is_storage_full
 from graph.store.events import Event, EventBroker
 from graph.store.keyring import Keyring
@@ -51,12 +52,14 @@ class UnitOfWork:
         settings: Settings,
         broker: EventBroker,
         search_index: SearchIndex,
+        training: DictionaryTraining,
     ) -> None:
         self.db = db
         self.keyring = keyring
         self.settings = settings
         self.broker = broker
         self.search_index = search_index
+        self.training = training
         self.quotas = Quotas(settings)
 
     def repository(self, sql: Sql, principal: Principal) -> Repository:
@@ -79,6 +82,7 @@ class UnitOfWork:
         # Marked before the transaction commits, so that no search can read between its
         # commit and this mark (see SearchIndex.written).
         self.search_index.written()
+        self.training.written()
         events: list[Event] = []
         try:
             # Published in the order the transactions commit (the order of their positions).

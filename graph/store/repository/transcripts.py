@@ -142,16 +142,17 @@ class Transcripts(Part):
             await event_log.keep_messages(
                 self.sql, conversation.root_id, conversation.id, above=keep
             )
+            # Counted in SQL, unless the stored values are not the texts counted (sealed or
+            # compressed ones, read back opened or inflated).
+            counted = encryption is None and self.sql.compression is None
             gone = await self.sql.rows(
                 delete(M)
                 .where(M.c.conversation_id == conversation.id, M.c.seq > keep)
                 .returning(
-                    byte_length(M.c.data, is_sqlite=self.sql.is_sqlite)
-                    if encryption is None
-                    else M.c.data  # the sealed text is longer than the one counted
+                    byte_length(M.c.data, is_sqlite=self.sql.is_sqlite) if counted else M.c.data
                 )
             )
-            removed = sum(gone.scalars()) if encryption is None else opened_size(gone.scalars())
+            removed = sum(gone.scalars()) if counted else opened_size(gone.scalars())
         # The kept messages are the same texts (same digests): only the rest changes.
         self.repo.usage.add(
             conversation, messages=len(messages) - len(stored), size=sum(sizes[keep:]) - removed
@@ -183,13 +184,25 @@ class Transcripts(Part):
             for i, m in enumerate(messages)
         ]
         encryption = self.sql.encryption
+        compression = self.sql.compression
         if encryption is not None:
             rows_stored = await encryption.sealed_messages(conversation.id, rows)
             await self.sql.execute_many(_INSERT, rows_stored)
             await sealed_blocks.seal_completed(
                 self.sql, conversation.id, [m.text for m in messages], first_seq
             )
+        elif compression is not None and compression.compressing:
+            stored = compression.stored
+            await self.sql.execute_many(
+                _INSERT,
+                [
+                    {**row, "data": stored(m.text, m.encoded)}
+                    for row, m in zip(rows, messages, strict=True)
+                ],
+            )
         else:
+            if compression is not None:
+                compression.texts_stored += len(rows)  # they wait for a dictionary
             await self.sql.execute_many(_INSERT, rows)
         return tuple(
             MESSAGES.one(_INSERTED_ATTRIBUTES, [row[k] for k in _INSERTED]) for row in rows

@@ -1,0 +1,141 @@
+"""SQLite: messages stored compressed, with a dictionary trained on the database's own.
+
+A message of a few hundred bytes compresses poorly alone (zstd keeps about 0.6 of it, with
+the cost of a call per message either way); with a dictionary of what the database's
+messages have in common (their keys, their roles, their frequent words), each one still
+compresses alone, to about a third, and inflates alone in about a microsecond. So a message
+stays one row and one value: a read of one message, a page, a search hit or a replace's
+diff reads what it read before.
+
+A message row's `data` is its JSON text, or a zstd frame (a BLOB that begins with zstd's
+magic number) that names the dictionary it was compressed with (`message_dictionary.id`) and
+the size of its text. Reads inflate the frames of any result column `data` (`Sql.rows`); SQL
+that reads a message's JSON (the search index's view and its delete trigger, migration 0017)
+calls `convograph_inflate`, registered on every connection (db.py). A dictionary is never
+changed or deleted, so a frame stays readable as long as its row; one is trained once the
+database holds enough messages (store/dictionary_training.py), and until then, or with
+`CONVOGRAPH_SQLITE_COMPRESSION=false`, messages are stored as text. Not used on PostgreSQL
+(TOAST compresses large values itself) nor with encryption on (a sealed value does not
+compress).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import zstandard
+
+MAGIC = b"\x28\xb5\x2f\xfd"  # the first four bytes of every zstd frame
+LEVEL = 3
+FUNCTION = "convograph_inflate"
+
+
+class DictionaryMissing(LookupError):
+    """A frame names a dictionary the database does not hold."""
+
+
+def is_frame(value: object) -> bool:
+    return type(value) is bytes and value[:4] == MAGIC
+
+
+class Compression:
+    """The dictionaries of one SQLite database, as this process knows them."""
+
+    def __init__(self, path: Path | None, *, enabled: bool) -> None:
+        self._path = path
+        # Whether new messages are compressed (with encryption on they are sealed instead);
+        # frames are inflated either way.
+        self.enabled = enabled
+        self._decompressors: dict[int, zstandard.ZstdDecompressor] = {}
+        self._newest: zstandard.ZstdDecompressor | None = None
+        self._compressor: zstandard.ZstdCompressor | None = None
+        # Messages this process has stored as text since it started (they wait for a
+        # dictionary: store/dictionary_training.py).
+        self.texts_stored = 0
+
+    @property
+    def compressing(self) -> bool:
+        """Whether new messages are stored compressed (a dictionary is known, and enabled)."""
+        return self._compressor is not None
+
+    def learn(self, dictionaries: Iterable[tuple[int, bytes]]) -> None:
+        """Take the stored dictionaries (id, bytes); new messages use the newest."""
+        for ident, data in sorted(dictionaries):
+            if ident in self._decompressors:
+                continue
+            made = zstandard.ZstdCompressionDict(data, dict_type=zstandard.DICT_TYPE_FULLDICT)
+            self._decompressors[ident] = zstandard.ZstdDecompressor(dict_data=made)
+            self._newest = self._decompressors[ident]
+            if self.enabled:
+                made.precompute_compress(level=LEVEL)
+                self._compressor = zstandard.ZstdCompressor(
+                    dict_data=made, write_checksum=False, write_content_size=True
+                )
+
+    def stored(self, text: str, encoded: bytes) -> str | bytes:
+        """What a message row stores for the JSON `text` (`encoded` its UTF-8 bytes)."""
+        compressor = self._compressor
+        if compressor is None:
+            return text
+        frame = compressor.compress(encoded)
+        return frame if len(frame) < len(encoded) else text
+
+    def inflate(self, frame: bytes) -> str:
+        """The JSON text of a stored frame."""
+        newest = self._newest
+        if newest is not None:
+            try:
+                return newest.decompress(frame).decode()
+            except zstandard.ZstdError:
+                pass  # another dictionary's frame
+        ident = zstandard.get_frame_parameters(frame).dict_id
+        found = self._decompressors.get(ident)
+        if found is None:
+            self.learn(self._read_dictionaries())
+            found = self._decompressors.get(ident)
+            if found is None:
+                raise DictionaryMissing(f"no message dictionary {ident}")
+        return found.decompress(frame).decode()
+
+    def inflate_value(self, value: Any) -> Any:
+        """`value` with a frame inflated (SQL's `convograph_inflate`)."""
+        return self.inflate(value) if is_frame(value) else value
+
+    def register(self, connection: Any) -> None:
+        """Give an SQLite connection `convograph_inflate`, which the search index's view
+        and delete trigger call (a connection of convograph's, or one of a tool's own)."""
+        connection.create_function(FUNCTION, 1, self.inflate_value, deterministic=True)
+
+    def inflate_rows(self, keys: tuple[str, ...], values: list[tuple[Any, ...]]) -> list[Any]:
+        """Result rows with the frames of their `data` column inflated (the same list when
+        none holds one)."""
+        at = keys.index("data")
+        if not any(is_frame(row[at]) for row in values):
+            return values
+        inflate = self.inflate
+        if len(keys) == 1:
+            return [(inflate(v),) if is_frame(v) else (v,) for (v,) in values]
+        out = []
+        for row in values:
+            if is_frame(row[at]):
+                changed = list(row)
+                changed[at] = inflate(row[at])
+                row = tuple(changed)
+            out.append(row)
+        return out
+
+    def _read_dictionaries(self) -> list[tuple[int, bytes]]:
+        """The stored dictionaries, read on a connection of its own: a frame written by
+        another process (a server trained one after this one started) is met inside SQL
+        (the search index's view) as well as in Python, and both wait on this only once."""
+        if self._path is None:
+            return []
+        uri = f"{self._path.resolve().as_uri()}?mode=ro"
+        connection = sqlite3.connect(uri, uri=True)
+        try:
+            return connection.execute("SELECT id, data FROM message_dictionary").fetchall()
+        finally:
+            connection.close()

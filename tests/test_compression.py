@@ -1,0 +1,198 @@
+"""SQLite: messages stored compressed once a dictionary is trained on the database's own
+(store/compression.py). Read back exactly, found by a search, taken out of the index when
+deleted, counted by the quotas as the JSON they hold, sealed by `keys encrypt-existing`, and
+read by a process that did not train the dictionary. Turned off by a setting."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from graph.settings import Settings
+from graph.store.compression import MAGIC
+from graph.store.dictionary_training import TRAIN_AT
+from tests.conftest import GraphQLClient
+from tests.operations import APPEND, DELETE, READ, REPLACE, create
+from tests.test_encryption import KEY, cli, encrypted
+from tests.test_encryption import serving as serving_with_token
+from tests.test_search_index import assert_index_consistent
+
+pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
+
+SEARCH = "query($q: String) { conversations(filter: {search: $q}) { nodes { id } } }"
+MESSAGES = """query($id: ID!, $after: String) { conversation(id: $id) {
+  messages(first: 20, after: $after) { nodes { seq data } pageInfo { endCursor } } } }"""
+FIGURES = "{ workspaceFigures { messages storedBytes } }"
+APPEND_SAYING = """mutation($id: ID!, $m: [JSON!]!) {
+  appendMessages(input: {conversationId: $id, messages: $m}) { userErrors { code message } } }"""
+
+_WORDS = [
+    "".join(random.Random(i).choices("etaoinshrdlucmfwypvbgk", k=3 + i % 8)) for i in range(600)
+]
+
+
+def prose(rng: random.Random, words: int = 40) -> str:
+    return " ".join(rng.choices(_WORDS, k=words))
+
+
+def turns(rng: random.Random, count: int) -> list[dict[str, Any]]:
+    return [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": prose(rng)} for i in range(count)
+    ]
+
+
+# Messages whose exact form a reader relies on: numbers past 64 bits and doubles as written,
+# key order, escapes, a NUL (its words kept in a column of their own), astral characters.
+TRICKY: list[dict[str, Any]] = [
+    {"role": "user", "content": "ünïcödé 🦓 " + "x" * 300, "n": 12345678901234567890123},
+    {"role": "tool", "content": [{"type": "text", "text": "nested zebra"}], "z": 1, "a": 1.5},
+    {"role": "user", "content": 'line\nbreak "quoted" \\ back \u0000 nul quagga', "e": -0.0},
+    {"role": "assistant", "content": "short"},
+]
+
+
+def stored(path: Path, cid: str) -> list[Any]:
+    """The `data` of a conversation's message rows, as SQLite holds them."""
+    with sqlite3.connect(path) as db:
+        rows = db.execute(
+            "SELECT data FROM message WHERE conversation_id = ? ORDER BY seq", (cid,)
+        ).fetchall()
+    return [row[0] for row in rows]
+
+
+def dictionaries(path: Path) -> int:
+    with sqlite3.connect(path) as db:
+        return int(db.execute("SELECT count(*) FROM message_dictionary").fetchone()[0])
+
+
+async def append(gql: GraphQLClient, cid: str, messages: list[dict[str, Any]]) -> None:
+    payload = (await gql(APPEND, {"id": cid, "m": messages}))["appendMessages"]
+    assert payload["userErrors"] == []
+
+
+async def trained(gql: GraphQLClient, path: Path, rng: random.Random) -> str:
+    """A conversation of TRAIN_AT varied messages, written until the server has trained its
+    dictionary (a check follows writes, at most once a second); its id."""
+    cid = await create(gql)
+    for _ in range(TRAIN_AT // 500):
+        await append(gql, cid, turns(rng, 500))
+    for _ in range(50):
+        if dictionaries(path):
+            break
+        await asyncio.sleep(0.2)
+        await append(gql, cid, turns(rng, 1))  # a write: the next check follows it
+    assert dictionaries(path) == 1
+    await asyncio.sleep(0.3)  # the check that stored it has learnt it
+    return cid
+
+
+def compressing(settings: Settings) -> Path:
+    if settings.sqlite_path is None or settings.encryption_on:
+        pytest.skip("SQLite without encryption only")
+    return settings.sqlite_path
+
+
+async def test_compressed_messages_read_back_exactly_and_are_found(
+    settings: Settings, server: Any, gql: GraphQLClient
+) -> None:
+    path = compressing(settings)
+    rng = random.Random(1)
+    first = await trained(gql, path, rng)
+    assert all(isinstance(v, str) for v in stored(path, first)[:TRAIN_AT])  # before it: text
+    cid = await create(gql)
+    later = [*turns(rng, 30), *TRICKY]
+    await append(gql, cid, later)
+    rows = stored(path, cid)
+    frames = [v for v in rows if isinstance(v, bytes)]
+    assert len(frames) >= 30 and all(v.startswith(MAGIC) for v in frames)
+    assert sum(map(len, frames)) < 0.6 * sum(
+        len(json.dumps(m, separators=(",", ":"), ensure_ascii=False).encode())
+        for m, v in zip(later, rows, strict=True)
+        if isinstance(v, bytes)
+    )
+    # Exactly as sent: the transcript's JSON text, and a page of messages.
+    response = await gql.post(READ, {"id": cid})
+    assert '"n":12345678901234567890123' in response.text and '"z":1,"a":1.5' in response.text
+    assert response.json()["data"]["conversation"]["transcript"] == json.loads(json.dumps(later))
+    page = (await gql(MESSAGES, {"id": cid, "after": None}))["conversation"]["messages"]
+    assert [n["data"] for n in page["nodes"]] == later[:20]
+    # Found by words of their JSON, frames or not; gone from the index with them.
+    words = later[5]["content"].split()
+    for word in (words[0], "quagga", "zebra"):  # a frame, a row keeping its words, a part
+        hits = await gql(SEARCH, {"q": word})
+        assert cid in {n["id"] for n in hits["conversations"]["nodes"]}, word
+    assert_index_consistent(settings)
+    await gql(REPLACE, {"id": cid, "m": later[:10]})
+    assert (await gql(SEARCH, {"q": "zebra"}))["conversations"]["nodes"] == []
+    assert_index_consistent(settings)
+    await gql(DELETE, {"id": cid})
+    assert_index_consistent(settings)
+    assert (await gql(SEARCH, {"q": "quagga"}))["conversations"]["nodes"] == []
+
+
+async def test_a_replace_frees_the_json_bytes_of_compressed_messages(settings: Settings) -> None:
+    path = compressing(settings)
+    rng = random.Random(2)
+    async with serving_with_token(settings.replace(workspace_max_bytes=1_200_000)) as (_, gql):
+        await trained(gql, path, rng)
+        cid = await create(gql)
+        messages = turns(rng, 40)
+        await append(gql, cid, messages)
+        assert any(isinstance(v, bytes) for v in stored(path, cid))
+        await gql(REPLACE, {"id": cid, "m": messages[:5]})
+        # The quota's own count, kept write by write, against the conversations' sums.
+        figures = (await gql(FIGURES))["workspaceFigures"]["storedBytes"]
+        big = [{"role": "user", "content": "y" * 1_000_000}]
+        payload = (await gql(APPEND_SAYING, {"id": cid, "m": big}))["appendMessages"]
+        assert [e["code"] for e in payload["userErrors"]] == ["STORAGE_FULL"]
+        assert f"{figures:,} stored" in json.dumps(payload), (figures, payload)
+
+
+async def test_another_process_reads_and_deletes_what_this_one_compressed(
+    settings: Settings,
+) -> None:
+    path = compressing(settings)
+    rng = random.Random(3)
+    async with serving_with_token(settings) as (_, gql):
+        await trained(gql, path, rng)
+        cid = await create(gql)
+        messages = turns(rng, 20)
+        await append(gql, cid, messages)
+    # With compression off this server trains nothing and loads no dictionary at start: it
+    # meets the frames in its reads, its search index's view and its delete trigger.
+    async with serving_with_token(settings.replace(sqlite_compression=False)) as (_, gql):
+        assert (await gql(READ, {"id": cid}))["conversation"]["transcript"] == messages
+        word = messages[3]["content"].split()[2]
+        hits = (await gql(SEARCH, {"q": word}))["conversations"]["nodes"]
+        assert cid in {n["id"] for n in hits}
+        more = turns(rng, 5)
+        await append(gql, cid, more)
+        assert all(isinstance(v, str) for v in stored(path, cid)[20:])  # off: stored as text
+        await gql(DELETE, {"id": cid})
+        assert_index_consistent(settings)
+
+
+async def test_encrypt_existing_seals_compressed_messages(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = compressing(settings)
+    rng = random.Random(4)
+    async with serving_with_token(settings) as (_, gql):
+        await trained(gql, path, rng)
+        cid = await create(gql)
+        messages = turns(rng, 20)
+        await append(gql, cid, messages)
+    assert any(isinstance(v, bytes) and v.startswith(MAGIC) for v in stored(path, cid))
+    async with serving_with_token(encrypted(settings)) as (_, gql):  # read before sealing
+        assert (await gql(READ, {"id": cid}))["conversation"]["transcript"] == messages
+    await cli(monkeypatch, settings, "keys", "encrypt-existing", KEY=KEY)
+    assert "messages: sealed 0" not in capsys.readouterr().out
+    assert not any(v.startswith(MAGIC) for v in stored(path, cid))
+    async with serving_with_token(encrypted(settings)) as (_, gql):
+        assert (await gql(READ, {"id": cid}))["conversation"]["transcript"] == messages
