@@ -13,11 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from alembic import command
 
 from graph.settings import Settings
 from graph.store.compression import MAGIC
 from graph.store.dictionary_training import TRAIN_AT
 from tests.conftest import GraphQLClient
+from tests.migrations import columns_after
 from tests.operations import APPEND, DELETE, READ, REPLACE, create
 from tests.test_encryption import KEY, cli, encrypted
 from tests.test_encryption import serving as serving_with_token
@@ -196,3 +198,35 @@ async def test_encrypt_existing_seals_compressed_messages(
     assert not any(v.startswith(MAGIC) for v in stored(path, cid))
     async with serving_with_token(encrypted(settings)) as (_, gql):
         assert (await gql(READ, {"id": cid}))["conversation"]["transcript"] == messages
+
+
+async def test_a_downgrade_stores_every_message_as_text_again(
+    settings: Settings, server: Any, gql: GraphQLClient
+) -> None:
+    path = compressing(settings)
+    rng = random.Random(5)
+    await trained(gql, path, rng)
+    cid = await create(gql)
+    messages = [*turns(rng, 20), *TRICKY]
+    await append(gql, cid, messages)
+    before = (await gql.post(READ, {"id": cid})).text
+    assert any(isinstance(v, bytes) for v in stored(path, cid))
+
+    tables = await columns_after(settings, "message", lambda c: command.downgrade(c, "0016"))
+    assert "data" in tables
+    held = stored(path, cid)
+    assert all(isinstance(v, str) for v in held)
+    assert [json.loads(v) for v in held] == json.loads(json.dumps(messages))
+    with sqlite3.connect(path) as db:  # 0012's view and trigger, which know no frames
+        gone = "SELECT count(*) FROM sqlite_schema WHERE name = 'message_dictionary'"
+        assert db.execute(gone).fetchone() == (0,)
+        assert "convograph_inflate" not in str(
+            db.execute("SELECT sql FROM sqlite_schema").fetchall()
+        )
+
+    await columns_after(settings, "message", lambda c: command.upgrade(c, "head"))
+    assert (await gql.post(READ, {"id": cid})).text == before
+    word = messages[4]["content"].split()[1]
+    assert cid in {n["id"] for n in (await gql(SEARCH, {"q": word}))["conversations"]["nodes"]}
+    await gql(DELETE, {"id": cid})
+    assert_index_consistent(settings)
