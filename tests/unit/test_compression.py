@@ -73,3 +73,20 @@ def test_a_frame_of_an_unknown_dictionary_is_refused(dictionary: bytes) -> None:
 
 def test_too_few_messages_train_no_dictionary() -> None:
     assert train(['{"a":1}'] * 3, ident=1) is None
+
+
+def test_rows_of_frames_text_and_other_columns_are_inflated_in_place(dictionary: bytes) -> None:
+    compression = Compression(None, enabled=True)
+    compression.learn([(7, dictionary)])
+    values = texts(5, seed=4)
+    frames = [compression.stored(t, t.encode()) for t in values]
+    assert compression.inflate_rows(("data",), [(f,) for f in frames]) == [(t,) for t in values]
+    mixed = [(1, frames[0]), (2, "text"), (3, frames[1]), (4, None)]
+    assert compression.inflate_rows(("seq", "data"), mixed) == [
+        (1, values[0]),
+        (2, "text"),
+        (3, values[1]),
+        (4, None),
+    ]
+    plain = [(1, "a")]
+    assert compression.inflate_rows(("seq", "data"), plain) is plain
