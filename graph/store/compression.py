@@ -132,7 +132,7 @@ class Compression:
                 out[i] = tuple(changed)
         return out
 
-    def _inflate_many(self, frames: list[bytes]) -> list[str]:
+    def _inflate_many(self, frames: list[bytes | bytearray | memoryview]) -> list[str]:
         # A transcript's frames in one call: zstd's own loop, not one call of Python each.
         newest = self._newest
         if newest is not None and len(frames) > 1:
@@ -141,8 +141,8 @@ class Compression:
             except zstandard.ZstdError:
                 pass  # another dictionary's frames among them
             else:
-                return [segment.tobytes().decode() for segment in found]
-        return [self.inflate(frame) for frame in frames]
+                return [found[i].tobytes().decode() for i in range(len(found))]
+        return [self.inflate(bytes(frame)) for frame in frames]
 
     def _read_dictionaries(self) -> list[tuple[int, bytes]]:
         """The stored dictionaries, read on a connection of its own: a frame written by
