@@ -94,6 +94,19 @@ async def trained(gql: GraphQLClient, path: Path, rng: random.Random) -> str:
     return cid
 
 
+async def compressed_conversation(
+    settings: Settings, rng: random.Random
+) -> tuple[str, list[dict[str, Any]]]:
+    """A server of its own trains its dictionary, then stores a conversation of 20 messages
+    compressed; (its id, its messages)."""
+    async with serving_with_token(settings) as (_, gql):
+        await trained(gql, compressing(settings), rng)
+        cid = await create(gql)
+        messages = turns(rng, 20)
+        await append(gql, cid, messages)
+    return cid, messages
+
+
 def compressing(settings: Settings) -> Path:
     if settings.sqlite_path is None or settings.encryption_on:
         pytest.skip("SQLite without encryption only")
@@ -161,11 +174,7 @@ async def test_another_process_reads_and_deletes_what_this_one_compressed(
 ) -> None:
     path = compressing(settings)
     rng = random.Random(3)
-    async with serving_with_token(settings) as (_, gql):
-        await trained(gql, path, rng)
-        cid = await create(gql)
-        messages = turns(rng, 20)
-        await append(gql, cid, messages)
+    cid, messages = await compressed_conversation(settings, rng)
     # With compression off this server trains nothing and loads no dictionary at start: it
     # meets the frames in its reads, its search index's view and its delete trigger.
     async with serving_with_token(settings.replace(sqlite_compression=False)) as (_, gql):
@@ -184,12 +193,7 @@ async def test_encrypt_existing_seals_compressed_messages(
     settings: Settings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = compressing(settings)
-    rng = random.Random(4)
-    async with serving_with_token(settings) as (_, gql):
-        await trained(gql, path, rng)
-        cid = await create(gql)
-        messages = turns(rng, 20)
-        await append(gql, cid, messages)
+    cid, messages = await compressed_conversation(settings, random.Random(4))
     assert any(isinstance(v, bytes) and v.startswith(MAGIC) for v in stored(path, cid))
     async with serving_with_token(encrypted(settings)) as (_, gql):  # read before sealing
         assert (await gql(READ, {"id": cid}))["conversation"]["transcript"] == messages
