@@ -18,6 +18,7 @@ from typing import Any
 import asyncpg
 
 from graph.settings import Settings
+from graph.store.compression import Compression
 
 Batch = Mapping[str, Sequence[tuple[Any, ...]]]  # table -> rows, in its COLUMNS' order
 
@@ -68,6 +69,8 @@ def load_sqlite(
 ) -> None:
     """Insert every batch, one commit each; run `then`; ANALYZE."""
     db = sqlite3.connect(path)
+    # The search index's view and trigger read compressed messages through it.
+    Compression(path, enabled=False).register(db)
     try:
         for batch in batches:
             for table, values in batch.items():

@@ -5,14 +5,15 @@
 
 The database is migrated, then filled in bulk with SQL (not through HTTP, so that the
 bench stays short): one owner holds CONVERSATIONS conversations of MESSAGES messages each
-(1,000,000), plus one of BIG messages. One message in a million holds a rare word, one in a
-hundred a common one; SQLite's full-text index is built from the rows, PostgreSQL's GIN
-index as they are copied in. The real app, in this process, then answers each read
-ROUNDS times, the reads interleaved: p50 and p99 of the first page of conversations, a
-page 1,000 pages deep (by its keyset cursor), a search for the rare and for the common
-word, the `transcript` of the BIG-message conversation and `totalCount`. An append into a
-conversation of this database is timed against the same append into an empty database,
-alternating between the two apps.
+(1,000,000), plus one of BIG messages. One message in a million holds a rare word, one in
+a hundred a common one; SQLite's full-text index is built from the rows, PostgreSQL's GIN
+index as they are copied in. On SQLite the messages are stored as the server stores them:
+the first thousand as text, the rest compressed with a dictionary learnt from those. The
+real app, in this process, then answers each read ROUNDS times, the reads interleaved: p50
+and p99 of the first page of conversations, a page 1,000 pages deep (by its keyset
+cursor), a search for the rare and for the common word, the `transcript` of the BIG-
+message conversation and `totalCount`. An append into a conversation of this database is
+timed against the same append into an empty database, alternating between the two apps.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ from graph.domain import cursors
 from graph.domain.principal import SYSTEM, OwnerType, Scope
 from graph.services import Services
 from graph.settings import Settings
+from graph.store.compression import Compression
+from graph.store.dictionary_training import TRAIN_AT, train
 from graph.store.keyring import Keyring, load_secret
 from graph.store.migrate import upgrade
 
@@ -93,24 +96,55 @@ def rows(keyring: Keyring, *, sqlite: bool) -> Iterator[tuple[str, tuple[Any, ..
             yield "message", (cid, m + 1, "user", data, hashed, None if sqlite else words, at)
 
 
-def batches(keyring: Keyring, *, sqlite: bool) -> Iterator[dict[str, list[tuple[Any, ...]]]]:
-    batch: dict[str, list[tuple[Any, ...]]] = {"conversation": [], "message": []}
-    for table, row in rows(keyring, sqlite=sqlite):
+def compressed(
+    found: Iterator[tuple[str, tuple[Any, ...]]],
+) -> Iterator[tuple[str, tuple[Any, ...]]]:
+    """SQLite: the rows as a server stores them (store/compression.py): the first TRAIN_AT
+    messages as text, a dictionary learnt from them, every message after compressed."""
+    compression = Compression(None, enabled=True)
+    sample: list[str] = []
+    for table, row in found:
+        if table == "message" and not compression.compressing:
+            sample.append(row[3])
+            if len(sample) == TRAIN_AT:
+                made = train(sample, ident=1)
+                assert made is not None
+                compression.learn([(1, made)])
+                yield "message_dictionary", (1, made, datetime.now(UTC))
+        elif table == "message":
+            data = compression.stored(row[3], row[3].encode())
+            row = (*row[:3], data, *row[4:])
+        yield table, row
+
+
+def batches(
+    keyring: Keyring, *, sqlite: bool, text: bool = False
+) -> Iterator[dict[str, list[tuple[Any, ...]]]]:
+    def empty() -> dict[str, list[tuple[Any, ...]]]:
+        return {"conversation": [], "message": [], "message_dictionary": []}
+
+    found = rows(keyring, sqlite=sqlite)
+    batch = empty()
+    for table, row in compressed(found) if sqlite and not text else found:
         batch[table].append(row)
         if len(batch["message"]) >= 50_000:
             yield batch
-            batch = {"conversation": [], "message": []}
+            batch = empty()
     yield batch
 
 
-COLUMNS = {"conversation": CONVERSATION_COLUMNS, "message": MESSAGE_COLUMNS}
+COLUMNS = {
+    "conversation": CONVERSATION_COLUMNS,
+    "message": MESSAGE_COLUMNS,
+    "message_dictionary": "id, data, created_at",
+}
 
 
-def fill_sqlite(path: Path, keyring: Keyring) -> None:
+def fill_sqlite(path: Path, keyring: Keyring, *, text: bool = False) -> None:
     # The full-text index as the server's batches would have built it, in one pass.
     load_sqlite(
         path,
-        batches(keyring, sqlite=True),
+        batches(keyring, sqlite=True, text=text),
         COLUMNS,
         then=(
             "INSERT INTO message_fts(rowid, search_text) "
@@ -228,6 +262,9 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--database-url", default=None, help="PostgreSQL (default: SQLite)")
     parser.add_argument("--keep", default=None, help="SQLite: build the file here and keep it")
+    parser.add_argument(
+        "--text", action="store_true", help="SQLite: store every message as text (uncompressed)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         if args.database_url is None:
@@ -238,7 +275,7 @@ async def main() -> None:
             if not path.exists():
                 await upgrade(full)
                 started = time.perf_counter()
-                fill_sqlite(path, Keyring(load_secret(full)))
+                fill_sqlite(path, Keyring(load_secret(full)), text=args.text)
                 print(f"filled in {time.perf_counter() - started:.0f} s")
             await measure(full, empty)
             return
