@@ -111,9 +111,9 @@ async def _filled(app: App, messages: list[Any]) -> str:
 async def _trained(app: App, messages: list[Any]) -> None:
     """Messages written until the app has its dictionary (when it compresses at all)."""
     await _filled(app, messages[:1000])
-    training = app.services.training
+    compression = app.services.db.compression
     for _ in range(100):
-        if not training.enabled:
+        if compression is None or not compression.enabled or compression.compressing:
             return
         await _filled(app, messages[:1])  # a write: a check follows it
         await asyncio.sleep(0.3)

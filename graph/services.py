@@ -55,10 +55,10 @@ class Services:
         if self.settings.quotas_on:
             await self.uow.count_usage()
         if self.training.enabled:
-            # The stored dictionary, for the first writes: they would otherwise wait for the
-            # first check (a failure is left to that check).
+            # The stored dictionary, for the first writes; training, if it is due, is left to
+            # the check after the next write (the server answers meanwhile), as is a failure.
             with contextlib.suppress(Exception):
-                await self.training.check()
+                await self.training.check(training=False)
 
     async def stop(self, *, within: float = BACKGROUND_STOP_SECONDS) -> None:
         """Stop the background work, giving what it finishes at most `within` seconds."""

@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import zstandard
 from alembic import command
 
 from graph.settings import Settings
-from graph.store.compression import MAGIC
+from graph.store.compression import MAGIC, SAMPLE_EVERY, WINDOW
 from graph.store.dictionary_training import TRAIN_AT
 from tests.conftest import GraphQLClient
 from tests.migrations import columns_after
@@ -234,3 +235,42 @@ async def test_a_downgrade_stores_every_message_as_text_again(
     assert cid in {n["id"] for n in (await gql(SEARCH, {"q": word}))["conversations"]["nodes"]}
     await gql(DELETE, {"id": cid})
     assert_index_consistent(settings)
+
+
+async def test_messages_that_drift_from_the_dictionary_get_a_new_one(
+    settings: Settings, server: Any, gql: GraphQLClient
+) -> None:
+    path = compressing(settings)
+    notes = [{"role": "user", "content": f"note {i} of {i * 7}"} for i in range(TRAIN_AT)]
+    first = await create(gql)
+    await append(gql, first, notes)
+    for _ in range(50):  # trained on the notes
+        if dictionaries(path):
+            break
+        await asyncio.sleep(0.2)
+        await append(gql, first, notes[:1])
+    assert dictionaries(path) == 1
+    await asyncio.sleep(0.3)
+    # Then long messages of other words: the notes' dictionary no longer fits.
+    rng = random.Random(6)
+    cid = await create(gql)
+    sent: list[dict[str, Any]] = []
+    for _ in range(SAMPLE_EVERY * WINDOW // 1000 + 1):
+        batch = turns(rng, 1000)
+        await append(gql, cid, batch)
+        sent += batch
+    for _ in range(50):
+        if dictionaries(path) == 2:
+            break
+        await asyncio.sleep(0.2)
+        await append(gql, cid, batch[:1])
+        sent += batch[:1]
+    assert dictionaries(path) == 2
+    await asyncio.sleep(0.3)
+    later = turns(rng, 50)
+    await append(gql, cid, later)
+    sent += later
+    used = {zstandard.get_frame_parameters(v).dict_id for v in stored(path, cid)[-50:]}
+    assert used == {2}
+    assert (await gql(READ, {"id": cid}))["conversation"]["transcript"] == sent
+    assert (await gql(READ, {"id": first}))["conversation"]["transcript"][:TRAIN_AT] == notes

@@ -31,6 +31,11 @@ import zstandard
 MAGIC = b"\x28\xb5\x2f\xfd"  # the first four bytes of every zstd frame
 LEVEL = 3
 FUNCTION = "convograph_inflate"
+# A dictionary is worth keeping if it compresses messages to at most this much of what
+# zstd makes of them alone (and of their JSON).
+WORTH = 0.75
+SAMPLE_EVERY = 64
+WINDOW = 256
 
 
 class DictionaryMissing(LookupError):
@@ -50,16 +55,27 @@ class Compression:
         # frames are inflated either way.
         self.enabled = enabled
         self._decompressors: dict[int, zstandard.ZstdDecompressor] = {}
+        self._newest_id = 0
         self._newest: zstandard.ZstdDecompressor | None = None
         self._compressor: zstandard.ZstdCompressor | None = None
         # Messages this process has stored as text since it started (they wait for a
         # dictionary: store/dictionary_training.py).
         self.texts_stored = 0
+        # Every SAMPLE_EVERY-th message compressed is also compressed without the
+        # dictionary: the bytes of both over the last samples (`drifted`).
+        self._plain = zstandard.ZstdCompressor(level=LEVEL)
+        self._compressed = 0
+        self._window = [0, 0, 0]  # samples, bytes with the dictionary, without
 
     @property
     def compressing(self) -> bool:
         """Whether new messages are stored compressed (a dictionary is known, and enabled)."""
         return self._compressor is not None
+
+    @property
+    def newest(self) -> int:
+        """The id of the newest dictionary known (0: none)."""
+        return self._newest_id
 
     def learn(self, dictionaries: Iterable[tuple[int, bytes]]) -> None:
         """Take the stored dictionaries (id, bytes); new messages use the newest."""
@@ -68,7 +84,11 @@ class Compression:
                 continue
             made = zstandard.ZstdCompressionDict(data, dict_type=zstandard.DICT_TYPE_FULLDICT)
             self._decompressors[ident] = zstandard.ZstdDecompressor(dict_data=made)
+            if ident < self._newest_id:
+                continue
+            self._newest_id = ident
             self._newest = self._decompressors[ident]
+            self._window = [0, 0, 0]
             if self.enabled:
                 made.precompute_compress(level=LEVEL)
                 self._compressor = zstandard.ZstdCompressor(
@@ -81,7 +101,23 @@ class Compression:
         if compressor is None:
             return text
         frame = compressor.compress(encoded)
+        self._compressed += 1
+        if self._compressed % SAMPLE_EVERY == 0:
+            window = self._window
+            window[0] += 1
+            window[1] += min(len(frame), len(encoded))
+            window[2] += min(len(self._plain.compress(encoded)), len(encoded))
         return frame if len(frame) < len(encoded) else text
+
+    def drifted(self) -> bool:
+        """Whether, over the last `WINDOW` samples, the dictionary has kept more than `WORTH`
+        of what zstd keeps without one (the messages no longer look like those it was
+        learnt from); the samples start again either way."""
+        samples, kept, plain = self._window
+        if samples < WINDOW:
+            return False
+        self._window = [0, 0, 0]
+        return kept > WORTH * plain
 
     def inflate(self, frame: bytes) -> str:
         """The JSON text of a stored frame."""

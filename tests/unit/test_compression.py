@@ -5,8 +5,15 @@ from __future__ import annotations
 import random
 
 import pytest
+import zstandard
 
-from graph.store.compression import MAGIC, Compression, DictionaryMissing
+from graph.store.compression import (
+    MAGIC,
+    SAMPLE_EVERY,
+    WINDOW,
+    Compression,
+    DictionaryMissing,
+)
 from graph.store.dictionary_training import train
 
 WORDS = ["".join(random.Random(i).choices("abcdefghij", k=2 + i % 7)) for i in range(400)]
@@ -90,3 +97,51 @@ def test_rows_of_frames_text_and_other_columns_are_inflated_in_place(dictionary:
     ]
     plain = [(1, "a")]
     assert compression.inflate_rows(("seq", "data"), plain) is plain
+
+
+def test_messages_too_alike_give_no_dictionary() -> None:
+    assert train(['{"role":"user","content":"hi"}'] * 1000, ident=1) is None
+    pings = [f'{{"role":"user","content":"{("ping", "pong")[i % 2]}"}}' for i in range(1000)]
+    assert train(pings, ident=1) is None
+
+
+def test_a_dictionary_that_no_longer_fits_the_messages_is_said_to_have_drifted() -> None:
+    # Learnt from short numbered notes, then used for long messages of other words.
+    notes = [f'{{"role":"user","content":"note {i} of {i * 7}"}}' for i in range(1000)]
+    made = train(notes, ident=1)
+    assert made is not None
+    compression = Compression(None, enabled=True)
+    compression.learn([(1, made)])
+    rng = random.Random(9)
+    other = ["".join(rng.choices("qwertyuiopzxcv", k=7)) for _ in range(300)]
+    drifted = False
+    for i in range(SAMPLE_EVERY * WINDOW):
+        text = f'{{"kind":"tool","output":"{" ".join(rng.choices(other, k=40))}"}}'
+        compression.stored(text, text.encode())
+        drifted = drifted or compression.drifted()
+    assert drifted
+    # A dictionary learnt from such messages fits them.
+    fitting = Compression(None, enabled=True)
+    fitting.learn([(2, train(texts(1000, seed=5), ident=2) or b"")])
+    assert fitting.newest == 2
+    for text in texts(SAMPLE_EVERY * WINDOW, seed=6):
+        fitting.stored(text, text.encode())
+        assert not fitting.drifted()
+
+
+def test_new_messages_use_the_newest_dictionary_and_every_one_stays_readable(
+    dictionary: bytes,
+) -> None:
+    compression = Compression(None, enabled=True)
+    compression.learn([(7, dictionary)])
+    old = texts(1, seed=7)[0]
+    old_frame = compression.stored(old, old.encode())
+    newer = train(texts(1000, seed=8), ident=8)
+    assert newer is not None
+    compression.learn([(8, newer), (7, dictionary)])
+    assert compression.newest == 8
+    new = texts(1, seed=9)[0]
+    new_frame = compression.stored(new, new.encode())
+    assert isinstance(new_frame, bytes)
+    assert zstandard.get_frame_parameters(new_frame).dict_id == 8
+    assert compression.inflate_rows(("data",), [(old_frame,), (new_frame,)]) == [(old,), (new,)]
