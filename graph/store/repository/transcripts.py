@@ -6,7 +6,7 @@ import functools
 from collections.abc import Sequence
 from operator import itemgetter
 
-from sqlalchemy import and_, bindparam, delete, or_, select
+from sqlalchemy import and_, bindparam, delete, func, or_, select
 
 from graph.domain.errors import invalid
 from graph.domain.events import EventKind
@@ -142,17 +142,19 @@ class Transcripts(Part):
             await event_log.keep_messages(
                 self.sql, conversation.root_id, conversation.id, above=keep
             )
-            # Counted in SQL, unless the stored values are not the texts counted (sealed or
-            # compressed ones, read back opened or inflated).
-            counted = encryption is None and self.sql.compression is None
+            # Counted in SQL (a compressed message inflated there), unless sealed: a sealed
+            # text is longer than the one counted, and is read back opened.
+            text = M.c.data if self.sql.compression is None else func.convograph_inflate(M.c.data)
             gone = await self.sql.rows(
                 delete(M)
                 .where(M.c.conversation_id == conversation.id, M.c.seq > keep)
                 .returning(
-                    byte_length(M.c.data, is_sqlite=self.sql.is_sqlite) if counted else M.c.data
+                    byte_length(text, is_sqlite=self.sql.is_sqlite)
+                    if encryption is None
+                    else M.c.data
                 )
             )
-            removed = sum(gone.scalars()) if counted else opened_size(gone.scalars())
+            removed = sum(gone.scalars()) if encryption is None else opened_size(gone.scalars())
         # The kept messages are the same texts (same digests): only the rest changes.
         self.repo.usage.add(
             conversation, messages=len(messages) - len(stored), size=sum(sizes[keep:]) - removed
