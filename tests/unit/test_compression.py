@@ -115,7 +115,7 @@ def test_a_dictionary_that_no_longer_fits_the_messages_is_said_to_have_drifted()
     rng = random.Random(9)
     other = ["".join(rng.choices("qwertyuiopzxcv", k=7)) for _ in range(300)]
     drifted = False
-    for i in range(SAMPLE_EVERY * WINDOW):
+    for _ in range(SAMPLE_EVERY * WINDOW):
         text = f'{{"kind":"tool","output":"{" ".join(rng.choices(other, k=40))}"}}'
         compression.stored(text, text.encode())
         drifted = drifted or compression.drifted()
