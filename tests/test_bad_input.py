@@ -31,6 +31,7 @@ from hypothesis import strategies as st
 
 from graph.settings import Settings
 from tests.conftest import GraphQLClient
+from tests.operations import COUNT, create
 from tests.test_http import serving
 from tests.test_isolation import Records, holdings, seed
 
@@ -702,3 +703,25 @@ async def test_the_token_id_lookup_matches_a_string_or_a_number_alike_on_both_ba
     made = (await gql(WITH_METADATA, {"m": {"token_id": stored}}))["createConversation"]
     answer = (await gql(RECENT, {"t": asked}))["recentPendingConversation"]
     assert answer == ({"id": made["conversation"]["id"]} if found else None)
+
+
+@pytest.mark.parametrize(
+    "literal",
+    [
+        'createConversation(input: {title: "x", metadata: {score: 1e400}}) { conversation { id } }',
+        'appendMessages(input: {conversationId: $id, messages: [{role: "user", n: -1e400}]})'
+        " { messages { seq } }",
+    ],
+)
+async def test_an_infinite_number_in_a_json_literal_is_the_request_s_error(
+    gql: GraphQLClient, literal: str
+) -> None:
+    cid = await create(gql)
+    uses_id = "$id" in literal
+    document = f"mutation{'($id: ID!)' if uses_id else ''} {{ {literal} }}"
+    response = await gql.post(document, {"id": cid} if uses_id else None)
+    body = response.json()
+    assert body["data"] is None, body
+    assert [e["message"] for e in body["errors"]] == ["JSON numbers must be finite"], body
+    assert all(e.get("extensions", {}).get("code") != "INTERNAL" for e in body["errors"])
+    assert (await gql(COUNT))["conversations"]["totalCount"] == 1  # nothing else stored

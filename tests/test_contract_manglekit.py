@@ -236,6 +236,20 @@ async def test_checkpoint_validates_the_document_as_manglekit_does(gql: GraphQLC
         {"session_id": "s", "active_envelope": {"id": ""}},
         {"session_id": "s", "active_envelope": {}},
         {"session_id": "s"},
+        # Go's envelope whose id was never set, in any spelling.
+        {"session_id": "s", "active_envelope": {"id": "00000000-0000-0000-0000-000000000000"}},
+        {"session_id": "s", "active_envelope": {"id": "{00000000000000000000000000000000}"}},
+        {"session_id": "s", "active_envelope": {"id": "e"}, "execution_context": 5},
+        {
+            "session_id": "s",
+            "active_envelope": {"id": "e"},
+            "execution_context": {"feedback_history": 5},
+        },
+        {
+            "session_id": "s",
+            "active_envelope": {"id": "e"},
+            "execution_context": {"feedback_history": "abc"},
+        },
     ]
     for state in invalid:
         with pytest.raises(StateError) as refused:

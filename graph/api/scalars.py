@@ -41,7 +41,8 @@ def _parse_literal(node: ValueNode, variables: dict[str, Any] | None = None) -> 
         # Anywhere in the literal (`{score: 1e400}`), not only at its top.
         check_finite(value)
     except ValueError:
-        raise ValueError("JSON numbers must be finite") from None
+        # GraphQLError: reported as the literal's error, not as an internal one.
+        raise GraphQLError("JSON numbers must be finite") from None
     return value
 
 

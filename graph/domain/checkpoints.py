@@ -41,6 +41,9 @@ def checkpoint_document(session_id: str, state: Any, outcome: ReflectOutcome) ->
     return encode_document(state, "state")
 
 
+_NIL_UUID = "0" * 32
+
+
 def validate_state(session_id: str, state: Any) -> None:
     """The document Manglekit's Checkpoint accepts: a session id and an active envelope id."""
     if not isinstance(state, dict):
@@ -52,9 +55,12 @@ def validate_state(session_id: str, state: Any) -> None:
         not isinstance(envelope, dict)
         or not isinstance(envelope.get("id"), str)
         or not envelope["id"].strip()
+        # What Go's envelope serialises when its id was never set: Manglekit's own check
+        # refuses it.
+        or envelope["id"].strip().strip("{}").replace("-", "").lower() == _NIL_UUID
     ):
         raise invalid(
-            "`state.active_envelope.id` must be a non-empty string",
+            "`state.active_envelope.id` must be a non-empty string, not the all-zero UUID",
             "state",
             "active_envelope",
             "id",
@@ -62,6 +68,19 @@ def validate_state(session_id: str, state: Any) -> None:
     facts = state.get("logical_facts")
     if facts is not None and not _strings(facts):
         raise invalid("`state.logical_facts` must be a list of strings", "state", "logical_facts")
+    context = state.get("execution_context")
+    if context is not None and not isinstance(context, dict):
+        raise invalid(
+            "`state.execution_context` must be a JSON object", "state", "execution_context"
+        )
+    history = (context or {}).get("feedback_history")
+    if history is not None and not _strings(history):
+        raise invalid(
+            "`state.execution_context.feedback_history` must be a list of strings",
+            "state",
+            "execution_context",
+            "feedback_history",
+        )
 
 
 def _strings(value: Any) -> bool:
@@ -78,14 +97,19 @@ def envelope_facts(envelope: Any) -> list[str]:
     return list(facts)
 
 
+# Checkpoints stored before these fields were checked may hold anything there: read as
+# lists of strings, whatever they hold.
 def logical_facts(state: dict[str, Any]) -> list[str]:
-    return [f for f in state.get("logical_facts") or [] if isinstance(f, str)]
+    return _string_items(state.get("logical_facts"))
 
 
 def feedback_history(state: dict[str, Any]) -> list[str]:
-    context = state.get("execution_context") or {}
-    history = context.get("feedback_history") if isinstance(context, dict) else None
-    return [f for f in history or [] if isinstance(f, str)]
+    context = state.get("execution_context")
+    return _string_items(context.get("feedback_history") if isinstance(context, dict) else None)
+
+
+def _string_items(value: Any) -> list[str]:
+    return [f for f in value if isinstance(f, str)] if isinstance(value, list) else []
 
 
 def payload_type(state: dict[str, Any]) -> str | None:

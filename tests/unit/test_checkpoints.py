@@ -163,3 +163,13 @@ def test_a_stored_state_without_those_parts_says_nothing(stored: dict[str, Any])
     assert checkpoints.logical_facts(stored) == []
     assert checkpoints.feedback_history(stored) == []
     assert checkpoints.payload_type(stored) is None
+
+
+@pytest.mark.parametrize("held", [5, True, "abc", {"a": "b"}, None, ["x", 1, "y"]])
+def test_facts_and_feedback_stored_in_any_shape_read_as_lists_of_strings(held: Any) -> None:
+    # Checkpoints stored before these fields were checked.
+    expected = ["x", "y"] if isinstance(held, list) else []
+    document = state(logical_facts=held, execution_context={"feedback_history": held})
+    assert checkpoints.logical_facts(document) == expected
+    assert checkpoints.feedback_history(document) == expected
+    assert checkpoints.feedback_history(state(execution_context="abc")) == []
