@@ -439,3 +439,29 @@ async def test_the_sweep_prunes_an_old_prefix_longer_than_one_batch_across_trees
     assert pruned == a + b + 5
     assert await logged(server, first) == [a + 4]
     assert await logged(server, second) == [b + 3]
+
+
+async def test_a_replayed_delegation_whose_child_is_gone_says_not_found(
+    live_server: LiveServer, alice: GraphQLClient
+) -> None:
+    root = await create(alice)
+    async with contextlib.AsyncExitStack() as lost:
+        _, cursor = await live_stream(lost, live_server, alice, root)
+    made = await delegate(alice, root)
+    child = made["childConversation"]["id"]
+    await alice(COMPLETE, {"id": made["id"]})
+    await alice(DELETE, {"id": child})
+    query = """subscription($id: ID!, $after: String) {
+      conversationEvents(conversationId: $id, after: $after) {
+        kind delegation { id childConversation { id } parentConversation { id } } } }"""
+    assert alice.token is not None
+    async with session(live_server, alice.token, ping_interval=None, max_queue=None) as socket:
+        await socket.subscribe(query, {"id": root, "after": cursor})
+        for kind in ("DELEGATION_CREATED", "DELEGATION_COMPLETED"):
+            message = await socket.receive()
+            assert message["type"] == "next", message
+            event = message["payload"]["data"]["conversationEvents"]
+            assert event == {"kind": kind, "delegation": None}, message
+            (error,) = message["payload"]["errors"]
+            assert error["extensions"]["code"] == "NOT_FOUND", error
+            assert error["path"][-1] == "childConversation", error

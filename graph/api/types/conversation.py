@@ -13,6 +13,7 @@ from graph.api.types.enums import DelegationStatus, OwnerType
 from graph.api.types.principal import Workspace
 from graph.api.types.relay import Connection, Node
 from graph.domain import cursors
+from graph.domain.errors import not_found
 from graph.domain.jsoncodec import RawJSON, RawJSONArray, loads
 from graph.domain.paging import Page, keyset_slice, page_size, seq_window
 from graph.store import tables
@@ -59,7 +60,7 @@ class Snapshot(Node, Wraps[tables.Snapshot]):
 
     @strawberry.field
     async def conversation(self, info: Info) -> Conversation:
-        return await conversation_of(info, self._row.conversation_id)
+        return await conversation_of(info, self._row.conversation_id, "conversation")
 
 
 @strawberry.type
@@ -199,9 +200,11 @@ def _keyset(row: tables.Snapshot | tables.Delegation) -> tuple[datetime, str]:
     return row.created_at, row.id
 
 
-async def conversation_of(info: Info, conversation_id: str) -> Conversation:
-    """A conversation that must exist (the parent or child of a delegation just read)."""
+async def conversation_of(info: Info, conversation_id: str, field: str) -> Conversation:
+    """A conversation that must exist (the parent or child of a delegation just read): if it
+    has gone since (deleted between two reads of one request, or since the event that
+    carries the delegation), NOT_FOUND for the field `field` that names it."""
     found = await info.context.loaders.conversation.load(conversation_id)
-    if found is None:  # deleted between two reads of one request
-        raise LookupError("conversation not found")
+    if found is None:
+        raise not_found("conversation", field)
     return Conversation.of(found)

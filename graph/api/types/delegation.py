@@ -27,11 +27,11 @@ class Delegation(Node, Wraps[tables.Delegation]):
 
     @strawberry.field
     async def parent_conversation(self, info: Info) -> Conversation:
-        return await conversation_of(info, self._row.parent_conversation_id)
+        return await conversation_of(info, self._row.parent_conversation_id, "parentConversation")
 
     @strawberry.field
     async def child_conversation(self, info: Info) -> Conversation:
-        return await conversation_of(info, self._row.child_conversation_id)
+        return await conversation_of(info, self._row.child_conversation_id, "childConversation")
 
     @strawberry.field(description="The delegation this one resumed, if any.")
     async def resumed_from(self, info: Info) -> Delegation | None:
