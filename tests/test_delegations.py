@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import GraphQLClient, Server
-from tests.operations import COUNT, NODE
+from tests.operations import COUNT, NODE, READ
 
 ERRORS = "userErrors { code field message }"
 DELEGATION = """
@@ -262,6 +262,9 @@ async def test_concurrent_creates_with_one_idempotency_key_make_one_delegation(
     ids = {m["createDelegation"]["delegation"]["id"] for m in made}
     assert len(ids) == 1
     assert await conversation_count(gql) == 2
+    # One write to the parent: the retries wrote nothing (their version bumps would refuse
+    # another writer's expectedVersion).
+    assert (await gql(READ, {"id": parent}))["conversation"]["version"] == 2
 
 
 @pytest.mark.parametrize("key", ["", "   "])

@@ -5,7 +5,17 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 
-from sqlalchemy import ColumnElement, and_, exists, func, not_, select, tuple_, update
+from sqlalchemy import (
+    ColumnElement,
+    and_,
+    bindparam,
+    exists,
+    func,
+    not_,
+    select,
+    tuple_,
+    update,
+)
 
 from graph.domain import ids
 from graph.domain.conversations import new_conversation
@@ -29,11 +39,14 @@ from graph.store import event_log, scope
 from graph.store.encryption import conversation_ref
 from graph.store.repository.base import Part, alive
 from graph.store.rows import Builder
+from graph.store.sql import Prepared
 from graph.store.tables import Delegation
 from graph.store.tables import conversation as C
 from graph.store.tables import delegation as D
 
 DELEGATIONS = Builder(Delegation)
+# The parent conversation's row, locked (PostgreSQL) without a write.
+_LOCK_PARENT = Prepared(select(C.c.id).where(C.c.id == bindparam("id")).with_for_update())
 IDEMPOTENCY_KEY = [
     "workspace_type",
     "workspace_id",
@@ -175,12 +188,17 @@ class Delegations(Part):
         field = "parentConversationId"
         parent_id = ids.parse(parent_conversation_id, what="conversation", field=field)
         key = new.idempotency_key
-        if key is not None and (first := await self._by_key(key, parent_id)) is not None:
-            return first
+        if key is not None:
+            if (first := await self._by_key(key, parent_id)) is not None:
+                return first
+            # A racing create with the key: locked out until it has committed (and is found
+            # below), before this one bumps the parent for nothing.
+            await event_log.lock_tree(self.sql, parent_id)
+            await self.sql.rows(_LOCK_PARENT, {"id": parent_id})
+            if (first := await self._by_key(key, parent_id)) is not None:
+                return first
         # Bumping the parent proves it exists and is writable, and serialises with its writers.
         parent = await self.repo.versions.bump(parent_id, field=field)
-        if key is not None and (first := await self._by_key(key, parent_id)) is not None:
-            return first  # a racing create with the key committed while this one waited
         now = self.repo.now()
         delegation_id = ids.new_id()
         child = await self.repo.conversations.create(
