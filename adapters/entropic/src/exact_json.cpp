@@ -97,6 +97,10 @@ json parse_exact(const std::string& text) {
     return root;
 }
 
+bool is_marked_integer(const json& value) {
+    return value.is_string() && value.get_ref<const std::string&>().rfind(marker(), 0) == 0;
+}
+
 std::string exact_dump(const json& value) {
     std::string text = value.dump();
     // A marked integer is dumped as "\u0000cvg-int-<token>:<digits>".

@@ -19,4 +19,7 @@ nlohmann::ordered_json parse_exact(const std::string& text);
 // value.dump(), with each integer parse_exact marked written back as its digits.
 std::string exact_dump(const nlohmann::ordered_json& value);
 
+// Whether `value` is an integer parse_exact marked (a string to nlohmann, a number in JSON).
+bool is_marked_integer(const nlohmann::ordered_json& value);
+
 }  // namespace convograph::detail

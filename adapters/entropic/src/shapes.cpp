@@ -52,7 +52,8 @@ json engine_messages(const json& transcript) {
         auto content = copy.find("content");
         if (content == copy.end() || content->is_null()) {
             copy["content"] = "";
-        } else if (!content->is_string()) {
+        } else if (!content->is_string() || is_marked_integer(*content)) {
+            // An integer past 64 bits is a number too, though kept as a marked string.
             *content = exact_dump(*content);
         }
         out.push_back(std::move(copy));

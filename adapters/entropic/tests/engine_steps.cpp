@@ -328,7 +328,9 @@ void run_engine_flow(Context& ctx) {
             R"([{"role":"assistant",)"
             R"("content":[{"type":"text","n":-123456789012345678901234567890}],)"
             R"("tool_calls":[{"args":{"big":123456789012345678901234567890,)"
-            R"("neg":-9223372036854775809,"max":18446744073709551615,"f":0.5}}]}])";
+            R"("neg":-9223372036854775809,"max":18446744073709551615,"f":0.5}}]},)"
+            // A content that is a number past 64 bits: a string to the engine, as others.
+            R"({"role":"user","content":-99999999999999999999999}])";
         ctx.check(s.save_conversation(wide.child.c_str(), sent.c_str(), s.user_data),
                   "save_conversation with wide numbers");
         std::string wide_json;
@@ -337,7 +339,8 @@ void run_engine_flow(Context& ctx) {
         for (const char* exact :
              {R"("big":123456789012345678901234567890)", R"("neg":-9223372036854775809)",
               R"("max":18446744073709551615)", R"("f":0.5)",
-              R"(\"n\":-123456789012345678901234567890)"}) {
+              R"(\"n\":-123456789012345678901234567890)",
+              R"("content":"-99999999999999999999999")"}) {
             ctx.check(wide_json.find(exact) != std::string::npos,
                       std::string("kept exactly: ") + exact + " in " + wide_json);
         }
