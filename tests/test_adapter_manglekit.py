@@ -62,6 +62,8 @@ LIVE_TESTS = {
     "TestLiveTheManagerLoop",
     "TestLiveDeleteIsIdempotent",
     "TestLiveConflicts",
+    "TestLiveConflictsAcrossADelete",
+    "TestLiveConflictsAfterItsOwnDelete",
     "TestLiveRefusedDocuments",
     "TestLiveABodyOverTheLimitIs413",
     "TestLiveInvalidUTF8",

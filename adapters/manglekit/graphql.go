@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -125,7 +127,63 @@ func encodeState(state any) (json.RawMessage, error) {
 	if !json.Valid(text) {
 		return nil, fmt.Errorf("%w: the state is not valid JSON", ErrInvalidState)
 	}
+	// Valid to encoding/json, refused by the server (HTTP 400): a lone UTF-16 surrogate in
+	// an escape, which no UTF-8 text can hold, and a number too large for a double.
+	if why := unstorableJSON(text); why != "" {
+		return nil, fmt.Errorf("%w: the state holds %s", ErrInvalidState, why)
+	}
 	return text, nil
+}
+
+// unstorableJSON says what, in valid JSON text, the server refuses; "" for nothing.
+func unstorableJSON(text []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(text))
+	dec.UseNumber()
+	for {
+		token, err := dec.Token()
+		if err != nil {
+			break // io.EOF: the text was checked valid
+		}
+		if n, ok := token.(json.Number); ok {
+			if f, err := strconv.ParseFloat(string(n), 64); err != nil && math.IsInf(f, 0) {
+				return "a number too large to store: " + string(n)
+			}
+		}
+	}
+	for i := 0; i < len(text); i++ {
+		if text[i] != '\\' {
+			continue
+		}
+		if i+1 < len(text) && text[i+1] != 'u' {
+			i++ // an escape of one character (\\ included): nothing after it is escaped
+			continue
+		}
+		unit, ok := utf16Escape(text, i)
+		if !ok {
+			continue
+		}
+		switch {
+		case unit >= 0xD800 && unit <= 0xDBFF:
+			if low, ok := utf16Escape(text, i+6); ok && low >= 0xDC00 && low <= 0xDFFF {
+				i += 11 // the pair's second half
+				continue
+			}
+			return "a lone UTF-16 surrogate escape (\\u" + string(text[i+2:i+6]) + ")"
+		case unit >= 0xDC00 && unit <= 0xDFFF:
+			return "a lone UTF-16 surrogate escape (\\u" + string(text[i+2:i+6]) + ")"
+		}
+		i += 5
+	}
+	return ""
+}
+
+// utf16Escape reads the \uXXXX escape at text[at:].
+func utf16Escape(text []byte, at int) (uint64, bool) {
+	if at+6 > len(text) || text[at] != '\\' || text[at+1] != 'u' {
+		return 0, false
+	}
+	unit, err := strconv.ParseUint(string(text[at+2:at+6]), 16, 16)
+	return unit, err == nil
 }
 
 // post runs one GraphQL operation and decodes its data into out.

@@ -216,6 +216,29 @@ func TestLiveConflictsAcrossADelete(t *testing.T) {
 	}
 }
 
+// After its own Delete a provider expects the session to have no state: a checkpoint
+// another process writes before its next Set is not overwritten.
+func TestLiveConflictsAfterItsOwnDelete(t *testing.T) {
+	s := live(t)
+	ctx := testContext(t)
+	id := s.session(t, "conflict-own-delete")
+	doc := seedDocument(t, id)
+	a := s.provider(WithConflictDetection())
+	b := s.provider()
+	if err := a.Set(ctx, id, doc); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Delete(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Set(ctx, id, doc); err != nil { // another process, after the delete
+		t.Fatal(err)
+	}
+	if err := a.Set(ctx, id, doc); !errors.Is(err, ErrConflict) {
+		t.Fatalf("a's Set after its own Delete and b's checkpoint: want ErrConflict, got %v", err)
+	}
+}
+
 // What the server refuses, nothing of it stored.
 func TestLiveRefusedDocuments(t *testing.T) {
 	s := live(t)

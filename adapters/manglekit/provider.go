@@ -62,7 +62,7 @@ func WithTimeout(d time.Duration) Option {
 // nothing), so a checkpoint written by another process in between fails with
 // ErrConflict instead of being overwritten. Get again to take the newer state. Without
 // it, Set is last-write-wins, as Manglekit's own backend is. The provider keeps one
-// version per session until Delete or Close.
+// version per session until Close (after its own Delete: none, 0).
 func WithConflictDetection() Option {
 	return func(p *StateProvider) { p.conflicts = true }
 }
@@ -210,7 +210,9 @@ func (p *StateProvider) Delete(ctx context.Context, sessionID string) error {
 	if err := firstUserError(data.DeleteSessionState.UserErrors); err != nil {
 		return &Error{Op: "Delete", SessionID: sessionID, Err: err}
 	}
-	p.forget(sessionID)
+	// The session has no state now: with conflict detection, the next Set expects none, so a
+	// checkpoint another process writes in between is not overwritten.
+	p.remember(sessionID, 0)
 	return nil
 }
 
@@ -297,10 +299,4 @@ func (p *StateProvider) known(sessionID string) (int, bool) {
 	defer p.mu.Unlock()
 	v, ok := p.versions[sessionID]
 	return v, ok
-}
-
-func (p *StateProvider) forget(sessionID string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.versions, sessionID)
 }

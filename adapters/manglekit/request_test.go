@@ -99,6 +99,12 @@ func TestSetRefusesAStateItCannotSendWithoutARequest(t *testing.T) {
 		"invalid UTF-8 in bytes": []byte("{\"session_id\": \"s\", \"x\": \"\xff\"}"),
 		"invalid UTF-8 string":   "{\"session_id\": \"s\xc3\"}",
 		"a channel":              make(chan int),
+		// Valid to encoding/json, refused by the server.
+		"a lone high surrogate":  []byte(`{"session_id": "s", "x": "a\ud800b"}`),
+		"a lone low surrogate":   `{"session_id": "s", "x": "\udc00"}`,
+		"a reversed pair":        `{"session_id": "s", "x": "\udc00\ud800"}`,
+		"a number past a double": json.RawMessage(`{"session_id": "s", "n": 1e400}`),
+		"a negative one":         `{"session_id": "s", "n": [-2e308]}`,
 	}
 	for name, state := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -115,6 +121,23 @@ func TestSetRefusesAStateItCannotSendWithoutARequest(t *testing.T) {
 				t.Errorf("%d requests were sent", n)
 			}
 		})
+	}
+}
+
+// What looks like a surrogate escape and is not one, and large numbers a double holds,
+// are sent.
+func TestSetSendsEscapesAndNumbersTheServerStores(t *testing.T) {
+	for _, state := range []string{
+		`{"session_id": "s", "x": "\ud83e\udd93 \\ud800 \u00e9"}`,
+		`{"session_id": "s", "n": [1e308, -1.5e-320, 123456789012345678901234567890]}`,
+	} {
+		f := answering(t, 200, checkpointed)
+		if err := f.provider().Set(testContext(t), "s", state); err != nil {
+			t.Fatalf("%s: %v", state, err)
+		}
+		if n := len(f.received()); n != 1 {
+			t.Errorf("%s: %d requests were sent", state, n)
+		}
 	}
 }
 
