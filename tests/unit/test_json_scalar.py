@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from graphql import parse_value
+from graphql import GraphQLError, parse_value
 
 from graph.api.scalars import JSON, SCALAR_MAP
 
@@ -30,5 +30,7 @@ def test_a_literal_reads_as_its_json_value() -> None:
 def test_a_literal_with_a_non_finite_number_anywhere_is_refused(text: str) -> None:
     # Regression: only a top-level number was checked; a nested one reached the store and
     # was written as null.
-    with pytest.raises(ValueError, match="finite"):
+    # GraphQLError: graphql-core reports it as the literal's error (a ValueError would be
+    # an internal one).
+    with pytest.raises(GraphQLError, match="finite"):
         literal(text)
