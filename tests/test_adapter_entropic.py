@@ -229,8 +229,8 @@ async def check_session_tree(gql: GraphQLClient, summary: dict[str, Any]) -> Non
 
     delegations = root["delegations"]
     workers = summary["threads"]["delegations"]
-    # The engine's three, the wide numbers' (below), the threads'.
-    assert delegations["totalCount"] == 4 + len(workers) == 16
+    # The engine's three, the wide numbers' (below), the long seed's, the threads'.
+    assert delegations["totalCount"] == 5 + len(workers) == 17
     by_id = {d["id"]: d for d in delegations["nodes"]}
     made = summary["delegations"]
     first, resumed, failed = (

@@ -348,6 +348,36 @@ void run_engine_flow(Context& ctx) {
             {"id", wide.id}, {"child", wide.child}, {"sent", sent}};
     }
 
+    // A resume through the callbacks saves the loaded history as the new child's first
+    // batch, past one append's limit: it is stored whole. A later batch that long is not.
+    {
+        Delegated seeded;
+        ctx.check(s.create_delegation(root.c_str(), "lead", researcher.c_str(), "long seed", 0,
+                                      seeded.id, seeded.child, s.user_data),
+                  "create_delegation for a long seed");
+        auto batch = [](int count) {
+            std::string out = "[";
+            for (int i = 0; i < count; ++i) {
+                out += (i ? "," : "");
+                out += R"({"role":"user","content":"turn )" + std::to_string(i) + R"("})";
+            }
+            return out + "]";
+        };
+        ctx.check(s.save_conversation(seeded.child.c_str(), batch(1200).c_str(), s.user_data),
+                  "save_conversation of a 1,200-message seed");
+        lines = ctx.log.size();
+        ctx.check(!s.save_conversation(seeded.child.c_str(), batch(1001).c_str(), s.user_data),
+                  "save_conversation of 1,001 more is refused whole");
+        expect_one_line(ctx, lines, "a batch past the limit", "LIMIT_EXCEEDED");
+        std::string seeded_json;
+        ctx.check(s.load_delegation_with_messages(seeded.id.c_str(), seeded_json, s.user_data),
+                  "load_delegation_with_messages of the long seed");
+        const json loaded = json::parse(seeded_json);
+        ctx.check(loaded["messages"].size() == 1200 &&
+                      loaded["messages"][1199]["content"] == "turn 1199",
+                  "the seed's 1,200 messages, and none of the refused batch");
+    }
+
     // gh#48: a delegation whose parent row does not exist is refused, loudly.
     lines = ctx.log.size();
     std::string orphan_id;
