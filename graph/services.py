@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from dataclasses import dataclass
 
@@ -57,8 +56,11 @@ class Services:
         if self.training.enabled:
             # The stored dictionary, for the first writes; training, if it is due, is left to
             # the check after the next write (the server answers meanwhile), as is a failure.
-            with contextlib.suppress(Exception):
+            try:
                 await self.training.check(training=False)
+            except Exception as exc:
+                logger.info("the messages' compression dictionary is checked later: %s", exc)
+                self.training.failed()
 
     async def stop(self, *, within: float = BACKGROUND_STOP_SECONDS) -> None:
         """Stop the background work, giving what it finishes at most `within` seconds."""

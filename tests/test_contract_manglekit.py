@@ -239,6 +239,10 @@ async def test_checkpoint_validates_the_document_as_manglekit_does(gql: GraphQLC
         # Go's envelope whose id was never set, in any spelling.
         {"session_id": "s", "active_envelope": {"id": "00000000-0000-0000-0000-000000000000"}},
         {"session_id": "s", "active_envelope": {"id": "{00000000000000000000000000000000}"}},
+        {
+            "session_id": "s",
+            "active_envelope": {"id": "urn:uuid:00000000-0000-0000-0000-000000000000"},
+        },
         {"session_id": "s", "active_envelope": {"id": "e"}, "execution_context": 5},
         {
             "session_id": "s",

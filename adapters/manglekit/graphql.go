@@ -144,7 +144,9 @@ func unstorableJSON(text []byte) string {
 		if err != nil {
 			break // io.EOF: the text was checked valid
 		}
-		if n, ok := token.(json.Number); ok {
+		// An integer of any length is stored exactly; only a number with a fraction or an
+		// exponent is read as a double, which may overflow.
+		if n, ok := token.(json.Number); ok && strings.ContainsAny(string(n), ".eE") {
 			if f, err := strconv.ParseFloat(string(n), 64); err != nil && math.IsInf(f, 0) {
 				return "a number too large to store: " + string(n)
 			}

@@ -130,6 +130,7 @@ func TestSetSendsEscapesAndNumbersTheServerStores(t *testing.T) {
 	for _, state := range []string{
 		`{"session_id": "s", "x": "\ud83e\udd93 \\ud800 \u00e9"}`,
 		`{"session_id": "s", "n": [1e308, -1.5e-320, 123456789012345678901234567890]}`,
+		`{"session_id": "s", "n": ` + strings.Repeat("9", 400) + `}`,
 	} {
 		f := answering(t, 200, checkpointed)
 		if err := f.provider().Set(testContext(t), "s", state); err != nil {

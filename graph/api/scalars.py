@@ -42,7 +42,7 @@ def _parse_literal(node: ValueNode, variables: dict[str, Any] | None = None) -> 
         check_finite(value)
     except ValueError:
         # GraphQLError: reported as the literal's error, not as an internal one.
-        raise GraphQLError("JSON numbers must be finite") from None
+        raise GraphQLError("JSON numbers must be finite", node) from None
     return value
 
 

@@ -44,6 +44,12 @@ def checkpoint_document(session_id: str, state: Any, outcome: ReflectOutcome) ->
 _NIL_UUID = "0" * 32
 
 
+def _bare_uuid(text: str) -> str:
+    """The hex digits of a UUID in any of the forms Go's uuid.Parse reads."""
+    bare = text.strip().lower().removeprefix("urn:uuid:")
+    return bare.strip("{}").replace("-", "")
+
+
 def validate_state(session_id: str, state: Any) -> None:
     """The document Manglekit's Checkpoint accepts: a session id and an active envelope id."""
     if not isinstance(state, dict):
@@ -57,7 +63,7 @@ def validate_state(session_id: str, state: Any) -> None:
         or not envelope["id"].strip()
         # What Go's envelope serialises when its id was never set: Manglekit's own check
         # refuses it.
-        or envelope["id"].strip().strip("{}").replace("-", "").lower() == _NIL_UUID
+        or _bare_uuid(envelope["id"]) == _NIL_UUID
     ):
         raise invalid(
             "`state.active_envelope.id` must be a non-empty string, not the all-zero UUID",

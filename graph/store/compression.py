@@ -42,6 +42,14 @@ class DictionaryMissing(LookupError):
     """A frame names a dictionary the database does not hold."""
 
 
+def _buffers(frames: list[bytes]) -> list[bytes | bytearray | memoryview]:
+    return list(frames)
+
+
+def _texts(found: zstandard.BufferWithSegmentsCollection) -> list[str]:
+    return [found[i].tobytes().decode() for i in range(len(found))]
+
+
 def is_frame(value: object) -> bool:
     return type(value) is bytes and value.startswith(MAGIC)
 
@@ -168,17 +176,30 @@ class Compression:
                 out[i] = tuple(changed)
         return out
 
-    def _inflate_many(self, frames: list[bytes | bytearray | memoryview]) -> list[str]:
-        # A transcript's frames in one call: zstd's own loop, not one call of Python each.
+    def _inflate_many(self, frames: list[bytes]) -> list[str]:
+        # A transcript's frames in one call per dictionary: zstd's own loop, not one call of
+        # Python each.
         newest = self._newest
         if newest is not None and len(frames) > 1:
             try:
-                found = newest.multi_decompress_to_buffer(frames)
+                return _texts(newest.multi_decompress_to_buffer(_buffers(frames)))
             except zstandard.ZstdError:
                 pass  # another dictionary's frames among them
-            else:
-                return [found[i].tobytes().decode() for i in range(len(found))]
-        return [self.inflate(bytes(frame)) for frame in frames]
+        if len(frames) < 2:
+            return [self.inflate(frame) for frame in frames]
+        by_dictionary: dict[int, list[int]] = {}
+        for i, frame in enumerate(frames):
+            ident = zstandard.get_frame_parameters(frame).dict_id
+            by_dictionary.setdefault(ident, []).append(i)
+        out = [""] * len(frames)
+        for ident, spots in by_dictionary.items():
+            self.inflate(frames[spots[0]])  # its dictionary known, or DictionaryMissing
+            found = self._decompressors[ident].multi_decompress_to_buffer(
+                _buffers([frames[i] for i in spots])
+            )
+            for i, text in zip(spots, _texts(found), strict=True):
+                out[i] = text
+        return out
 
     def _read_dictionaries(self) -> list[tuple[int, bytes]]:
         """The stored dictionaries, read on a connection of its own: a frame written by

@@ -89,6 +89,9 @@ def _sqlite_engine(settings: Settings, *, writer: bool, compression: Compression
             "PRAGMA journal_mode=WAL",
             "PRAGMA synchronous=FULL",
             "PRAGMA foreign_keys=ON",
+            # The search index's view and trigger call convograph_inflate, an application
+            # function: a build of SQLite that does not trust its schema would refuse it.
+            "PRAGMA trusted_schema=ON",
         ]
         if busy != timeout_ms:
             statements.append(f"PRAGMA busy_timeout={int(busy)}")

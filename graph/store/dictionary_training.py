@@ -42,6 +42,7 @@ SAMPLE_CHARS = 2048
 DISTINCT = 200
 DICTIONARY_BYTES = 32 * 1024
 DELAY = 0.2
+RETRY_AFTER = 100
 
 _STORED = Prepared(select(D.c.id, D.c.data))
 _LARGEST = Prepared(select(func.coalesce(func.max(M.c.id), 0)))
@@ -96,6 +97,8 @@ class DictionaryTraining:
         compression = self._compression
         if not self.enabled or compression is None:
             return
+        if self._timer is not None or (self._task is not None and not self._task.done()):
+            return  # (before `drifted`, which starts its samples again when it answers)
         if compression.compressing:
             if not compression.drifted():
                 return
@@ -104,8 +107,6 @@ class DictionaryTraining:
             return
         else:
             again = False
-        if self._timer is not None or (self._task is not None and not self._task.done()):
-            return
         self._timer = asyncio.get_running_loop().call_later(DELAY, self._start, again)
 
     def _start(self, again: bool) -> None:
@@ -126,8 +127,15 @@ class DictionaryTraining:
         try:
             await self.check(again=again)
         except Exception as exc:
-            # Tried again after the next write (the database away, or not migrated yet).
+            # Tried again after RETRY_AFTER more messages (the database away, or not
+            # migrated yet): not at every write.
             logger.warning("checking the messages' compression dictionary failed: %s", exc)
+            self.failed()
+
+    def failed(self) -> None:
+        """A check failed: the next one after RETRY_AFTER more messages stored as text."""
+        if self._compression is not None:
+            self._needed = self._compression.texts_stored + RETRY_AFTER
 
     async def check(self, *, training: bool = True, again: bool = False) -> bool:
         """Take the stored dictionaries, and train one if none is (`training`, and the
@@ -135,7 +143,6 @@ class DictionaryTraining:
         this process compresses new messages now."""
         compression = self._compression
         assert compression is not None
-        self._needed = 0  # if this fails, the next write checks again
         async with self._db.read() as conn:
             sql = Sql(conn, self._db)
             compression.learn((await sql.rows(_STORED)).values)

@@ -145,3 +145,16 @@ def test_new_messages_use_the_newest_dictionary_and_every_one_stays_readable(
     assert isinstance(new_frame, bytes)
     assert zstandard.get_frame_parameters(new_frame).dict_id == 8
     assert compression.inflate_rows(("data",), [(old_frame,), (new_frame,)]) == [(old,), (new,)]
+
+
+def test_a_transcript_of_frames_of_several_dictionaries_is_read_whole(dictionary: bytes) -> None:
+    compression = Compression(None, enabled=True)
+    compression.learn([(7, dictionary)])
+    older = texts(30, seed=10)
+    older_frames = [compression.stored(t, t.encode()) for t in older]
+    compression.learn([(8, train(texts(1000, seed=11), ident=8) or b"")])
+    newer = texts(30, seed=12)
+    newer_frames = [compression.stored(t, t.encode()) for t in newer]
+    rows = [(f,) for pair in zip(older_frames, newer_frames, strict=True) for f in pair]
+    expected = [(t,) for pair in zip(older, newer, strict=True) for t in pair]
+    assert compression.inflate_rows(("data",), rows) == expected

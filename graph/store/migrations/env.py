@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 from alembic import context
-from sqlalchemy import pool
+from sqlalchemy import event, pool
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from graph.settings import Settings
+from graph.store.compression import Compression
 from graph.store.tables import metadata
 
 config = context.config
@@ -36,6 +38,10 @@ def _run(connection: Connection) -> None:
 
 async def _run_async() -> None:
     engine = create_async_engine(url, poolclass=pool.NullPool)
+    if engine.dialect.name == "sqlite" and engine.url.database:
+        # A migration that deletes messages fires the search index's trigger, which calls it.
+        reads = Compression(Path(engine.url.database), enabled=False)
+        event.listen(engine.sync_engine, "connect", lambda conn, _: reads.register(conn))
     async with engine.connect() as connection:
         await connection.run_sync(_run)
     await engine.dispose()

@@ -194,7 +194,8 @@ class Delegations(Part):
             # A racing create with the key: locked out until it has committed (and is found
             # below), before this one bumps the parent for nothing.
             await event_log.lock_tree(self.sql, parent_id)
-            await self.sql.rows(_LOCK_PARENT, {"id": parent_id})
+            if not self.sql.is_sqlite:  # SQLite: the write transaction holds the database
+                await self.sql.rows(_LOCK_PARENT, {"id": parent_id})
             if (first := await self._by_key(key, parent_id)) is not None:
                 return first
         # Bumping the parent proves it exists and is writable, and serialises with its writers.
