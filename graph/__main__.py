@@ -270,7 +270,8 @@ def cmd_keys_encrypt_existing(args: argparse.Namespace) -> int:
     from graph.store import encryption_admin
 
     def progress(what: str, count: int) -> None:
-        print(f"{what}: sealed {count}")
+        # "messages: sealed 3"; what is dropped, not sealed, says so in its name.
+        print(f"{what}: {count}" if what.endswith(")") else f"{what}: sealed {count}")
 
     async def work(db: Database) -> int:
         return await encryption_admin.encrypt_existing(db, progress=progress)

@@ -199,8 +199,14 @@ async def test_encrypt_existing_seals_compressed_messages(
     async with serving_with_token(encrypted(settings)) as (_, gql):  # read before sealing
         assert (await gql(READ, {"id": cid}))["conversation"]["transcript"] == messages
     await cli(monkeypatch, settings, "keys", "encrypt-existing", KEY=KEY)
-    assert "messages: sealed 0" not in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "messages: sealed 0" not in said and "compression dictionaries (dropped): 1" in said
     assert not any(v.startswith(MAGIC) for v in stored(path, cid))
+    # The dictionary held pieces of the messages' text: gone with it, nothing in clear left.
+    assert dictionaries(path) == 0
+    held = b"".join(p.read_bytes() for p in path.parent.glob(path.name + "*"))
+    frequent = [w for w in _WORDS[:40] if len(w) >= 6]
+    assert frequent and not [w for w in frequent if w.encode() in held]
     async with serving_with_token(encrypted(settings)) as (_, gql):
         assert (await gql(READ, {"id": cid}))["conversation"]["transcript"] == messages
 

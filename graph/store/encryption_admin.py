@@ -156,6 +156,8 @@ async def encrypt_existing(db: Database, *, progress: Callable[[str, int], None]
     count = await _seal_messages(db)
     progress("messages", count)
     total += count
+    if db.is_sqlite:
+        progress("compression dictionaries (dropped)", await _drop_dictionaries(db))
     count = await _seal_transcript_blocks(db)
     progress("transcript blocks", count)
     total += count
@@ -256,6 +258,22 @@ async def _seal_messages(db: Database) -> int:
                     await sql.execute(_REINDEX, {"id": mid})
                 done += 1
             after = found.values[-1][0]
+
+
+# The compression dictionaries no message uses any more (a frame begins with zstd's magic
+# number; the sealed messages hold none).
+_UNUSED_DICTIONARIES = text(
+    "DELETE FROM message_dictionary WHERE NOT EXISTS (SELECT 1 FROM message "
+    "WHERE typeof(data) = 'blob' AND substr(data, 1, 4) = x'28B52FFD')"
+)
+
+
+async def _drop_dictionaries(db: Database) -> int:
+    """SQLite: drop the compression dictionaries once every message is sealed (how many). A
+    dictionary is learnt from messages and holds pieces of their text as it was written:
+    kept, it would keep in clear what encryption is there to hide."""
+    async with db.write() as conn:
+        return await _raw(conn, db).execute(_UNUSED_DICTIONARIES)
 
 
 async def _seal_transcript_blocks(db: Database) -> int:
