@@ -383,13 +383,8 @@ async def message_property(
         refused_as = error["code"]
         if mutation == "appendMessages" and not batch:
             assert (refused_as, error["field"]) == ("INVALID_INPUT", ["messages"])
-        elif (
-            len(batch) > MAX_MESSAGES
-            and mutation == "appendMessages"
-            and (error["field"] == ["messages"])
-        ):
-            # Counted once the messages are checked: the transcript holds some already.
-            assert refused_as == "LIMIT_EXCEEDED"
+        elif len(batch) > MAX_MESSAGES and mutation == "appendMessages":
+            assert (refused_as, error["field"]) == ("LIMIT_EXCEEDED", ["messages"])
         else:
             assert must_refuse is not None or "EITHER" in reasons, (batch, payload)
             index = int(error["field"][1])

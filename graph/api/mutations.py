@@ -43,9 +43,9 @@ def _kept(value: T | None) -> T | conversations.Keep | None:
 def _messages(
     settings: Settings, messages: list[Any], *, whole: bool = False
 ) -> list[PreparedMessage]:
-    # A whole transcript (one replaced, the history a snapshot keeps before compaction, or
-    # a transcript's first append) grows with the conversation past one call's message
-    # limit, which bounds the other appends; each message is still checked.
+    # A whole transcript (one replaced, or the history a snapshot keeps before compaction)
+    # grows with the conversation past one call's message limit, which bounds an append;
+    # each message is still checked.
     most = settings.max_messages_per_call * (WHOLE_TRANSCRIPT_CALLS if whole else 1)
     return prepare_messages(messages, max_count=max(most, 1), max_bytes=settings.max_message_bytes)
 
@@ -100,14 +100,10 @@ class Mutation:
     async def append_messages(
         self, info: Info, input: inputs.AppendMessagesInput
     ) -> AppendMessagesPayload:
-        settings = info.context.settings
-        messages = _messages(settings, list(input.messages), whole=True)
+        messages = _messages(info.context.settings, list(input.messages))
         async with info.context.write() as repo:
             conversation, stored = await repo.transcripts.append(
-                input.conversation_id,
-                messages,
-                expected_version=input.expected_version,
-                per_call=settings.max_messages_per_call,
+                input.conversation_id, messages, expected_version=input.expected_version
             )
         return AppendMessagesPayload(
             conversation=Conversation.of(conversation), messages=[Message.of(m) for m in stored]

@@ -100,18 +100,6 @@ def kept_prefix(stored: Sequence[str], new: Sequence[str]) -> int:
     return next(i for i in range(n) if stored[i] != new[i])
 
 
-def check_append_count(*, stored: int, count: int, per_call: int) -> None:
-    """An append holds at most `per_call` messages, unless it is a transcript's first: that
-    one seeds the whole transcript (a resumed delegation's history, say), as a replace of
-    an empty transcript would, and has a whole transcript's bound, checked before."""
-    if stored and count > per_call:
-        raise too_large(
-            f"at most {per_call} messages per call (got {count}) to a transcript that holds "
-            "messages already (its first append may hold a whole transcript)",
-            "messages",
-        )
-
-
 def prepare_messages(
     messages: list[Any], *, max_count: int, max_bytes: int, field: str = "messages"
 ) -> list[PreparedMessage]:

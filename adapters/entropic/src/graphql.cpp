@@ -149,6 +149,7 @@ Payload payload_of(const Outcome& outcome, const char* field) {
             }
             p.why += ": " + e.value("message", std::string());
             p.codes.push_back(code);
+            p.fields.push_back(path);
         }
         return p;
     }

@@ -60,6 +60,7 @@ struct Payload {
     json value;
     std::string why;
     std::vector<std::string> codes;
+    std::vector<std::string> fields;  // each userError's field path, joined by dots
 };
 Payload payload_of(const Outcome& outcome, const char* field);
 

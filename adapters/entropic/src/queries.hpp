@@ -14,6 +14,15 @@ inline constexpr const char* kAppendMessages =
     " appendMessages(input: {conversationId: $id, messages: $messages}) {"
     " messages { seq }" CONVOGRAPH_USER_ERRORS " } }";
 
+inline constexpr const char* kTranscriptState =
+    "query($id: ID!) { conversation(id: $id) { messageCount version } }";
+
+// A whole transcript, only over the version read (`v`).
+inline constexpr const char* kReplaceTranscript =
+    "mutation($id: ID!, $messages: [JSON!]!, $v: Int!) {"
+    " replaceTranscript(input: {conversationId: $id, messages: $messages, expectedVersion: $v})"
+    " { conversation { messageCount }" CONVOGRAPH_USER_ERRORS " } }";
+
 inline constexpr const char* kSaveSnapshot =
     "mutation($id: ID!, $messages: [JSON!]!) {"
     " saveSnapshot(input: {conversationId: $id, messages: $messages}) {"

@@ -131,13 +131,16 @@ std::string_view messages_arg(const char* messages_json, bool& empty) {
 }
 
 std::string splice_messages_body(const char* query, const std::string& conversation_id,
-                                 std::string_view messages) {
+                                 std::string_view messages, const json& version = json()) {
     std::string body = R"({"query":)";
     body += json(query).dump();
     body += R"(,"variables":{"id":)";
     body += json(conversation_id).dump();
     body += R"(,"messages":)";
     body += messages;
+    if (!version.is_null()) {
+        body += R"(,"v":)" + version.dump();
+    }
     body += "}}";
     return body;
 }
@@ -168,6 +171,39 @@ bool create_conversation(const char* title, std::string& conversation_id,
     });
 }
 
+// The server refused the batch for its length alone (one append's limit), not a message.
+bool refused_for_length(const Payload& p) {
+    return p.codes.size() == 1 && p.codes[0] == "LIMIT_EXCEEDED" && p.fields[0] == "messages";
+}
+
+// A batch longer than one append may hold, into a conversation that holds no message yet (a
+// resume through the callbacks seeds its new child so): the whole transcript, saved as one
+// (its bound is a hundred appends'), over the version just read, so that a writer in between
+// makes it fail instead of mixing with it. Else the append's refusal stands.
+Verdict save_whole_transcript(Client& c, const std::string& id, std::string_view messages,
+                              const std::string& refused) {
+    const Outcome state =
+        c.gql.run(request_body(queries::kTranscriptState, {{"id", id}}), Repeat::Safe);
+    if (!state.ok) {
+        return failure(refused + "; reading the conversation failed: " + state.error);
+    }
+    const json& conversation = member(state.data, "conversation");
+    const json& count = member(conversation, "messageCount");
+    const json& version = member(conversation, "version");
+    if (!count.is_number_integer() || count.get<long long>() != 0 ||
+        !version.is_number_integer()) {
+        return failure(refused);
+    }
+    const Outcome out = c.gql.run(
+        splice_messages_body(queries::kReplaceTranscript, id, messages, version),
+        Repeat::IfNotSent);
+    const Payload p = payload_of(out, "replaceTranscript");
+    if (!p.ok) {
+        return failure(p.why);
+    }
+    return success();
+}
+
 Verdict save_messages(Client& c, const char* query, const char* field, const char* conversation_id,
                       const char* messages_json, bool empty_is_noop) {
     const std::string id = text_arg(conversation_id, "conversation_id");
@@ -181,6 +217,9 @@ Verdict save_messages(Client& c, const char* query, const char* field, const cha
     const Outcome out = c.gql.run(splice_messages_body(query, id, messages), Repeat::IfNotSent);
     const Payload p = payload_of(out, field);
     if (!p.ok) {
+        if (query == queries::kAppendMessages && refused_for_length(p)) {
+            return save_whole_transcript(c, id, messages, p.why);
+        }
         return failure(p.why);
     }
     return success();

@@ -10,7 +10,7 @@ from sqlalchemy import and_, bindparam, delete, func, or_, select
 
 from graph.domain.errors import invalid
 from graph.domain.events import EventKind
-from graph.domain.messages import PreparedMessage, check_append_count, kept_prefix
+from graph.domain.messages import PreparedMessage, kept_prefix
 from graph.domain.paging import SeqWindow
 from graph.store import event_log, sealed_blocks
 from graph.store.encryption import opened_size, sealed_changes
@@ -84,10 +84,8 @@ class Transcripts(Part):
         messages: Sequence[PreparedMessage],
         *,
         expected_version: int | None,
-        per_call: int | None = None,
     ) -> tuple[Conversation, tuple[Message, ...]]:
-        """Store only the new messages: the cost does not grow with the transcript. With
-        `per_call`, more than that many only as the transcript's first messages."""
+        """Store only the new messages: the cost does not grow with the transcript."""
         if not messages:
             raise invalid("`messages` must hold at least one message", "messages")
         size = sum(len(m.encoded) for m in messages)
@@ -101,12 +99,6 @@ class Transcripts(Part):
                 "message_bytes": size,
             },
         )
-        if per_call is not None:
-            check_append_count(
-                stored=conversation.message_count - len(messages),
-                count=len(messages),
-                per_call=per_call,
-            )
         self.repo.usage.add(conversation, messages=len(messages), size=size)
         stored = await self._insert(
             conversation, messages, conversation.message_count - len(messages) + 1
