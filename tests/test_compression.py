@@ -280,3 +280,27 @@ async def test_messages_that_drift_from_the_dictionary_get_a_new_one(
     assert used == {2}
     assert (await gql(READ, {"id": cid}))["conversation"]["transcript"] == sent
     assert (await gql(READ, {"id": first}))["conversation"]["transcript"][:TRAIN_AT] == notes
+
+
+async def test_a_server_left_running_without_the_key_does_not_write_frames_of_a_dropped_dictionary(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = compressing(settings)
+    rng = random.Random(7)
+    async with serving_with_token(settings) as (_, gql):
+        await trained(gql, path, rng)
+        cid = await create(gql)
+        before = turns(rng, 20)
+        await append(gql, cid, before)
+        # encrypt-existing while this server still runs without the key (not the README's
+        # way, but an operator's slip must not lose data): it seals every message and drops
+        # the dictionary no message uses any more.
+        await cli(monkeypatch, settings, "keys", "encrypt-existing", KEY=KEY)
+        assert "compression dictionaries (dropped): 1" in capsys.readouterr().out
+        after = turns(rng, 20)
+        await append(gql, cid, after)
+        assert all(isinstance(v, str) for v in stored(path, cid)[20:])  # text, not frames
+    async with serving_with_token(encrypted(settings)) as (_, gql):
+        assert (await gql(READ, {"id": cid}))["conversation"]["transcript"] == before + after
+        await gql(DELETE, {"id": cid})
+        assert (await gql(READ, {"id": cid}))["conversation"] is None

@@ -103,6 +103,12 @@ class Compression:
                     dict_data=made, write_checksum=False, write_content_size=True
                 )
 
+    def dropped(self, ident: int) -> None:
+        """The database no longer holds dictionary `ident` (`keys encrypt-existing` dropped
+        it, no message using it): new messages are not compressed with it."""
+        if ident == self._newest_id:
+            self._compressor = None
+
     def stored(self, text: str, encoded: bytes) -> str | bytes:
         """What a message row stores for the JSON `text` (`encoded` its UTF-8 bytes)."""
         compressor = self._compressor

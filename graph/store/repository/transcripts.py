@@ -13,6 +13,7 @@ from graph.domain.events import EventKind
 from graph.domain.messages import PreparedMessage, kept_prefix
 from graph.domain.paging import SeqWindow
 from graph.store import event_log, sealed_blocks
+from graph.store.compression import Compression
 from graph.store.encryption import opened_size, sealed_changes
 from graph.store.quotas import byte_length
 from graph.store.repository.base import Part
@@ -21,6 +22,7 @@ from graph.store.search_index import index_waiting, stored_search_text
 from graph.store.sql import Prepared
 from graph.store.tables import Conversation, Delegation, Message
 from graph.store.tables import message as M
+from graph.store.tables import message_dictionary as D
 
 MESSAGES = Builder(Message)
 _INSERTED = ("conversation_id", "seq", "role", "data", "created_at")
@@ -48,6 +50,8 @@ _ALL_TEXTS = Prepared(
     select(M.c.data).where(M.c.conversation_id == bindparam("id")).order_by(M.c.seq)
 )
 
+
+_DICTIONARY = Prepared(select(D.c.id).where(D.c.id == bindparam("id")))
 
 # Ranges per statement of `pages`; its statements are compiled for powers of two up to it.
 _MOST_RANGES = 128
@@ -193,7 +197,7 @@ class Transcripts(Part):
             await sealed_blocks.seal_completed(
                 self.sql, conversation.id, [m.text for m in messages], first_seq
             )
-        elif compression is not None and compression.compressing:
+        elif compression is not None and compression.compressing and await self._held(compression):
             stored = compression.stored
             await self.sql.execute_many(
                 _INSERT,
@@ -209,6 +213,17 @@ class Transcripts(Part):
         return tuple(
             MESSAGES.one(_INSERTED_ATTRIBUTES, [row[k] for k in _INSERTED]) for row in rows
         )
+
+    async def _held(self, compression: Compression) -> bool:
+        """Whether the database still holds the dictionary new messages are compressed with,
+        read in this write transaction: `keys encrypt-existing` drops the dictionaries no
+        message uses, and a server left running without the key must not write frames that
+        name one it dropped (SQLite runs one write transaction at a time: the drop either
+        came before this read, or sees this transaction's frames and keeps the dictionary)."""
+        if (await self.sql.rows(_DICTIONARY, {"id": compression.newest})).values:
+            return True
+        compression.dropped(compression.newest)
+        return False
 
     async def pages(
         self, wanted: Sequence[tuple[Conversation, SeqWindow]]
