@@ -82,6 +82,10 @@ def _as_system(
 def cmd_migrate(args: argparse.Namespace) -> int:
     from graph.store.migrate import upgrade_blocking
 
+    if args.downgrade_to is not None:
+        upgrade_blocking(_settings(args), downgrade_to=args.downgrade_to)
+        print(f"database is at revision {args.downgrade_to}")
+        return 0
     upgrade_blocking(_settings(args))
     print("database is at the newest revision")
     return 0
@@ -394,9 +398,13 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int)
     serve.add_argument("--no-migrate", action="store_true", help="do not upgrade on start")
     serve.set_defaults(func=cmd_serve)
-    with_db(
-        sub.add_parser("migrate", help="upgrade the database to the newest revision")
-    ).set_defaults(func=cmd_migrate)
+    migrate = with_db(sub.add_parser("migrate", help="upgrade the database to the newest revision"))
+    migrate.add_argument(
+        "--downgrade-to",
+        metavar="REVISION",
+        help="downgrade to this revision instead (e.g. 0016), to run an older release",
+    )
+    migrate.set_defaults(func=cmd_migrate)
     with_db(sub.add_parser("sweep", help="delete expired conversations now")).set_defaults(
         func=cmd_sweep
     )

@@ -304,3 +304,18 @@ async def test_a_server_left_running_without_the_key_does_not_write_frames_of_a_
         assert (await gql(READ, {"id": cid}))["conversation"]["transcript"] == before + after
         await gql(DELETE, {"id": cid})
         assert (await gql(READ, {"id": cid}))["conversation"] is None
+
+
+async def test_the_cli_downgrades_to_text_and_upgrades_again(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = compressing(settings)
+    cid, messages = await compressed_conversation(settings, random.Random(8))
+    assert any(isinstance(v, bytes) for v in stored(path, cid))
+    await cli(monkeypatch, settings, "migrate", "--downgrade-to", "0016")
+    assert "database is at revision 0016" in capsys.readouterr().out
+    assert [json.loads(v) for v in stored(path, cid)] == messages
+    await cli(monkeypatch, settings, "migrate")
+    async with serving_with_token(settings) as (_, gql):
+        assert (await gql(READ, {"id": cid}))["conversation"]["transcript"] == messages
+        await gql(DELETE, {"id": cid})

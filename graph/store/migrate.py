@@ -14,10 +14,11 @@ from pathlib import Path
 from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
-from sqlalchemy import pool, text
+from sqlalchemy import event, pool, text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from graph.settings import Settings
+from graph.store.compression import Compression
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 # PostgreSQL's advisory lock that upgrades take, one database at a time.
@@ -32,20 +33,35 @@ def alembic_config(settings: Settings) -> Config:
     return config
 
 
-def _upgrade_sync(connection: object, config: Config) -> None:
+def migration_engine(url: str) -> AsyncEngine:
+    """An engine for migrations: on SQLite its connections know convograph_inflate, which
+    the search index's delete trigger calls (a migration may delete messages)."""
+    engine = create_async_engine(url, poolclass=pool.NullPool)
+    if engine.dialect.name == "sqlite" and engine.url.database:
+        reads = Compression(Path(engine.url.database), enabled=False)
+        event.listen(engine.sync_engine, "connect", lambda conn, _: reads.register(conn))
+    return engine
+
+
+def _run_sync(connection: object, config: Config, revision: str, down: bool) -> None:
     config.attributes["connection"] = connection
-    command.upgrade(config, "head")
+    if down:
+        command.downgrade(config, revision)
+    else:
+        command.upgrade(config, revision)
 
 
-async def upgrade(settings: Settings) -> None:
-    """Upgrade the database to the newest revision (idempotent)."""
+async def upgrade(settings: Settings, *, downgrade_to: str | None = None) -> None:
+    """Upgrade the database to the newest revision (idempotent); or, with `downgrade_to`,
+    downgrade it to that revision (to run a release before it on the data)."""
     path = settings.sqlite_path
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
-    engine = create_async_engine(settings.database_url, poolclass=pool.NullPool)
+    engine = migration_engine(settings.database_url)
+    revision, down = ("head", False) if downgrade_to is None else (downgrade_to, True)
     try:
         async with _one_at_a_time(settings, engine), engine.connect() as connection:
-            await connection.run_sync(_upgrade_sync, alembic_config(settings))
+            await connection.run_sync(_run_sync, alembic_config(settings), revision, down)
             await connection.commit()
     finally:
         await engine.dispose()
@@ -77,8 +93,8 @@ async def _one_at_a_time(settings: Settings, engine: AsyncEngine) -> AsyncIterat
         os.close(directory)
 
 
-def upgrade_blocking(settings: Settings) -> None:
-    asyncio.run(upgrade(settings))
+def upgrade_blocking(settings: Settings, *, downgrade_to: str | None = None) -> None:
+    asyncio.run(upgrade(settings, downgrade_to=downgrade_to))
 
 
 @functools.cache

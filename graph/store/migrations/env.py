@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 from alembic import context
-from sqlalchemy import event, pool
 from sqlalchemy.engine import Connection
-from sqlalchemy.ext.asyncio import create_async_engine
 
 from graph.settings import Settings
-from graph.store.compression import Compression
+from graph.store.migrate import migration_engine
 from graph.store.tables import metadata
 
 config = context.config
@@ -37,11 +34,7 @@ def _run(connection: Connection) -> None:
 
 
 async def _run_async() -> None:
-    engine = create_async_engine(url, poolclass=pool.NullPool)
-    if engine.dialect.name == "sqlite" and engine.url.database:
-        # A migration that deletes messages fires the search index's trigger, which calls it.
-        reads = Compression(Path(engine.url.database), enabled=False)
-        event.listen(engine.sync_engine, "connect", lambda conn, _: reads.register(conn))
+    engine = migration_engine(url)
     async with engine.connect() as connection:
         await connection.run_sync(_run)
     await engine.dispose()
