@@ -19,6 +19,7 @@ from alembic import command
 from graph.settings import Settings
 from graph.store.compression import MAGIC, SAMPLE_EVERY, WINDOW
 from graph.store.dictionary_training import TRAIN_AT
+from graph.store.migrate import upgrade
 from tests.conftest import GraphQLClient
 from tests.migrations import columns_after
 from tests.operations import APPEND, DELETE, READ, REPLACE, create
@@ -319,3 +320,23 @@ async def test_the_cli_downgrades_to_text_and_upgrades_again(
     async with serving_with_token(settings) as (_, gql):
         assert (await gql(READ, {"id": cid}))["conversation"]["transcript"] == messages
         await gql(DELETE, {"id": cid})
+
+
+async def test_a_downgrade_that_fails_halfway_changes_nothing(settings: Settings) -> None:
+    path = compressing(settings)
+    await compressed_conversation(settings, random.Random(9))
+    with sqlite3.connect(path) as db:  # the frames' dictionary replaced by another one
+        db.execute("UPDATE message_dictionary SET id = 5")
+
+    def schema() -> list[tuple[str, str, str]]:
+        with sqlite3.connect(path) as db:
+            return db.execute("SELECT type, name, sql FROM sqlite_schema ORDER BY name").fetchall()
+
+    before = schema()
+    with pytest.raises(KeyError):  # a frame names dictionary 1, which is not there
+        await upgrade(settings, downgrade_to="0016")
+    # One transaction: the view and trigger 0017 made, its revision and every row as before.
+    assert schema() == before
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT version_num FROM alembic_version").fetchone() == ("0017",)
+        assert db.execute("SELECT count(*) FROM message WHERE typeof(data) = 'blob'").fetchone()[0]

@@ -10,6 +10,7 @@ import os
 import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 from alembic import command
 from alembic.config import Config
@@ -34,12 +35,26 @@ def alembic_config(settings: Settings) -> Config:
 
 
 def migration_engine(url: str) -> AsyncEngine:
-    """An engine for migrations: on SQLite its connections know convograph_inflate, which
-    the search index's delete trigger calls (a migration may delete messages)."""
+    """An engine for migrations. On SQLite its transactions are SQLite's own, DDL included
+    (Python's driver begins one only before a data change: a DROP or CREATE of a view or
+    trigger committed alone, and a migration interrupted halfway left the schema half
+    changed at the old revision); and its connections know convograph_inflate, which the
+    search index's delete trigger calls (a migration may delete messages)."""
     engine = create_async_engine(url, poolclass=pool.NullPool)
-    if engine.dialect.name == "sqlite" and engine.url.database:
-        reads = Compression(Path(engine.url.database), enabled=False)
-        event.listen(engine.sync_engine, "connect", lambda conn, _: reads.register(conn))
+    if engine.dialect.name != "sqlite":
+        return engine
+    reads = Compression(Path(engine.url.database), enabled=False) if engine.url.database else None
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # no BEGIN of the driver's own
+        if reads is not None:
+            reads.register(dbapi_connection)
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _begin(connection: Any) -> None:
+        connection.exec_driver_sql("BEGIN")
+
     return engine
 
 
