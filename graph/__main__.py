@@ -83,8 +83,18 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     from graph.store.migrate import upgrade_blocking
 
     if args.downgrade_to is not None:
-        upgrade_blocking(_settings(args), downgrade_to=args.downgrade_to)
-        print(f"database is at revision {args.downgrade_to}")
+        revision = args.downgrade_to.strip()
+        if not revision or revision in ("head", "heads"):
+            print("error: --downgrade-to names a revision below the database's (e.g. 0016)")
+            return 2
+        from alembic.util import CommandError
+
+        try:
+            upgrade_blocking(_settings(args), downgrade_to=revision)
+        except CommandError as exc:  # an unknown revision, or one above the database's
+            print(f"error: cannot downgrade to {revision!r}: {exc}", file=sys.stderr)
+            return 2
+        print(f"database is at revision {revision}")
         return 0
     upgrade_blocking(_settings(args))
     print("database is at the newest revision")

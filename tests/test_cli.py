@@ -113,6 +113,17 @@ async def test_migrate_a_fresh_database(tmp_path: Path) -> None:
         assert created["createConversation"]["conversation"] == {"title": "t"}
 
 
+@pytest.mark.parametrize("revision", ["9999", "", "head", "0017x"])
+async def test_a_downgrade_to_no_lower_revision_is_refused_saying_so(
+    cli: Cli, revision: str
+) -> None:
+    result = await run(cli, "migrate", "--downgrade-to", revision, ok=False)
+    assert result.returncode == 2, result.stderr
+    assert "error:" in result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    assert "newest revision" in (await run(cli, "migrate")).stdout  # nothing changed
+
+
 # -- token create ----------------------------------------------------------------------------
 
 

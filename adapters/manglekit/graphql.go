@@ -135,14 +135,31 @@ func encodeState(state any) (json.RawMessage, error) {
 	return text, nil
 }
 
+// The nesting a state may have, below what the server reads of a request's body.
+const maxStateDepth = 1000
+
 // unstorableJSON says what, in valid JSON text, the server refuses; "" for nothing.
 func unstorableJSON(text []byte) string {
 	dec := json.NewDecoder(bytes.NewReader(text))
 	dec.UseNumber()
+	depth := 0
 	for {
 		token, err := dec.Token()
 		if err != nil {
 			break // io.EOF: the text was checked valid
+		}
+		if d, ok := token.(json.Delim); ok {
+			if d == '[' || d == '{' {
+				depth++
+			} else {
+				depth--
+			}
+			// The server reads a request body 1,024 levels deep, the state's own from
+			// within the request's variables: deeper, its answer is a bare HTTP 400 (a
+			// shallower state it refuses is ErrInvalidInput, a userError that says why).
+			if depth > maxStateDepth {
+				return fmt.Sprintf("JSON nested more than %d levels deep", maxStateDepth)
+			}
 		}
 		// An integer of any length is stored exactly; only a number with a fraction or an
 		// exponent is read as a double, which may overflow.

@@ -105,6 +105,8 @@ func TestSetRefusesAStateItCannotSendWithoutARequest(t *testing.T) {
 		"a reversed pair":        `{"session_id": "s", "x": "\udc00\ud800"}`,
 		"a number past a double": json.RawMessage(`{"session_id": "s", "n": 1e400}`),
 		"a negative one":         `{"session_id": "s", "n": [-2e308]}`,
+		"nested past the server's reach": `{"session_id": "s", "x": ` +
+			strings.Repeat("[", 1100) + strings.Repeat("]", 1100) + `}`,
 	}
 	for name, state := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -99,8 +99,11 @@ class Compression:
             self._window = [0, 0, 0]
             if self.enabled:
                 made.precompute_compress(level=LEVEL)
+                # A checksum (4 bytes a frame): a frame read with another dictionary than
+                # its own (one that took its id after a downgrade, say) fails, never reads
+                # as other text.
                 self._compressor = zstandard.ZstdCompressor(
-                    dict_data=made, write_checksum=False, write_content_size=True
+                    dict_data=made, write_checksum=True, write_content_size=True
                 )
 
     def dropped(self, ident: int) -> None:

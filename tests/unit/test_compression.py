@@ -158,3 +158,14 @@ def test_a_transcript_of_frames_of_several_dictionaries_is_read_whole(dictionary
     rows = [(f,) for pair in zip(older_frames, newer_frames, strict=True) for f in pair]
     expected = [(t,) for pair in zip(older, newer, strict=True) for t in pair]
     assert compression.inflate_rows(("data",), rows) == expected
+
+
+def test_a_frame_carries_a_checksum_of_its_text(dictionary: bytes) -> None:
+    # Read with another dictionary than its own (one that took its id after a downgrade and
+    # an upgrade, say), a frame fails its checksum rather than reads as other text.
+    writer = Compression(None, enabled=True)
+    writer.learn([(7, dictionary)])
+    text = texts(1, seed=13)[0]
+    frame = writer.stored(text, text.encode())
+    assert isinstance(frame, bytes)
+    assert zstandard.get_frame_parameters(frame).has_checksum
