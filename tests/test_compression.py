@@ -288,7 +288,7 @@ async def test_a_server_left_running_without_the_key_does_not_write_frames_of_a_
 ) -> None:
     path = compressing(settings)
     rng = random.Random(7)
-    async with serving_with_token(settings) as (_, gql):
+    async with serving_with_token(settings) as (server, gql):
         await trained(gql, path, rng)
         cid = await create(gql)
         before = turns(rng, 20)
@@ -301,6 +301,19 @@ async def test_a_server_left_running_without_the_key_does_not_write_frames_of_a_
         after = turns(rng, 20)
         await append(gql, cid, after)
         assert all(isinstance(v, str) for v in stored(path, cid)[20:])  # text, not frames
+        # Nor does it look for a dictionary after every write from then on.
+        looked: list[str] = []
+        stop = server.services.db.on_statement(
+            lambda sql, _: looked.append(sql) if "message_dictionary" in sql else None
+        )
+        for _ in range(5):
+            await asyncio.sleep(0.3)  # past the delay of a check a write would start
+            one = turns(rng, 1)
+            await append(gql, cid, one)
+            after += one
+        await asyncio.sleep(0.3)
+        stop()
+        assert len(looked) <= 1, looked
     async with serving_with_token(encrypted(settings)) as (_, gql):
         assert (await gql(READ, {"id": cid}))["conversation"]["transcript"] == before + after
         await gql(DELETE, {"id": cid})

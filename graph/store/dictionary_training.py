@@ -148,6 +148,8 @@ class DictionaryTraining:
             compression.learn((await sql.rows(_STORED)).values)
             known = compression.newest
             if known and not again:
+                if not compression.compressing:  # its dictionary dropped (encrypt-existing)
+                    self._needed = compression.texts_stored + TRAIN_AT
                 return compression.compressing
             largest = int((await sql.rows(_LARGEST)).scalars()[0])
             if largest < TRAIN_AT or not training:

@@ -57,11 +57,18 @@ def test_a_frame_is_stored_only_when_it_is_smaller(dictionary: bytes) -> None:
     assert compression.stored(tiny, tiny.encode()) == tiny
 
 
-def test_disabled_it_inflates_but_stores_text(dictionary: bytes) -> None:
+def framed(dictionary: bytes, seed: int) -> tuple[str, bytes]:
+    """A message's text, and the frame a writer with `dictionary` (id 7) stores for it."""
     writer = Compression(None, enabled=True)
     writer.learn([(7, dictionary)])
-    text = texts(1, seed=2)[0]
+    text = texts(1, seed=seed)[0]
     frame = writer.stored(text, text.encode())
+    assert isinstance(frame, bytes)
+    return text, frame
+
+
+def test_disabled_it_inflates_but_stores_text(dictionary: bytes) -> None:
+    text, frame = framed(dictionary, 2)
     reader = Compression(None, enabled=False)
     reader.learn([(7, dictionary)])
     assert not reader.compressing and reader.stored(text, text.encode()) == text
@@ -69,11 +76,7 @@ def test_disabled_it_inflates_but_stores_text(dictionary: bytes) -> None:
 
 
 def test_a_frame_of_an_unknown_dictionary_is_refused(dictionary: bytes) -> None:
-    writer = Compression(None, enabled=True)
-    writer.learn([(7, dictionary)])
-    text = texts(1, seed=3)[0]
-    frame = writer.stored(text, text.encode())
-    assert isinstance(frame, bytes)
+    _, frame = framed(dictionary, 3)
     with pytest.raises(DictionaryMissing):
         Compression(None, enabled=False).inflate(frame)
 
@@ -163,9 +166,5 @@ def test_a_transcript_of_frames_of_several_dictionaries_is_read_whole(dictionary
 def test_a_frame_carries_a_checksum_of_its_text(dictionary: bytes) -> None:
     # Read with another dictionary than its own (one that took its id after a downgrade and
     # an upgrade, say), a frame fails its checksum rather than reads as other text.
-    writer = Compression(None, enabled=True)
-    writer.learn([(7, dictionary)])
-    text = texts(1, seed=13)[0]
-    frame = writer.stored(text, text.encode())
-    assert isinstance(frame, bytes)
+    _, frame = framed(dictionary, 13)
     assert zstandard.get_frame_parameters(frame).has_checksum
