@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import zstandard
+from sqlalchemy import func
 
 MAGIC = b"\x28\xb5\x2f\xfd"  # the first four bytes of every zstd frame
 LEVEL = 3
@@ -52,6 +53,16 @@ def _texts(found: zstandard.BufferWithSegmentsCollection) -> list[str]:
 
 def is_frame(value: object) -> bool:
     return type(value) is bytes and value.startswith(MAGIC)
+
+
+def is_frame_sql(column: str) -> str:
+    """SQL that is true where `column` holds a frame."""
+    return f"typeof({column}) = 'blob' AND substr({column}, 1, 4) = x'{MAGIC.hex().upper()}'"
+
+
+def inflated(column: Any) -> Any:
+    """SQL for `column`'s JSON text, a frame inflated (`convograph_inflate`)."""
+    return getattr(func, FUNCTION)(column)
 
 
 class Compression:
@@ -144,6 +155,11 @@ class Compression:
                 return newest.decompress(frame).decode()
             except zstandard.ZstdError:
                 pass  # another dictionary's frame
+        return self._decompressor(frame).decompress(frame).decode()
+
+    def _decompressor(self, frame: bytes) -> zstandard.ZstdDecompressor:
+        """The decompressor of the dictionary `frame` names, read from the database if this
+        process does not know it yet; DictionaryMissing if the database holds none."""
         ident = zstandard.get_frame_parameters(frame).dict_id
         found = self._decompressors.get(ident)
         if found is None:
@@ -151,7 +167,7 @@ class Compression:
             found = self._decompressors.get(ident)
             if found is None:
                 raise DictionaryMissing(f"no message dictionary {ident}")
-        return found.decompress(frame).decode()
+        return found
 
     def inflate_value(self, value: Any) -> Any:
         """`value` with a frame inflated (SQL's `convograph_inflate`)."""
@@ -201,9 +217,8 @@ class Compression:
             ident = zstandard.get_frame_parameters(frame).dict_id
             by_dictionary.setdefault(ident, []).append(i)
         out = [""] * len(frames)
-        for ident, spots in by_dictionary.items():
-            self.inflate(frames[spots[0]])  # its dictionary known, or DictionaryMissing
-            found = self._decompressors[ident].multi_decompress_to_buffer(
+        for spots in by_dictionary.values():
+            found = self._decompressor(frames[spots[0]]).multi_decompress_to_buffer(
                 _buffers([frames[i] for i in spots])
             )
             for i, text in zip(spots, _texts(found), strict=True):

@@ -28,7 +28,7 @@ import zstandard
 from sqlalchemy import bindparam, func, select
 from sqlalchemy.dialects.sqlite import insert
 
-from graph.store.compression import WORTH, Compression
+from graph.store.compression import WORTH, Compression, inflated
 from graph.store.db import Database
 from graph.store.sql import Prepared, Sql
 from graph.store.tables import message as M
@@ -49,7 +49,7 @@ _LARGEST = Prepared(select(func.coalesce(func.max(M.c.id), 0)))
 # The newest messages' texts, stored as text or as frames (inflated in SQL, so that only
 # their first SAMPLE_CHARS characters come out).
 _SAMPLES = Prepared(
-    select(func.substr(func.convograph_inflate(M.c.data), 1, SAMPLE_CHARS))
+    select(func.substr(inflated(M.c.data), 1, SAMPLE_CHARS))
     .order_by(M.c.id.desc())
     .limit(bindparam("limit"))
 )
@@ -84,9 +84,8 @@ class DictionaryTraining:
     def __init__(self, db: Database) -> None:
         self._db = db
         self._compression: Compression | None = db.compression
-        self.enabled = (
-            db.compression is not None and db.compression.enabled and db.encryption is None
-        )
+        # (Compression is not enabled with encryption on: db.py.)
+        self.enabled = db.compression is not None and db.compression.enabled
         # Messages this process must store (as text) before the next check is worth it.
         self._needed = TRAIN_AT
         self._timer: asyncio.TimerHandle | None = None

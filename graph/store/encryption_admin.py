@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from graph.domain import chunks, jsoncodec
 from graph.domain.messages import search_text as message_search_text
 from graph.settings import Settings
+from graph.store.compression import is_frame_sql
 from graph.store.db import Database
 from graph.store.encryption import (
     CONVERSATION,
@@ -263,8 +264,8 @@ async def _seal_messages(db: Database) -> int:
 # The compression dictionaries no message uses any more (a frame begins with zstd's magic
 # number; the sealed messages hold none).
 _UNUSED_DICTIONARIES = text(
-    "DELETE FROM message_dictionary WHERE NOT EXISTS (SELECT 1 FROM message "
-    "WHERE typeof(data) = 'blob' AND substr(data, 1, 4) = x'28B52FFD')"
+    "DELETE FROM message_dictionary WHERE NOT EXISTS "
+    f"(SELECT 1 FROM message WHERE {is_frame_sql('data')})"
 )
 
 

@@ -6,14 +6,14 @@ import functools
 from collections.abc import Sequence
 from operator import itemgetter
 
-from sqlalchemy import and_, bindparam, delete, func, or_, select
+from sqlalchemy import and_, bindparam, delete, or_, select
 
 from graph.domain.errors import invalid
 from graph.domain.events import EventKind
 from graph.domain.messages import PreparedMessage, kept_prefix
 from graph.domain.paging import SeqWindow
 from graph.store import event_log, sealed_blocks
-from graph.store.compression import Compression
+from graph.store.compression import Compression, inflated
 from graph.store.encryption import opened_size, sealed_changes
 from graph.store.quotas import byte_length
 from graph.store.repository.base import Part
@@ -148,7 +148,7 @@ class Transcripts(Part):
             )
             # Counted in SQL (a compressed message inflated there), unless sealed: a sealed
             # text is longer than the one counted, and is read back opened.
-            text = M.c.data if self.sql.compression is None else func.convograph_inflate(M.c.data)
+            text = M.c.data if self.sql.compression is None else inflated(M.c.data)
             gone = await self.sql.rows(
                 delete(M)
                 .where(M.c.conversation_id == conversation.id, M.c.seq > keep)
