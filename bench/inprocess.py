@@ -41,8 +41,7 @@ async def _token(services: Services) -> tuple[str, Principal]:
         _, token = await repo.tokens.create(
             workspace=("site", "1"), owner=(OwnerType.USER, "bench"), scope_=Scope.WRITE
         )
-    async with services.uow.read(SYSTEM) as repo:
-        principal = await repo.tokens.authenticate(token)
+    principal = await services.uow.authenticate(token)
     assert principal is not None
     return token, principal
 

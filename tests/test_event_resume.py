@@ -271,8 +271,7 @@ async def test_a_stream_resumes_on_another_replica_and_never_passes_a_later_comm
             taken, release = asyncio.Event(), asyncio.Event()
 
             async def held_open() -> None:
-                async with services.uow.read(SYSTEM) as repo:
-                    principal = await repo.tokens.authenticate(token)
+                principal = await services.uow.authenticate(token)
                 assert principal is not None
                 message = prepare_message(
                     {"role": "user", "content": "held"}, field=[], max_bytes=1 << 20

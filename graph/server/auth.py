@@ -147,8 +147,7 @@ class TokenBackend(AuthenticationBackend):
         token = bearer(authorization)
         if token is None:
             return None
-        async with self.uow.read(SYSTEM) as repo:
-            principal = await repo.tokens.authenticate(token)
+        principal = await self.uow.authenticate(token)
         if principal is None or acting_for is None:
             return principal
         return self.act_for(principal, acting_for)

@@ -34,7 +34,7 @@ from sqlalchemy.pool import AsyncAdaptedQueuePool, QueuePool
 from graph.settings import Settings
 from graph.store import sqlite_inline
 from graph.store.compression import Compression
-from graph.store.connections import driver_connection, end, run
+from graph.store.connections import driver_connection, end, open_driver_connection, run
 from graph.store.encryption import Encryption
 from graph.store.full_disk import FullDisk
 from graph.store.idle_ping import ping_when_idle
@@ -243,6 +243,8 @@ class SQLiteWriter:
         self._flushes: set[asyncio.Task[None]] = set()
         self.writes = 0  # writes committed
         self.commits = 0  # COMMITs that made them durable
+        self._opened = 0  # connections opened: a new one's data_version starts afresh
+        self._committing = False  # a COMMIT in a worker thread holds the connection
 
     @property
     def in_use(self) -> int:
@@ -340,11 +342,14 @@ class SQLiteWriter:
         # connection ends the group first (_undo), and close() commits it before closing.
         conn = self._conn
         assert conn is not None
+        self._committing = True
         try:
             await end(conn, driver_connection(conn), commit=True)
         except BaseException as exc:
             group.end(exc)
             return
+        finally:
+            self._committing = False
         self.commits += 1
         self.writes += group.joined
         _committed(group.on_commit)
@@ -398,7 +403,24 @@ class SQLiteWriter:
         if conn is not None:
             await conn.close()  # hands the invalidated connection's pool slot back
         self._conn = await self.engine.connect()
+        self._opened += 1
         return self._conn
+
+    def outside_changes(self) -> tuple[int, int] | None:
+        """A stamp that moves whenever another connection (another process) commits to the
+        database file, and only then: the writer connection's data_version, which the
+        server's own writes leave alone. None while there is no open connection to ask, or
+        its COMMIT runs in a worker thread (asking would wait for the fsync)."""
+        conn = self._conn
+        if conn is None or self._committing:
+            return None
+        raw = open_driver_connection(conn)
+        if raw is None:
+            return None
+        try:
+            return (self._opened, raw.data_version())
+        except sqlite3.Error:
+            return None  # a read will say what is wrong
 
     async def close(self) -> None:
         await self._acquire()
@@ -607,6 +629,12 @@ class Database:
                     in_use -= self._kept.idle  # checked out, but waiting for the next use
                 stats[name] = (in_use, pool.size())
         return stats
+
+    def outside_changes(self) -> tuple[int, int] | None:
+        """SQLite: a stamp that moves when another process commits to the file (see
+        SQLiteWriter.outside_changes); None on PostgreSQL, where no such stamp is cheap."""
+        writer = self._sqlite_writer
+        return None if writer is None else writer.outside_changes()
 
     def group_commits(self) -> tuple[int, int] | None:
         """SQLite: (writes committed, COMMITs that made them durable); None on PostgreSQL."""

@@ -107,6 +107,12 @@ class InlineConnection:
     async def close(self) -> None:
         self._connection.close()
 
+    def data_version(self) -> int:
+        """SQLite's `PRAGMA data_version` of this connection: it moves when another
+        connection commits to the file, never on this one's own commits."""
+        row = self._connection.execute("PRAGMA data_version").fetchone()
+        return int(row[0])
+
     async def create_function(self, *args: Any, **kwargs: Any) -> None:
         self._connection.create_function(*args, **kwargs)
 

@@ -7,13 +7,15 @@ the database refuses for want of space, or that passes a workspace quota, is STO
 `read(principal)` reads on a connection of its own; `read_transaction(principal)` gives
 one read transaction that several reads share (a GraphQL query's resolvers and loaders),
 so that they all see one committed state. The GraphQL context, the retention sweep, the
-CLI and the bench all come in here.
+CLI and the bench all come in here. `authenticate(token)` names a request's principal,
+from the token cache while nothing can have changed its token (store/token_cache.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 
 from graph.domain.principal import SYSTEM, Principal
 from graph.settings import Settings
@@ -27,6 +29,7 @@ from graph.store.quotas import Quotas
 from graph.store.repository import Repository
 from graph.store.search_index import SearchIndex
 from graph.store.sql import Sql
+from graph.store.token_cache import TokenCache
 
 
 class Reads:
@@ -61,9 +64,27 @@ class UnitOfWork:
         self.search_index = search_index
         self.training = training
         self.quotas = Quotas(settings)
+        self.tokens = TokenCache()
 
     def repository(self, sql: Sql, principal: Principal) -> Repository:
         return Repository(sql, principal, keyring=self.keyring, settings=self.settings)
+
+    async def authenticate(self, token: str) -> Principal | None:
+        """The principal of a live token; None for an unknown, revoked or expired one."""
+        digest = self.keyring.token_digest(token)
+        # Taken before the read: whatever commits meanwhile leaves the entry stale.
+        stamp = self.tokens.stamp(self.db.outside_changes())
+        if stamp is not None:
+            principal = self.tokens.get(digest, stamp, datetime.now(UTC))
+            if principal is not None:
+                return principal
+        async with self.read(SYSTEM) as repo:
+            live = await repo.tokens.live_token(digest)
+        if live is None:
+            return None
+        if stamp is not None:
+            self.tokens.put(digest, live, stamp)
+        return live.principal
 
     @asynccontextmanager
     async def read(self, principal: Principal) -> AsyncIterator[Repository]:
@@ -84,11 +105,19 @@ class UnitOfWork:
         self.search_index.written()
         self.training.written()
         events: list[Event] = []
-        try:
+        wrote: list[Repository] = []
+
+        def committed() -> None:
+            if wrote and wrote[0].tokens_changed:
+                self.tokens.changed()
             # Published in the order the transactions commit (the order of their positions).
-            async with self.db.write(on_commit=lambda: self.broker.publish(events)) as conn:
+            self.broker.publish(events)
+
+        try:
+            async with self.db.write(on_commit=committed) as conn:
                 sql = Sql(conn, self.db)
                 repo = self.repository(sql, principal)
+                wrote.append(repo)
                 yield repo
                 # Last but the log: a quota's row stays locked the shortest time.
                 await self.quotas.settle(sql, repo.usage)

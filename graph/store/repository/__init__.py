@@ -65,6 +65,9 @@ class Repository:
         self.is_sqlite = sql.is_sqlite
         # Filled by writes, published by the unit of work once the transaction commits.
         self.events: list[Event] = []
+        # Set by a write to the tokens: once it commits, the token cache forgets (see
+        # store/token_cache.py).
+        self.tokens_changed = False
 
     @once
     def usage(self) -> UsageChange:

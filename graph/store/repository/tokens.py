@@ -27,6 +27,7 @@ from graph.store.rows import Builder
 from graph.store.sql import Prepared
 from graph.store.tables import ApiToken
 from graph.store.tables import api_token as T
+from graph.store.token_cache import Live
 
 TOKENS = Builder(ApiToken)
 
@@ -92,6 +93,7 @@ class Tokens(Part):
         )
 
     async def _insert(self, **values: object) -> tuple[str, str]:
+        self.repo.tokens_changed = True
         token = new_token()
         token_id = ids.new_id()
         await self.sql.execute(
@@ -130,6 +132,7 @@ class Tokens(Part):
         )
         if not found.values:
             return None
+        self.repo.tokens_changed = True
         old = dict(zip(found.keys, found.values[0], strict=True))
         old_created: datetime = old.pop("created_at")
         old_expires: datetime | None = old.pop("expires_at")
@@ -172,6 +175,7 @@ class Tokens(Part):
 
     async def revoke(self, token_id: str) -> bool:
         self._require_system()
+        self.repo.tokens_changed = True
         revoked = await self.sql.execute(
             update(T)
             .where(T.c.id == token_id, T.c.revoked_at.is_(None))
@@ -183,25 +187,26 @@ class Tokens(Part):
         self._require_system()
         return bool((await self.sql.rows(select(T.c.id).limit(1))).values)
 
-    async def authenticate(self, token: str) -> Principal | None:
-        """The principal of a live token, or None for an unknown, revoked or expired one."""
+    async def live_token(self, digest: str) -> Live | None:
+        """The live token whose keyed digest is `digest` (UnitOfWork.authenticate), or None
+        for an unknown, revoked or expired one."""
         self._require_system()
-        keyring = self.repo.keyring
-        found = await self.sql.rows(
-            _LIVE_TOKEN, {"digest": keyring.token_digest(token), "now": self.repo.now()}
-        )
+        found = await self.sql.rows(_LIVE_TOKEN, {"digest": digest, "now": self.repo.now()})
         if not found.values:
             return None
-        (token_id, ws_type, ws_id, owner_type, owner_digest, sealed, scopes) = found.values[0]
-        return Principal(
+        (token_id, ws_type, ws_id, owner_type, owner_digest, sealed, scopes, expires_at) = (
+            found.values[0]
+        )
+        principal = Principal(
             token_id=token_id,
             workspace_type=ws_type,
             workspace_id=ws_id,
             owner_type=owner_type,
-            owner_key=keyring.unseal_cached(sealed),
+            owner_key=self.repo.keyring.unseal_cached(sealed),
             owner_digest=owner_digest,
             scopes=_scopes(scopes),
         )
+        return Live(principal, expires_at)
 
     async def live(self, token_ids: Sequence[str]) -> set[str]:
         """Which of `token_ids` are still live (neither revoked nor expired)."""
@@ -229,8 +234,8 @@ def _scopes(text: str) -> tuple[Scope, ...]:
     return tuple(Scope(s) for s in text.split(","))
 
 
-# Every request runs it: compiled once, run on the driver on SQLite, and only the columns a
-# Principal is made of.
+# Every request whose token is not cached runs it: compiled once, run on the driver on
+# SQLite, and only the columns a Principal is made of, and its expiry for the cache.
 _LIVE_TOKEN = Prepared(
     select(
         T.c.id,
@@ -240,5 +245,6 @@ _LIVE_TOKEN = Prepared(
         T.c.owner_digest,
         T.c.owner_key_sealed,
         T.c.scopes,
+        T.c.expires_at,
     ).where(T.c.token_digest == bindparam("digest"), _live())
 )

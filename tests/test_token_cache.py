@@ -1,0 +1,126 @@
+"""A token the server remembers is refused on the very next request once it is revoked or
+expires, whoever revokes it: the CLI in another process, a `sqlite3` shell, this process.
+
+The server remembers live tokens between requests (store/token_cache.py) on SQLite, while
+no other connection has committed to the file; each test first makes its token cached (a
+write opens the writer connection, then a request reads no token row), then ends it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from graph.domain.principal import SYSTEM, OwnerType, Scope
+from tests.conftest import GraphQLClient, Server
+from tests.live_server import run_cli, server_env
+from tests.operations import VIEWER, append, create
+
+
+@asynccontextmanager
+async def token_reads(server: Server) -> AsyncIterator[list[str]]:
+    """The statements that read a token, run meanwhile."""
+    seen: list[str] = []
+
+    def record(statement: str, _parameters: Any) -> None:
+        if "FROM api_token" in statement:
+            seen.append(statement)
+
+    stop = server.services.db.on_statement(record)
+    try:
+        yield seen
+    finally:
+        stop()
+
+
+async def cached(server: Server, gql: GraphQLClient) -> None:
+    """After a write, the token's next requests are answered without reading its row (on
+    SQLite; PostgreSQL reads it on every request)."""
+    await append(gql, await create(gql), "opens the writer")
+    assert (await gql.post(VIEWER)).status_code == 200
+    async with token_reads(server) as seen:
+        for _ in range(3):
+            assert (await gql.post(VIEWER)).status_code == 200
+    assert len(seen) == (0 if server.settings.is_sqlite else 3)
+
+
+async def token_id(server: Server, owner_key: str = "alice") -> str:
+    async with server.services.uow.read(SYSTEM) as repo:
+        (found,) = [t.id for t in await repo.tokens.all() if t.owner == f"user:{owner_key}"]
+    return found
+
+
+async def test_a_cached_token_revoked_by_the_cli_is_refused_on_the_next_request(
+    server: Server, gql: GraphQLClient
+) -> None:
+    other = gql.as_(await server.token(owner="user:bob"))
+    await cached(server, gql)
+    await cached(server, other)
+    env = server_env(server.settings.secret or "")
+    revoked = await token_id(server)
+    await run_cli("token", "revoke", revoked, database_url=server.settings.database_url, env=env)
+
+    refused = await gql.post(VIEWER)
+    assert refused.status_code == 401
+    assert refused.headers["www-authenticate"].startswith("Bearer")
+    assert (await other.post(VIEWER)).status_code == 200  # another token is unaffected
+
+
+async def test_a_cached_token_revoked_in_this_process_is_refused_on_the_next_request(
+    server: Server, gql: GraphQLClient
+) -> None:
+    await cached(server, gql)
+    async with server.services.uow.write(SYSTEM) as repo:
+        assert await repo.tokens.revoke(await token_id(server))
+    assert (await gql.post(VIEWER)).status_code == 401
+
+
+async def test_a_cached_token_rotated_in_this_process_is_refused_on_the_next_request(
+    server: Server, gql: GraphQLClient
+) -> None:
+    await cached(server, gql)
+    async with server.services.uow.write(SYSTEM) as repo:
+        rotation = await repo.tokens.rotate(await token_id(server), grace=timedelta(0))
+    assert rotation is not None
+    assert (await gql.post(VIEWER)).status_code == 401
+    assert (await gql.post(VIEWER, token=rotation.token)).status_code == 200
+
+
+async def test_a_cached_token_revoked_in_a_sqlite3_shell_is_refused_on_the_next_request(
+    server: Server, gql: GraphQLClient
+) -> None:
+    if not server.settings.is_sqlite:
+        pytest.skip("a sqlite3 shell edits a SQLite file")
+    await cached(server, gql)
+    path = server.settings.sqlite_path
+    assert path is not None
+    shell = sqlite3.connect(path)
+    try:
+        shell.execute("UPDATE api_token SET revoked_at = '2026-01-01 00:00:00.000000'")
+        shell.commit()
+    finally:
+        shell.close()
+    assert (await gql.post(VIEWER)).status_code == 401
+
+
+async def test_a_cached_token_is_refused_from_the_instant_it_expires(
+    server: Server, anon: GraphQLClient
+) -> None:
+    async with server.services.uow.write(SYSTEM) as repo:
+        _, token = await repo.tokens.create(
+            workspace=("site", "1"),
+            owner=(OwnerType.USER, "alice"),
+            scope_=Scope.WRITE,
+            expires_in=timedelta(seconds=2),
+        )
+        expires_at = repo.now() + timedelta(seconds=2)
+    gql = anon.as_(token)
+    await cached(server, gql)
+    await asyncio.sleep((expires_at - datetime.now(UTC)).total_seconds() + 0.05)
+    assert (await gql.post(VIEWER)).status_code == 401
