@@ -19,7 +19,6 @@ import pytest
 
 from graph.domain.principal import SYSTEM, OwnerType, Scope
 from tests.conftest import GraphQLClient, Server
-from tests.live_server import run_cli, server_env
 from tests.operations import VIEWER, append, create
 
 
@@ -59,6 +58,8 @@ async def token_id(server: Server, owner_key: str = "alice") -> str:
 async def test_a_cached_token_revoked_by_the_cli_is_refused_on_the_next_request(
     server: Server, gql: GraphQLClient
 ) -> None:
+    from tests.live_server import run_cli, server_env  # a plugin module: imported late
+
     other = gql.as_(await server.token(owner="user:bob"))
     await cached(server, gql)
     await cached(server, other)
