@@ -19,21 +19,10 @@ writer's first write), every request reads. Unknown tokens are never remembered.
 from __future__ import annotations
 
 from collections.abc import Hashable
-from dataclasses import dataclass
 from datetime import datetime
 
 from graph.domain.principal import Principal
-
-
-@dataclass(frozen=True, slots=True)
-class Live:
-    """A live token's principal and the instant it expires (None: until revoked)."""
-
-    principal: Principal
-    expires_at: datetime | None
-
-    def at(self, now: datetime) -> bool:
-        return self.expires_at is None or self.expires_at > now
+from graph.store.repository.tokens import Live
 
 
 class TokenCache:

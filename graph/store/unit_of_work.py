@@ -64,7 +64,7 @@ class UnitOfWork:
         self.search_index = search_index
         self.training = training
         self.quotas = Quotas(settings)
-        self.tokens = TokenCache()
+        self.token_cache = TokenCache()
 
     def repository(self, sql: Sql, principal: Principal) -> Repository:
         return Repository(sql, principal, keyring=self.keyring, settings=self.settings)
@@ -73,9 +73,9 @@ class UnitOfWork:
         """The principal of a live token; None for an unknown, revoked or expired one."""
         digest = self.keyring.token_digest(token)
         # Taken before the read: whatever commits meanwhile leaves the entry stale.
-        stamp = self.tokens.stamp(self.db.outside_changes())
+        stamp = self.token_cache.stamp(self.db.outside_changes())
         if stamp is not None:
-            principal = self.tokens.get(digest, stamp, datetime.now(UTC))
+            principal = self.token_cache.get(digest, stamp, datetime.now(UTC))
             if principal is not None:
                 return principal
         async with self.read(SYSTEM) as repo:
@@ -83,7 +83,7 @@ class UnitOfWork:
         if live is None:
             return None
         if stamp is not None:
-            self.tokens.put(digest, live, stamp)
+            self.token_cache.put(digest, live, stamp)
         return live.principal
 
     @asynccontextmanager
@@ -109,7 +109,7 @@ class UnitOfWork:
 
         def committed() -> None:
             if wrote and wrote[0].tokens_changed:
-                self.tokens.changed()
+                self.token_cache.changed()
             # Published in the order the transactions commit (the order of their positions).
             self.broker.publish(events)
 

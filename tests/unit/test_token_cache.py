@@ -6,7 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from graph.domain.principal import OwnerType, Principal, Scope
-from graph.store.token_cache import Live, TokenCache
+from graph.store.repository.tokens import Live
+from graph.store.token_cache import TokenCache
 
 NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
 ALICE = Principal(

@@ -15,8 +15,11 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import ColumnElement, bindparam, or_, select, update
+from sqlalchemy import Boolean, ColumnElement, FunctionElement, bindparam, or_, select, update
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.compiler import SQLCompiler
 
 from graph.domain import ids
 from graph.domain.principal import OwnerType, Principal, Scope, expand_scopes
@@ -27,9 +30,19 @@ from graph.store.rows import Builder
 from graph.store.sql import Prepared
 from graph.store.tables import ApiToken
 from graph.store.tables import api_token as T
-from graph.store.token_cache import Live
 
 TOKENS = Builder(ApiToken)
+
+
+@dataclass(frozen=True, slots=True)
+class Live:
+    """A live token's principal and the instant it expires (None: until revoked)."""
+
+    principal: Principal
+    expires_at: datetime | None
+
+    def at(self, now: datetime) -> bool:
+        return self.expires_at is None or self.expires_at > now
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,7 +239,29 @@ class Tokens(Part):
 def _live(now: datetime | None = None) -> ColumnElement[bool]:
     """Neither revoked nor expired at `now` (bound later as `now` when not given)."""
     at = bindparam("now", value=now, type_=T.c.expires_at.type)
-    return or_(T.c.expires_at.is_(None), T.c.expires_at > at) & T.c.revoked_at.is_(None)
+    return or_(T.c.expires_at.is_(None), _later(T.c.expires_at, at)) & T.c.revoked_at.is_(None)
+
+
+class _later(FunctionElement[bool]):
+    """`a > b` for two instants. SQLite stores them as text, which sorts as they do only in
+    the form the server writes: an expiry typed in a shell with an offset (`… -05:00`) is
+    compared as the instant it names, as Python (`token list`, the token cache) reads it."""
+
+    type = Boolean()
+    inherit_cache = True
+    name = "later"
+
+
+@compiles(_later)
+def _later_sql(element: _later, compiler: SQLCompiler, **kw: Any) -> str:
+    a, b = element.clauses
+    return f"{compiler.process(a, **kw)} > {compiler.process(b, **kw)}"
+
+
+@compiles(_later, "sqlite")
+def _later_sqlite(element: _later, compiler: SQLCompiler, **kw: Any) -> str:
+    a, b = element.clauses
+    return f"julianday({compiler.process(a, **kw)}) > julianday({compiler.process(b, **kw)})"
 
 
 @functools.cache
