@@ -11,6 +11,7 @@ from graph.store.dictionary_training import DictionaryTraining
 from graph.store.encryption import check_encrypted, check_unencrypted
 from graph.store.errors import is_unavailable
 from graph.store.events import EventBroker
+from graph.store.events_sqlite import SQLiteBroker
 from graph.store.keyring import Keyring, load_secret
 from graph.store.search_index import SearchIndex
 from graph.store.unit_of_work import UnitOfWork
@@ -77,7 +78,7 @@ def build_services(settings: Settings) -> Services:
     queue = settings.subscriber_queue_size
     broker: EventBroker
     if settings.is_sqlite:
-        broker = EventBroker(queue_size=queue)
+        broker = SQLiteBroker(db, queue_size=queue)
     else:
         # Imported here: a server on SQLite does not load asyncpg.
         from graph.store.events_postgres import PostgresBroker

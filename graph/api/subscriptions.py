@@ -3,7 +3,9 @@
 With `after` (an event's cursor) the stream first replays the logged events after it, then
 goes on live. The listener is registered before the replay reads the log: an event that
 commits during the replay is queued, and one both replayed and queued is dropped from the
-queue by its position, so the seam has no gap and no duplicate.
+queue by its position, so the seam has no gap and no duplicate. When the broker may have
+missed events (store/events.py: `missed`), the stream replays the log from the last
+position it handled the same way, before anything queued after.
 """
 
 from __future__ import annotations
@@ -16,9 +18,8 @@ from graph.api.context import Context
 from graph.api.types import ConversationEvent, Info
 from graph.domain import cursors, ids
 from graph.domain.errors import forbidden, not_found
-from graph.store.events import Event, Listener, SubscriberTooSlow
-from graph.store.repository.replay import expired
-from graph.store.tables import Conversation
+from graph.store.events import Event, SubscriberTooSlow
+from graph.store.repository.replay import Tree, expired
 
 # How long an idle subscription goes before it checks that its token is still live.
 LIVENESS_SECONDS = 2.0
@@ -52,40 +53,54 @@ class Subscription:
                 found = await repo.conversations.get(cid)
                 if found is None:
                     raise not_found("conversation", "conversationId")
-                head = None if mark is None else await repo.replay.head(found, *mark)
-            listener.ancestry = found.ancestors
-            replay = None
-            if mark is not None and head is not None:
-                replay = _replayed(ctx, found, listener, mark[1], head)
-            # Not kept in this frame, which lives as long as the subscription: the replay
-            # holds the record while it needs it.
+                listener.ancestry = found.ancestors
+                if mark is None:
+                    head = start = await repo.replay.position(found)
+                else:
+                    head = await repo.replay.head(found, *mark)
+                    start = mark[1]
+            # Not the whole record in this frame, which lives as long as the subscription:
+            # what reading its tree's log needs.
+            tree = Tree.of(found)
             del found
-            # The position up to which the log has been read, and the cursor last sent.
-            seen = None if mark is None else mark[1]
+            # The position up to which the log has been read (queued events up to it were
+            # sent from the log), the last position handled, and the cursor last sent.
+            seen = None if mark is None else start
+            handled = start
             last = after
-            sent = seen
+            sent = None if mark is None else mark[1]
+            replay = None if mark is None or head == start else _replayed(ctx, tree, start, head)
             try:
-                if replay is not None:
-                    async for event in replay:
-                        seen = event.position
-                        if listener.wants(event):
-                            last = cursors.encode_event(event.root_id, event.position)
-                            sent = event.position
-                            ctx.reset_loaders()
-                            yield ConversationEvent.of(event)
-                            if listener.ends_with(event):
-                                return
-                async for live in listener.events(idle_seconds=LIVENESS_SECONDS):
-                    # Before each event, and now and then without one: a revoked or expired token
-                    # ends it.
-                    await _check_live(ctx)
-                    if live is None or (seen is not None and live.position <= seen):
-                        continue
-                    # One connection serves many events: each reads its nested fields afresh.
-                    ctx.reset_loaders()
-                    last = cursors.encode_event(live.root_id, live.position)
-                    sent = live.position
-                    yield ConversationEvent.of(live)
+                while True:
+                    if replay is not None:
+                        async for event in replay:
+                            seen = handled = event.position
+                            if listener.wants(event):
+                                last = cursors.encode_event(event.root_id, event.position)
+                                sent = event.position
+                                ctx.reset_loaders()
+                                yield ConversationEvent.of(event)
+                                if listener.ends_with(event):
+                                    return
+                        replay = None
+                    async for live in listener.events(idle_seconds=LIVENESS_SECONDS):
+                        # Before each event, and now and then without one: a revoked or expired
+                        # token ends it.
+                        await _check_live(ctx)
+                        if listener.take_missed():
+                            replay = _replayed(ctx, tree, handled, None, still=cid)
+                            break
+                        if live is None or (seen is not None and live.position <= seen):
+                            continue
+                        if not listener.wants(live):
+                            continue  # a delete queued before the ancestry was known
+                        # One connection serves many events: each reads its nested fields afresh.
+                        ctx.reset_loaders()
+                        last = cursors.encode_event(live.root_id, live.position)
+                        sent = handled = live.position
+                        yield ConversationEvent.of(live)
+                    else:
+                        return  # the conversation was deleted, or the server stops
             except SubscriberTooSlow as cut_off:
                 cut_off.extensions["cursor"] = _resume_from(last, sent, cut_off.undelivered)
                 raise
@@ -101,20 +116,28 @@ def _resume_from(last: str | None, sent: int | None, undelivered: Event | None) 
 
 
 async def _replayed(
-    ctx: Context, conversation: Conversation, listener: Listener, after: int, head: int
+    ctx: Context, tree: Tree, after: int, head: int | None, *, still: str | None = None
 ) -> AsyncIterator[Event]:
     """The logged events of the tree after `after`, page by page, until a page comes back
-    short (then every event committed since is in the listener's queue)."""
+    short (then every event committed since is in the listener's queue). `head`: the last
+    position the cursor was checked against (its events must all still be there). `still`:
+    a conversation whose delete the log may not hold (a root's goes with its log): NOT_FOUND
+    once the events are read if it is gone."""
+    gone = False
     while True:
         await _check_live(ctx)
         async with ctx.read() as repo:
-            page = await repo.replay.page(conversation, after, limit=REPLAY_PAGE)
-        if not page and after < head:
+            page = await repo.replay.page(tree, after, limit=REPLAY_PAGE)
+            if len(page) < REPLAY_PAGE and still is not None:
+                gone = await repo.conversations.get(still) is None
+        if not page and head is not None and after < head:
             raise expired()  # pruned between the check and this read
         for event in page:
             yield event
             after = event.position
         if len(page) < REPLAY_PAGE:
+            if gone:
+                raise not_found("conversation", "conversationId")
             return
 
 

@@ -406,6 +406,16 @@ class SQLiteWriter:
         self._opened += 1
         return self._conn
 
+    async def watch_outside(self) -> tuple[int, int] | None:
+        """`outside_changes()`, the connection opened first if no write has opened it."""
+        if self._conn is None or self._conn.invalidated:
+            await self._acquire()
+            try:
+                await self._connection()
+            finally:
+                self._lock.release()
+        return self.outside_changes()
+
     def outside_changes(self) -> tuple[int, int] | None:
         """A stamp that moves whenever another connection (another process) commits to the
         database file, and only then: the writer connection's data_version, which the
@@ -635,6 +645,11 @@ class Database:
         SQLiteWriter.outside_changes); None on PostgreSQL, where no such stamp is cheap."""
         writer = self._sqlite_writer
         return None if writer is None else writer.outside_changes()
+
+    async def watch_outside(self) -> tuple[int, int] | None:
+        """SQLite: `outside_changes()`, the writer's connection opened for it if need be."""
+        writer = self._sqlite_writer
+        return None if writer is None else await writer.watch_outside()
 
     def group_commits(self) -> tuple[int, int] | None:
         """SQLite: (writes committed, COMMITs that made them durable); None on PostgreSQL."""

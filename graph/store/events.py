@@ -2,7 +2,10 @@
 
 The repositories collect an `Event` per change; the unit of work hands them to the broker
 once the transaction has committed. Each subscriber has a bounded queue: one that stops
-reading is cut off instead of growing memory without limit.
+reading is cut off instead of growing memory without limit. When events may have committed
+that the broker never heard of (PostgreSQL's LISTEN connection was lost, a notification
+could not be read; on SQLite another process wrote to the file), `missed()` tells every
+subscriber, and each reads them from the durable log (api/subscriptions.py).
 """
 
 from __future__ import annotations
@@ -104,9 +107,12 @@ class Listener:
     conversation_id: str
     include_descendants: bool
     queue_size: int = QUEUE_SIZE
-    # Set once the conversation is read: deleting an ancestor deletes this one too.
-    ancestry: tuple[str, ...] = ()
+    # Set once the conversation is read: deleting an ancestor deletes this one too. Until
+    # then (None) every delete is queued, and the reader asks `wants` again.
+    ancestry: tuple[str, ...] | None = None
     overflowed: bool = False
+    # Events may have been committed that were not offered: read them from the log.
+    missed: bool = False
     # None in the queue means the broker stopped.
     _queued: list[Event | None] = field(init=False, default_factory=list)
     _waiter: asyncio.Future[None] | None = field(init=False, default=None)
@@ -114,13 +120,27 @@ class Listener:
     def wants(self, event: Event) -> bool:
         if event.conversation_id == self.conversation_id or self.ends_with(event):
             return True
+        if self.ancestry is None and event.kind is EventKind.CONVERSATION_DELETED:
+            return True  # perhaps an ancestor's: the reader decides once it knows them
         return self.include_descendants and self.conversation_id in event.ancestry
 
     def ends_with(self, event: Event) -> bool:
         """Whether `event` deleted the subscribed conversation (itself or an ancestor)."""
         return event.kind is EventKind.CONVERSATION_DELETED and (
-            event.conversation_id == self.conversation_id or event.conversation_id in self.ancestry
+            event.conversation_id == self.conversation_id
+            or (self.ancestry is not None and event.conversation_id in self.ancestry)
         )
+
+    def miss(self) -> None:
+        """Events may have committed without being offered: the reader is woken to read
+        them from the log (`take_missed`)."""
+        self.missed = True
+        self._wake()
+
+    def take_missed(self) -> bool:
+        """Whether events may have been missed since the last call."""
+        missed, self.missed = self.missed, False
+        return missed
 
     def offer(self, event: Event | None) -> None:
         if len(self._queued) >= self.queue_size:
@@ -153,11 +173,14 @@ class Listener:
         """The events in commit order, until the conversation is deleted or the broker stops.
 
         With `idle_seconds`, None comes after that long without an event (a chance for the
-        subscriber to check that it may still listen).
+        subscriber to check that it may still listen), and at once when events were missed.
         """
         while True:
-            if not await self._arrival(idle_seconds):
+            if not self.missed and not await self._arrival(idle_seconds):
                 yield None
+                continue
+            if self.missed:
+                yield None  # the reader reads the log (take_missed) before the queue
                 continue
             event = self._queued.pop(0)
             if self.overflowed:
@@ -186,16 +209,30 @@ class EventBroker:
                 if listener.wants(event):
                     listener.offer(event)
 
+    def missed(self) -> None:
+        """Events may have committed that were not published here: every subscriber reads
+        what it missed from the log."""
+        for listener in tuple(self._listeners):
+            listener.miss()
+
     @asynccontextmanager
     async def subscribe(
         self, conversation_id: str, *, include_descendants: bool
     ) -> AsyncIterator[Listener]:
         listener = Listener(conversation_id, include_descendants, self._queue_size)
         self._listeners.add(listener)
+        self._joined(listener)
         try:
             yield listener
         finally:
             self._listeners.discard(listener)
+            self._left(listener)
+
+    def _joined(self, listener: Listener) -> None:
+        """Hook: `listener` listens from now on (before its subscription reads anything)."""
+
+    def _left(self, listener: Listener) -> None:
+        """Hook: `listener` no longer listens."""
 
     async def notices(self, sql: Sql, events: Sequence[Event]) -> list[tuple[str, str]]:
         """The notifications to send inside the write transaction for `events`, as (channel,

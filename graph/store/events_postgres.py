@@ -3,7 +3,9 @@
 Each write transaction NOTIFYs its events; PostgreSQL delivers a notification only when
 (and if) the transaction commits, to every listening replica, this one included. Payloads
 above NOTIFY's 8000-byte limit are parked in the `event_outbox` table and the notification
-carries only their id.
+carries only their id. Notifications sent while the LISTEN connection was down are lost:
+once it listens again (and when a notification cannot be read), every subscriber reads
+what it missed from the durable log (`EventBroker.missed`) before anything heard after.
 """
 
 from __future__ import annotations
@@ -117,6 +119,9 @@ class PostgresBroker(EventBroker):
                 lost = asyncio.Event()
                 conn.add_termination_listener(lambda _c, lost=lost: lost.set())
                 await conn.add_listener(CHANNEL, self._on_notify)
+                # Before any notification heard from now on is handed out (the consumer waits
+                # for `_connected`): what committed while nobody listened is in the log.
+                self.missed()
                 self._connected.set()
                 await lost.wait()
                 logger.warning("event listener connection lost; reconnecting")
@@ -141,14 +146,17 @@ class PostgresBroker(EventBroker):
     async def _consume(self) -> None:
         while True:
             notification = await self._inbox.get()
+            await self._connected.wait()
             try:
                 payload: str | None = notification
                 if notification.startswith('{"ref"'):
                     payload = await self._load(orjson.loads(notification)["ref"])
-                if payload:
-                    super().publish([decode_event(payload)])
+                if not payload:
+                    raise LookupError("a parked event is gone")
+                super().publish([decode_event(payload)])
             except Exception:
-                logger.exception("cannot deliver an event notification")
+                logger.exception("cannot deliver an event notification; read from the log")
+                self.missed()
 
     async def _load(self, ref: int) -> str | None:
         async with self._db.read() as conn:

@@ -92,3 +92,41 @@ async def test_a_cancelled_reader_leaves_the_listener_usable() -> None:
         await reading
     listener.offer(an_event(8))
     assert await version_of(listener.events()) == 8
+
+
+def a_delete(conversation_id: str, ancestry: tuple[str, ...] = ()) -> Event:
+    return dataclasses.replace(
+        an_event(kind=EventKind.CONVERSATION_DELETED),
+        conversation_id=conversation_id,
+        ancestry=ancestry,
+    )
+
+
+def test_before_its_ancestry_is_known_a_listener_takes_every_delete_then_decides() -> None:
+    listener = Listener("c", include_descendants=False)
+    root_deleted, other_deleted = a_delete("r"), a_delete("x")
+    # Read but not yet known: an ancestor's delete published meanwhile must not be dropped.
+    assert listener.wants(root_deleted) and listener.wants(other_deleted)
+    assert not listener.ends_with(root_deleted)
+    listener.ancestry = ("r", "p")
+    assert listener.wants(root_deleted) and listener.ends_with(root_deleted)
+    assert not listener.wants(other_deleted)
+
+
+async def test_a_listener_told_it_missed_events_says_so_before_anything_queued() -> None:
+    listener = Listener("c", include_descendants=False)
+    stream = listener.events(idle_seconds=60)
+
+    async def next_of() -> Event | None:
+        return await anext(stream)
+
+    waiting = asyncio.create_task(next_of())
+    await asyncio.sleep(0)
+    listener.miss()  # wakes the reader at once, not after 60 s
+    assert await asyncio.wait_for(waiting, 1) is None
+    assert listener.take_missed() and not listener.take_missed()
+    listener.offer(an_event(5))
+    listener.miss()
+    assert await anext(stream) is None  # the log first: it holds what came before 5
+    assert listener.take_missed()
+    assert await version_of(stream) == 5

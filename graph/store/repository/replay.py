@@ -7,6 +7,7 @@ read): its tree's log is reached only through it, as its transcript is.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from graph.domain.cursors import NOT_OURS
 from graph.domain.errors import DomainError, ErrorCode, invalid, not_found
@@ -22,6 +23,20 @@ EXPIRED = "the events after this cursor are no longer retained: read the state, 
 
 def expired() -> DomainError:
     return DomainError(ErrorCode.CURSOR_EXPIRED, EXPIRED, ["after"])
+
+
+@dataclass(frozen=True, slots=True)
+class Tree:
+    """What reading a conversation's tree's log needs of it: taken from a scoped read of
+    the conversation, and small enough for a subscription to hold while it lasts."""
+
+    root_id: str
+    workspace_type: str
+    workspace_id: str
+
+    @classmethod
+    def of(cls, conversation: Conversation) -> Tree:
+        return cls(conversation.root_id, conversation.workspace_type, conversation.workspace_id)
 
 
 class Replay(Part):
@@ -41,16 +56,23 @@ class Replay(Part):
             raise expired()
         return head
 
-    async def page(self, conversation: Conversation, after: int, *, limit: int) -> list[Event]:
+    async def position(self, conversation: Conversation) -> int:
+        """The last position of the tree now: where a stream without a cursor starts."""
+        found = await event_log.bounds(self.sql, conversation.root_id)
+        if found is None:
+            raise not_found("conversation", "conversationId")
+        return found[1]
+
+    async def page(self, tree: Tree, after: int, *, limit: int) -> list[Event]:
         """Up to `limit` logged events of the tree after position `after`, in order;
         CURSOR_EXPIRED if the sweep pruned the next one meanwhile (positions have no gap)."""
         try:
             events = await event_log.after(
                 self.sql,
-                conversation.root_id,
+                tree.root_id,
                 after,
                 limit=limit,
-                workspace=(conversation.workspace_type, conversation.workspace_id),
+                workspace=(tree.workspace_type, tree.workspace_id),
             )
         except event_log.Unreplayable as gone:
             # Better a stream told to read the state anew than an event without its messages.

@@ -1,0 +1,148 @@
+"""Events a server never heard of reach its open streams from the durable log, in order and
+exactly once: on PostgreSQL those committed while its LISTEN connection was down, on SQLite
+those another process committed to the file (a second server, `convograph sweep` run by
+hand). A stream whose conversation another process deleted ends with NOT_FOUND, and one
+whose ancestor is deleted while it starts ends too.
+
+Before, such events were lost without a sign: the stream went on with later ones, and its
+cursor moved past the gap, so not even a resume could get them back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import asyncpg
+import pytest
+
+from graph.store.repository.conversations import Conversations
+from graph.store.tables import Conversation
+from tests.conftest import GraphQLClient, Server
+from tests.operations import CONVERSATION_EVENTS, DELETE, create, delegate, touch
+from tests.test_event_resume import live_stream, nothing_more
+from tests.ws import Session, connect_app
+
+if TYPE_CHECKING:
+    from tests.live_server import LiveServer, LiveServers
+
+pytest_plugins = ["tests.live_server"]
+
+EXPIRE = """mutation($id: ID!, $at: DateTime) {
+  updateConversation(input: {id: $id, expiresAt: $at}) { userErrors { code } } }"""
+# The broker reconnects after a second, and on SQLite looks at the file every two.
+WITHIN = 15.0
+
+
+def _require(server: LiveServer, backend: str) -> None:
+    if not server.database_url.startswith(backend):
+        pytest.skip(f"{backend} only")
+
+
+async def test_events_committed_while_listen_was_down_arrive_in_order_exactly_once(
+    live_server: LiveServer,
+) -> None:
+    _require(live_server, "postgresql")
+    async with live_server.client(await live_server.token()) as alice:
+        root = await create(alice)
+        async with contextlib.AsyncExitStack() as stack:
+            socket, _ = await live_stream(stack, live_server, alice, root)
+            dsn = live_server.database_url.replace("postgresql+asyncpg", "postgresql")
+            admin = await asyncpg.connect(dsn)
+            try:
+                ended = await admin.fetchval(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND query ILIKE 'LISTEN%'"
+                )
+            finally:
+                await admin.close()
+            assert ended >= 1
+            # Through the same server: its own notifications come back through LISTEN too.
+            written = [await touch(alice, root) for _ in range(3)]
+            await asyncio.sleep(1.5)  # the listener is back (or soon will be)
+            written.append(await touch(alice, root))
+            got = [e["version"] for e in await events_within(socket, len(written))]
+            assert got == written
+            await nothing_more(socket)
+
+
+async def test_a_second_server_on_the_sqlite_file_is_heard_by_the_first_ones_streams(
+    live_server: LiveServer, live_servers: LiveServers
+) -> None:
+    _require(live_server, "sqlite")
+    other = await live_servers.start(live_server.database_url, secret=live_server.secret)
+    token = await live_server.token()
+    async with live_server.client(token) as alice, other.client(token) as via_other:
+        root = await create(alice)
+        child = (await delegate(alice, root))["childConversation"]["id"]
+        async with contextlib.AsyncExitStack() as stack:
+            socket, _ = await live_stream(stack, live_server, alice, root)
+            written = [await touch(via_other, root), await touch(via_other, child)]
+            written.append(await touch(alice, root))
+            got = [(e["conversationId"], e["version"]) for e in await events_within(socket, 3)]
+            # The other server's two, from the log, then this one's own (or all from the log).
+            assert got == [(root, written[0]), (child, written[1]), (root, written[2])]
+            await nothing_more(socket)
+
+
+async def test_a_stream_whose_tree_the_cli_sweep_deleted_ends_with_not_found(
+    live_server: LiveServer,
+) -> None:
+    _require(live_server, "sqlite")
+    async with live_server.client(await live_server.token()) as alice:
+        root = await create(alice)
+        child = (await delegate(alice, root))["childConversation"]["id"]
+        async with contextlib.AsyncExitStack() as stack:
+            of_root, _ = await live_stream(stack, live_server, alice, root)
+            of_child, _ = await live_stream(stack, live_server, alice, child)
+            at = datetime.now(UTC) + timedelta(seconds=2)
+            expiring = await alice(EXPIRE, {"id": root, "at": at.isoformat()})
+            assert expiring["updateConversation"]["userErrors"] == []
+            await asyncio.sleep((at - datetime.now(UTC)).total_seconds() + 0.1)
+            assert "removed 1" in await live_server.cli("sweep")
+            for socket in (of_root, of_child):
+                message = await socket.receive(within=WITHIN)
+                while message["payload"].get("data"):  # the events before (the root's)
+                    message = await socket.receive(within=WITHIN)
+                assert message["type"] == "next", message
+                (error,) = message["payload"]["errors"]
+                assert error["extensions"]["code"] == "NOT_FOUND", error
+                assert (await socket.receive())["type"] == "complete"
+
+
+async def events_within(socket: Session, count: int) -> list[dict[str, Any]]:
+    return [await socket.event(within=WITHIN) for _ in range(count)]
+
+
+async def test_an_ancestor_deleted_while_a_child_stream_starts_ends_the_stream(
+    server: Server, gql: GraphQLClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The root is deleted (and its delete published) after the child stream's read of the
+    child but before `listener.ancestry` is set: the broker finds the event unwanted, and the
+    stream of a conversation that no longer exists stays open forever, silent."""
+    root = await create(gql)
+    child = (await delegate(gql, root))["childConversation"]["id"]
+    original = Conversations.get
+    fired = asyncio.Event()
+
+    async def get(self: Conversations, conversation_id: str) -> Conversation | None:
+        found = await original(self, conversation_id)
+        if conversation_id == child and not fired.is_set():
+            fired.set()
+            # Any await between the read and `listener.ancestry = ...` is this window: a
+            # delete committing there is published before the listener knows its ancestry.
+            assert (await gql(DELETE, {"id": root}))["deleteConversation"]["deleted"]
+        return found
+
+    monkeypatch.setattr(Conversations, "get", get)
+    async with connect_app(server.app, token=gql.token) as socket:
+        await socket.init()
+        await socket.subscribe(CONVERSATION_EVENTS, {"id": child})
+        try:
+            message = await socket.receive(within=5)
+        except TimeoutError:
+            pytest.fail("the child's stream neither ended nor said its tree was deleted")
+    assert fired.is_set()
+    assert message["type"] in ("next", "error", "complete"), message
