@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -201,6 +202,21 @@ class Server:
     async def revoke(self, token_id: str) -> bool:
         async with self.services.uow.write(SYSTEM) as repo:
             return await repo.tokens.revoke(token_id)
+
+    @asynccontextmanager
+    async def statements(self, keep: Callable[[str], bool]) -> AsyncIterator[list[str]]:
+        """The SQL statements the app runs meanwhile that `keep` accepts."""
+        seen: list[str] = []
+
+        def record(statement: str, _parameters: Any) -> None:
+            if keep(statement):
+                seen.append(statement)
+
+        stop = self.services.db.on_statement(record)
+        try:
+            yield seen
+        finally:
+            stop()
 
 
 @pytest.fixture

@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta, timezone
-from typing import Any
 
 import pytest
 
@@ -23,28 +20,12 @@ from tests.conftest import GraphQLClient, Server
 from tests.operations import VIEWER, append, create
 
 
-@asynccontextmanager
-async def token_reads(server: Server) -> AsyncIterator[list[str]]:
-    """The statements that read a token, run meanwhile."""
-    seen: list[str] = []
-
-    def record(statement: str, _parameters: Any) -> None:
-        if "FROM api_token" in statement:
-            seen.append(statement)
-
-    stop = server.services.db.on_statement(record)
-    try:
-        yield seen
-    finally:
-        stop()
-
-
 async def cached(server: Server, gql: GraphQLClient) -> None:
     """After a write, the token's next requests are answered without reading its row (on
     SQLite; PostgreSQL reads it on every request)."""
     await append(gql, await create(gql), "opens the writer")
     assert (await gql.post(VIEWER)).status_code == 200
-    async with token_reads(server) as seen:
+    async with server.statements(lambda statement: "FROM api_token" in statement) as seen:
         for _ in range(3):
             assert (await gql.post(VIEWER)).status_code == 200
     assert len(seen) == (0 if server.settings.is_sqlite else 3)

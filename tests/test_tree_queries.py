@@ -74,17 +74,8 @@ async def statements(server: Server) -> AsyncIterator[list[str]]:
     The search index's batch for messages written before runs first, not inside the count.
     """
     await server.services.search_index.ready()
-    seen: list[str] = []
-
-    def record(statement: str, _parameters: Any) -> None:
-        if "api_token" not in statement:
-            seen.append(statement)
-
-    stop = server.services.db.on_statement(record)
-    try:
+    async with server.statements(lambda statement: "api_token" not in statement) as seen:
         yield seen
-    finally:
-        stop()
 
 
 def data_statements(seen: list[str]) -> list[str]:

@@ -273,17 +273,9 @@ async def test_expired_and_deleted_conversations_are_not_counted(gql: GraphQLCli
 async def statements(server: Server) -> AsyncIterator[list[str]]:
     """The SQL statements that read records (not the token lookup, not transaction control)."""
     await server.services.search_index.ready()
-    seen: list[str] = []
-
-    def record(statement: str, _parameters: Any) -> None:
-        if re.search(r"\b(conversation|delegation|message)\b", statement):
-            seen.append(statement)
-
-    stop = server.services.db.on_statement(record)
-    try:
+    records = re.compile(r"\b(conversation|delegation|message)\b")
+    async with server.statements(lambda statement: bool(records.search(statement))) as seen:
         yield seen
-    finally:
-        stop()
 
 
 async def test_the_figures_take_three_statements_and_read_no_message(
