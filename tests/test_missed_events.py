@@ -23,7 +23,7 @@ from graph.store.tables import Conversation
 from tests.conftest import GraphQLClient, Server
 from tests.operations import CONVERSATION_EVENTS, DELETE, create, delegate, touch
 from tests.test_event_resume import live_stream, nothing_more
-from tests.ws import Session, connect_app
+from tests.ws import Session, connect_app, session
 
 if TYPE_CHECKING:
     from tests.live_server import LiveServer, LiveServers
@@ -146,3 +146,46 @@ async def test_an_ancestor_deleted_while_a_child_stream_starts_ends_the_stream(
             pytest.fail("the child's stream neither ended nor said its tree was deleted")
     assert fired.is_set()
     assert message["type"] in ("next", "error", "complete"), message
+
+
+NO_DESCENDANTS = """subscription($id: ID!) {
+  conversationEvents(conversationId: $id, includeDescendants: false) { kind version } }"""
+
+
+async def test_a_delete_of_this_server_after_another_process_wrote_is_still_a_delete_event(
+    live_server: LiveServer,
+) -> None:
+    _require(live_server, "sqlite")
+    async with live_server.client(await live_server.token()) as alice:
+        root = await create(alice)
+        async with contextlib.AsyncExitStack() as stack:
+            socket, _ = await live_stream(stack, live_server, alice, root)
+            await live_server.token(owner="user:bob")  # another process commits to the file
+            assert (await alice(DELETE, {"id": root}))["deleteConversation"]["deleted"]
+            # Its own delete, queued when the stream read the log (gone with the tree's root).
+            assert (await socket.event(within=WITHIN))["kind"] == "CONVERSATION_DELETED"
+            assert (await socket.receive())["type"] == "complete"
+
+
+async def test_a_stream_catching_up_skips_what_the_sweep_pruned_of_events_it_never_wanted(
+    live_servers: LiveServers, database_url: str
+) -> None:
+    """A root watched without its descendants while a child writes: once those events are
+    older than the retention and pruned, a catch-up read from the root's last event must not
+    end the stream with CURSOR_EXPIRED (nothing it wanted was lost)."""
+    quick = {"CONVOGRAPH_EVENT_RETENTION_SECONDS": "1", "CONVOGRAPH_SWEEP_INTERVAL_SECONDS": "1"}
+    server = await live_servers.start(database_url, env=quick)
+    _require(server, "sqlite")
+    async with server.client(await server.token()) as alice:
+        root = await create(alice)
+        child = (await delegate(alice, root))["childConversation"]["id"]
+        async with session(server, alice.token or "") as socket:
+            await socket.subscribe(NO_DESCENDANTS, {"id": root})
+            await socket.wait_until_live(lambda: touch(alice, root))
+            for _ in range(3):
+                await touch(alice, child)  # the tree's events this stream does not want
+            await asyncio.sleep(3)  # older than the retention: the sweep prunes them
+            await server.token(owner="user:bob")  # another process commits to the file
+            written = await touch(alice, root)  # the server looks before handing it out
+            event = await socket.event(within=WITHIN)
+            assert (event["kind"], event["version"]) == ("CONVERSATION_UPDATED", written)

@@ -4,7 +4,7 @@ With `after` (an event's cursor) the stream first replays the logged events afte
 goes on live. The listener is registered before the replay reads the log: an event that
 commits during the replay is queued, and one both replayed and queued is dropped from the
 queue by its position, so the seam has no gap and no duplicate. When the broker may have
-missed events (store/events.py: `missed`), the stream replays the log from the last
+missed events (store/events.py: `lost_track`), the stream replays the log from the last
 position it handled the same way, before anything queued after.
 """
 
@@ -18,7 +18,7 @@ from graph.api.context import Context
 from graph.api.types import ConversationEvent, Info
 from graph.domain import cursors, ids
 from graph.domain.errors import forbidden, not_found
-from graph.store.events import Event, SubscriberTooSlow
+from graph.store.events import Event, Listener, Lost, SubscriberTooSlow
 from graph.store.repository.replay import Tree, expired
 
 # How long an idle subscription goes before it checks that its token is still live.
@@ -69,7 +69,9 @@ class Subscription:
             handled = start
             last = after
             sent = None if mark is None else mark[1]
-            replay = None if mark is None or head == start else _replayed(ctx, tree, start, head)
+            replay = (
+                None if mark is None or head == start else _replayed(ctx, tree, start, head=head)
+            )
             try:
                 while True:
                     if replay is not None:
@@ -87,8 +89,8 @@ class Subscription:
                         # Before each event, and now and then without one: a revoked or expired
                         # token ends it.
                         await _check_live(ctx)
-                        if listener.take_missed():
-                            replay = _replayed(ctx, tree, handled, None, still=cid)
+                        if isinstance(live, Lost):
+                            replay = _replayed(ctx, tree, handled, catching_up=listener)
                             break
                         if live is None or (seen is not None and live.position <= seen):
                             continue
@@ -116,27 +118,35 @@ def _resume_from(last: str | None, sent: int | None, undelivered: Event | None) 
 
 
 async def _replayed(
-    ctx: Context, tree: Tree, after: int, head: int | None, *, still: str | None = None
+    ctx: Context,
+    tree: Tree,
+    after: int,
+    *,
+    head: int | None = None,
+    catching_up: Listener | None = None,
 ) -> AsyncIterator[Event]:
     """The logged events of the tree after `after`, page by page, until a page comes back
-    short (then every event committed since is in the listener's queue). `head`: the last
-    position the cursor was checked against (its events must all still be there). `still`:
-    a conversation whose delete the log may not hold (a root's goes with its log): NOT_FOUND
-    once the events are read if it is gone."""
+    short (then every event committed since is in the listener's queue).
+
+    `head`: the last position a client's cursor was checked against (its events must all
+    still be there). `catching_up`: the listener of a stream that may have missed events
+    since it handled `after`: what the sweep pruned meanwhile is skipped (older than the
+    retention, it was never the stream's to miss), and a conversation gone with its tree's
+    log ends the stream with NOT_FOUND, unless the delete is queued for it already."""
     gone = False
     while True:
         await _check_live(ctx)
         async with ctx.read() as repo:
-            page = await repo.replay.page(tree, after, limit=REPLAY_PAGE)
-            if len(page) < REPLAY_PAGE and still is not None:
-                gone = await repo.conversations.get(still) is None
+            page = await repo.replay.page(tree, after, limit=REPLAY_PAGE, whole=catching_up is None)
+            if not page and catching_up is not None:
+                gone = await repo.conversations.get(catching_up.conversation_id) is None
         if not page and head is not None and after < head:
             raise expired()  # pruned between the check and this read
         for event in page:
             yield event
             after = event.position
         if len(page) < REPLAY_PAGE:
-            if gone:
+            if gone and catching_up is not None and not catching_up.ending_queued():
                 raise not_found("conversation", "conversationId")
             return
 

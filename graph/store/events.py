@@ -4,7 +4,7 @@ The repositories collect an `Event` per change; the unit of work hands them to t
 once the transaction has committed. Each subscriber has a bounded queue: one that stops
 reading is cut off instead of growing memory without limit. When events may have committed
 that the broker never heard of (PostgreSQL's LISTEN connection was lost, a notification
-could not be read; on SQLite another process wrote to the file), `missed()` tells every
+could not be read; on SQLite another process wrote to the file), `lost_track()` tells every
 subscriber, and each reads them from the durable log (api/subscriptions.py).
 """
 
@@ -83,6 +83,15 @@ class Event:
         )
 
 
+class Lost:
+    """What a listener gives when events may have been missed (LOST, the one instance)."""
+
+    __slots__ = ()
+
+
+LOST = Lost()
+
+
 class SubscriberTooSlow(DomainError):
     """The subscriber's queue overflowed; the stream ends and the client should resume."""
 
@@ -112,7 +121,7 @@ class Listener:
     ancestry: tuple[str, ...] | None = None
     overflowed: bool = False
     # Events may have been committed that were not offered: read them from the log.
-    missed: bool = False
+    lost: bool = False
     # None in the queue means the broker stopped.
     _queued: list[Event | None] = field(init=False, default_factory=list)
     _waiter: asyncio.Future[None] | None = field(init=False, default=None)
@@ -131,16 +140,15 @@ class Listener:
             or (self.ancestry is not None and event.conversation_id in self.ancestry)
         )
 
-    def miss(self) -> None:
-        """Events may have committed without being offered: the reader is woken to read
-        them from the log (`take_missed`)."""
-        self.missed = True
+    def lose_track(self) -> None:
+        """Events may have committed without being offered: the reader is told (LOST) at
+        once, before anything queued, and reads them from the log."""
+        self.lost = True
         self._wake()
 
-    def take_missed(self) -> bool:
-        """Whether events may have been missed since the last call."""
-        missed, self.missed = self.missed, False
-        return missed
+    def ending_queued(self) -> bool:
+        """Whether an event that ends this listener is queued."""
+        return any(e is not None and self.ends_with(e) for e in self._queued)
 
     def offer(self, event: Event | None) -> None:
         if len(self._queued) >= self.queue_size:
@@ -169,18 +177,22 @@ class Listener:
                 timer.cancel()
         return bool(self._queued)
 
-    async def events(self, *, idle_seconds: float | None = None) -> AsyncIterator[Event | None]:
+    async def events(
+        self, *, idle_seconds: float | None = None
+    ) -> AsyncIterator[Event | Lost | None]:
         """The events in commit order, until the conversation is deleted or the broker stops.
 
         With `idle_seconds`, None comes after that long without an event (a chance for the
-        subscriber to check that it may still listen), and at once when events were missed.
+        subscriber to check that it may still listen). LOST comes, before anything queued,
+        when events may have been missed: the reader reads the log from its last event.
         """
         while True:
-            if not self.missed and not await self._arrival(idle_seconds):
+            if not self.lost and not await self._arrival(idle_seconds) and not self.lost:
                 yield None
                 continue
-            if self.missed:
-                yield None  # the reader reads the log (take_missed) before the queue
+            if self.lost:
+                self.lost = False
+                yield LOST
                 continue
             event = self._queued.pop(0)
             if self.overflowed:
@@ -209,11 +221,11 @@ class EventBroker:
                 if listener.wants(event):
                     listener.offer(event)
 
-    def missed(self) -> None:
+    def lost_track(self) -> None:
         """Events may have committed that were not published here: every subscriber reads
         what it missed from the log."""
         for listener in tuple(self._listeners):
-            listener.miss()
+            listener.lose_track()
 
     @asynccontextmanager
     async def subscribe(

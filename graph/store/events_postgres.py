@@ -5,7 +5,7 @@ Each write transaction NOTIFYs its events; PostgreSQL delivers a notification on
 above NOTIFY's 8000-byte limit are parked in the `event_outbox` table and the notification
 carries only their id. Notifications sent while the LISTEN connection was down are lost:
 once it listens again (and when a notification cannot be read), every subscriber reads
-what it missed from the durable log (`EventBroker.missed`) before anything heard after.
+what it missed from the durable log (`EventBroker.lost_track`) before anything heard after.
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ class PostgresBroker(EventBroker):
                 await conn.add_listener(CHANNEL, self._on_notify)
                 # Before any notification heard from now on is handed out (the consumer waits
                 # for `_connected`): what committed while nobody listened is in the log.
-                self.missed()
+                self.lost_track()
                 self._connected.set()
                 await lost.wait()
                 logger.warning("event listener connection lost; reconnecting")
@@ -156,7 +156,7 @@ class PostgresBroker(EventBroker):
                 super().publish([decode_event(payload)])
             except Exception:
                 logger.exception("cannot deliver an event notification; read from the log")
-                self.missed()
+                self.lost_track()
 
     async def _load(self, ref: int) -> str | None:
         async with self._db.read() as conn:

@@ -7,7 +7,7 @@ stamp of other connections' commits (`Database.outside_changes`) when it starts 
 before it reads anything, and the broker looks again before it hands out events of its own
 (which another process's, committed earlier, must not overtake) and every `WATCH_SECONDS`
 while there are none: a subscriber whose stamp moved reads the log first
-(`Listener.miss`). A stamp not known (no write has opened the writer's connection yet)
+(`Listener.lose_track`). A stamp not known (no write has opened the writer's connection yet)
 counts as moved: a read of the log too many, never an event lost.
 """
 
@@ -58,7 +58,7 @@ class SQLiteBroker(EventBroker):
             return
         for listener, heard in tuple(self._stamps.items()):
             if heard is None or heard != stamp:
-                listener.miss()
+                listener.lose_track()
                 self._stamps[listener] = stamp
         self._seen, self._behind = stamp, False
 

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import pytest
 
 from graph.domain.events import EventKind
-from graph.store.events import Event, Listener, SubscriberTooSlow
+from graph.store.events import LOST, Event, Listener, Lost, SubscriberTooSlow
 
 
 def an_event(version: int = 4, kind: EventKind = EventKind.MESSAGES_APPENDED) -> Event:
@@ -37,10 +37,10 @@ def test_numbered_keeps_every_field_but_the_position() -> None:
     assert [f.name for f in dataclasses.fields(Event)][-2:] == ["position", "head"]
 
 
-async def version_of(stream: AsyncIterator[Event | None]) -> int:
+async def version_of(stream: AsyncIterator[Event | Lost | None]) -> int:
     """The version of the stream's next event (which must not be an idle mark)."""
     event = await anext(stream)
-    assert event is not None
+    assert isinstance(event, Event)
     return event.version
 
 
@@ -72,7 +72,7 @@ async def test_a_listener_ends_when_the_broker_stops_or_its_conversation_goes() 
     deleted = Listener("c", include_descendants=False)
     deleted.offer(an_event(6, EventKind.CONVERSATION_DELETED))
     deleted.offer(an_event(7))
-    assert [e.version async for e in deleted.events() if e is not None] == [6]
+    assert [e.version async for e in deleted.events() if isinstance(e, Event)] == [6]
 
 
 async def test_a_listener_that_falls_behind_its_queue_ends_with_an_error() -> None:
@@ -113,20 +113,18 @@ def test_before_its_ancestry_is_known_a_listener_takes_every_delete_then_decides
     assert not listener.wants(other_deleted)
 
 
-async def test_a_listener_told_it_missed_events_says_so_before_anything_queued() -> None:
+async def test_a_listener_that_lost_track_says_so_before_anything_queued() -> None:
     listener = Listener("c", include_descendants=False)
     stream = listener.events(idle_seconds=60)
 
-    async def next_of() -> Event | None:
+    async def next_of() -> Event | Lost | None:
         return await anext(stream)
 
     waiting = asyncio.create_task(next_of())
     await asyncio.sleep(0)
-    listener.miss()  # wakes the reader at once, not after 60 s
-    assert await asyncio.wait_for(waiting, 1) is None
-    assert listener.take_missed() and not listener.take_missed()
+    listener.lose_track()  # wakes the reader at once, not after 60 s
+    assert await asyncio.wait_for(waiting, 1) is LOST
     listener.offer(an_event(5))
-    listener.miss()
-    assert await anext(stream) is None  # the log first: it holds what came before 5
-    assert listener.take_missed()
+    listener.lose_track()
+    assert await anext(stream) is LOST  # the log first: it holds what came before 5
     assert await version_of(stream) == 5

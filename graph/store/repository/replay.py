@@ -63,9 +63,10 @@ class Replay(Part):
             raise not_found("conversation", "conversationId")
         return found[1]
 
-    async def page(self, tree: Tree, after: int, *, limit: int) -> list[Event]:
+    async def page(self, tree: Tree, after: int, *, limit: int, whole: bool = True) -> list[Event]:
         """Up to `limit` logged events of the tree after position `after`, in order;
-        CURSOR_EXPIRED if the sweep pruned the next one meanwhile (positions have no gap)."""
+        CURSOR_EXPIRED if the sweep pruned the next one meanwhile (positions have no gap),
+        unless not `whole`: then from the oldest still retained."""
         try:
             events = await event_log.after(
                 self.sql,
@@ -78,6 +79,6 @@ class Replay(Part):
             # Better a stream told to read the state anew than an event without its messages.
             logger.warning("a stream cannot resume: %s", gone)
             raise expired() from gone
-        if events and events[0].position != after + 1:
+        if whole and events and events[0].position != after + 1:
             raise expired()
         return events
