@@ -71,6 +71,51 @@ async def test_events_committed_while_listen_was_down_arrive_in_order_exactly_on
             await nothing_more(socket)
 
 
+async def test_a_child_stream_misses_nothing_while_listen_drops_again_and_again(
+    live_server: LiveServer,
+) -> None:
+    """Its siblings and its root write meanwhile (events it does not want, passed over):
+    a catch-up must never start past an event missed while LISTEN was down."""
+    _require(live_server, "postgresql")
+    dsn = live_server.database_url.replace("postgresql+asyncpg", "postgresql")
+    async with live_server.client(await live_server.token()) as alice:
+        root = await create(alice)
+        child = (await delegate(alice, root))["childConversation"]["id"]
+        sibling = (await delegate(alice, root))["childConversation"]["id"]
+        async with contextlib.AsyncExitStack() as stack:
+            socket, _ = await live_stream(stack, live_server, alice, child)
+            written: list[int] = []
+            stop = asyncio.Event()
+
+            async def cut_listen() -> None:
+                admin = await asyncpg.connect(dsn)
+                try:
+                    while not stop.is_set():
+                        await admin.execute(
+                            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                            " WHERE datname = current_database() AND query ILIKE 'LISTEN%'"
+                        )
+                        await asyncio.sleep(0.3)
+                finally:
+                    await admin.close()
+
+            async def write_child() -> None:
+                for _ in range(30):
+                    written.append(await touch(alice, child))
+
+            async def write_others() -> None:
+                for i in range(60):
+                    await touch(alice, (root, sibling)[i % 2])
+
+            cutting = asyncio.create_task(cut_listen())
+            await asyncio.gather(write_child(), write_others())
+            stop.set()
+            await cutting
+            got = [e["version"] for e in await events_within(socket, len(written))]
+            assert got == written
+            await nothing_more(socket)
+
+
 async def test_a_second_server_on_the_sqlite_file_is_heard_by_the_first_ones_streams(
     live_server: LiveServer, live_servers: LiveServers
 ) -> None:

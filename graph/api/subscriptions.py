@@ -59,6 +59,7 @@ class Subscription:
                 else:
                     head = await repo.replay.head(found, *mark)
                     start = mark[1]
+            listener.heard = max(listener.heard, start)
             # Not the whole record in this frame, which lives as long as the subscription:
             # what reading its tree's log needs.
             tree = Tree.of(found)
@@ -90,7 +91,8 @@ class Subscription:
                         # token ends it.
                         await _check_live(ctx)
                         if isinstance(live, Lost):
-                            replay = _replayed(ctx, tree, handled, catching_up=listener)
+                            start = listener.catch_up_from(handled)
+                            replay = _replayed(ctx, tree, start, catching_up=listener)
                             break
                         if live is None or (seen is not None and live.position <= seen):
                             continue

@@ -122,9 +122,13 @@ class Listener:
     overflowed: bool = False
     # Events may have been committed that were not offered: read them from the log.
     lost: bool = False
+    # Every event of the tree up to this position was offered (wanted) or passed over (not
+    # wanted), with no loss of track since: a catch-up with nothing queued starts here.
+    heard: int = 0
     # None in the queue means the broker stopped.
     _queued: list[Event | None] = field(init=False, default_factory=list)
     _waiter: asyncio.Future[None] | None = field(init=False, default=None)
+    _heard_when_lost: int = field(init=False, default=0)
 
     def wants(self, event: Event) -> bool:
         if event.conversation_id == self.conversation_id or self.ends_with(event):
@@ -145,6 +149,21 @@ class Listener:
         once, before anything queued, and reads them from the log."""
         self.lost = True
         self._wake()
+
+    def hear(self, event: Event, root_id: str) -> None:
+        """`event`, of the tree of `root_id`, was published (offered to this listener, or
+        not wanted by it)."""
+        if self.lost or self.ancestry is None or event.position <= self.heard:
+            return
+        if root_id == (self.ancestry[0] if self.ancestry else self.conversation_id):
+            self.heard = event.position
+
+    def catch_up_from(self, handled: int) -> int:
+        """Where the catch-up after the last LOST starts reading the log, for a reader that
+        handled everything up to `handled`: past what was passed over too, when nothing was
+        queued (a queued event comes before it, or it is handled). As things stood when
+        LOST was given: what is heard since may already lie past a missed event."""
+        return max(handled, self._heard_when_lost)
 
     def ending_queued(self) -> bool:
         """Whether an event that ends this listener is queued."""
@@ -191,6 +210,8 @@ class Listener:
                 yield None
                 continue
             if self.lost:
+                # Heard up to here with no loss of track, unless something is queued.
+                self._heard_when_lost = 0 if self._queued else self.heard
                 self.lost = False
                 yield LOST
                 continue
@@ -217,9 +238,11 @@ class EventBroker:
 
     def publish(self, events: Iterable[Event]) -> None:
         for event in events:
+            root_id = event.root_id
             for listener in tuple(self._listeners):
                 if listener.wants(event):
                     listener.offer(event)
+                listener.hear(event, root_id)
 
     def lost_track(self) -> None:
         """Events may have committed that were not published here: every subscriber reads

@@ -128,3 +128,31 @@ async def test_a_listener_that_lost_track_says_so_before_anything_queued() -> No
     listener.lose_track()
     assert await anext(stream) is LOST  # the log first: it holds what came before 5
     assert await version_of(stream) == 5
+
+
+def of_tree(position: int, conversation_id: str = "x", ancestry: tuple[str, ...] = ("r",)) -> Event:
+    return dataclasses.replace(
+        an_event(), conversation_id=conversation_id, ancestry=ancestry, position=position
+    )
+
+
+async def test_a_catch_up_starts_past_what_was_passed_over_as_things_stood_when_lost() -> None:
+    listener = Listener("c", include_descendants=False)
+    stream = listener.events()
+    listener.hear(of_tree(5), "r")  # its ancestry is not known yet: nothing is known
+    listener.lose_track()
+    assert await anext(stream) is LOST
+    assert listener.catch_up_from(2) == 2
+    listener.ancestry = ("r",)
+    listener.hear(of_tree(7), "r")  # a sibling's event, not wanted
+    listener.hear(of_tree(9, "y", ("q",)), "q")  # another tree's
+    listener.lose_track()
+    listener.hear(of_tree(12), "r")  # after a loss of track: perhaps past a missed event
+    assert listener.heard == 7
+    assert await anext(stream) is LOST
+    listener.hear(of_tree(13), "r")  # heard after LOST, before the reader asks: not counted
+    assert listener.catch_up_from(2) == 7
+    listener.offer(of_tree(14, "c"))
+    listener.lose_track()
+    assert await anext(stream) is LOST
+    assert listener.catch_up_from(2) == 2  # what is queued comes first
