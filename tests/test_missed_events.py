@@ -39,6 +39,15 @@ EXPIRE = """mutation($id: ID!, $at: DateTime) {
 WITHIN = 15.0
 
 
+# Ends the server's LISTEN connection (how many ended), as a database restart would.
+END_LISTEN = """SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+  WHERE datname = current_database() AND query ILIKE 'LISTEN%'"""
+
+
+def admin_dsn(server: LiveServer) -> str:
+    return server.database_url.replace("postgresql+asyncpg", "postgresql")
+
+
 def _require(server: LiveServer, backend: str) -> None:
     if not server.database_url.startswith(backend):
         pytest.skip(f"{backend} only")
@@ -52,16 +61,11 @@ async def test_events_committed_while_listen_was_down_arrive_in_order_exactly_on
         root = await create(alice)
         async with contextlib.AsyncExitStack() as stack:
             socket, _ = await live_stream(stack, live_server, alice, root)
-            dsn = live_server.database_url.replace("postgresql+asyncpg", "postgresql")
-            admin = await asyncpg.connect(dsn)
+            admin = await asyncpg.connect(admin_dsn(live_server))
             try:
-                ended = await admin.fetchval(
-                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-                    " WHERE datname = current_database() AND query ILIKE 'LISTEN%'"
-                )
+                assert await admin.fetchval(END_LISTEN) >= 1
             finally:
                 await admin.close()
-            assert ended >= 1
             # Through the same server: its own notifications come back through LISTEN too.
             written = [await touch(alice, root) for _ in range(3)]
             await asyncio.sleep(1.5)  # the listener is back (or soon will be)
@@ -77,7 +81,6 @@ async def test_a_child_stream_misses_nothing_while_listen_drops_again_and_again(
     """Its siblings and its root write meanwhile (events it does not want, passed over):
     a catch-up must never start past an event missed while LISTEN was down."""
     _require(live_server, "postgresql")
-    dsn = live_server.database_url.replace("postgresql+asyncpg", "postgresql")
     async with live_server.client(await live_server.token()) as alice:
         root = await create(alice)
         child = (await delegate(alice, root))["childConversation"]["id"]
@@ -88,13 +91,10 @@ async def test_a_child_stream_misses_nothing_while_listen_drops_again_and_again(
             stop = asyncio.Event()
 
             async def cut_listen() -> None:
-                admin = await asyncpg.connect(dsn)
+                admin = await asyncpg.connect(admin_dsn(live_server))
                 try:
                     while not stop.is_set():
-                        await admin.execute(
-                            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                            " WHERE datname = current_database() AND query ILIKE 'LISTEN%'"
-                        )
+                        await admin.fetchval(END_LISTEN)
                         await asyncio.sleep(0.3)
                 finally:
                     await admin.close()
