@@ -105,13 +105,13 @@ class SubscriberTooSlow(DomainError):
         self.undelivered = undelivered
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Listener:
     """One subscription's place in the broker: the events it wants, queued.
 
-    The queue is a list and one future its reader waits on, not an asyncio.Queue: a server
-    holds one per subscriber, and a Queue's three deques and Event are a lot of memory for
-    a queue that almost always holds nothing."""
+    The queue is a list and one future its reader waits on, not an asyncio.Queue, and the
+    listener has slots, not a dict: a server holds one per subscriber, and a Queue's three
+    deques and Event are a lot of memory for a queue that almost always holds nothing."""
 
     conversation_id: str
     include_descendants: bool
