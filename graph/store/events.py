@@ -151,8 +151,10 @@ class Listener:
         self._wake()
 
     def hear(self, event: Event, root_id: str) -> None:
-        """`event`, of the tree of `root_id`, was published (offered to this listener, or
-        not wanted by it)."""
+        """`event`, of the tree of `root_id`, was published: queued if this listener wants
+        it, and noted as heard either way."""
+        if self.wants(event):
+            self.offer(event)
         if self.lost or self.ancestry is None or event.position <= self.heard:
             return
         if root_id == (self.ancestry[0] if self.ancestry else self.conversation_id):
@@ -240,8 +242,6 @@ class EventBroker:
         for event in events:
             root_id = event.root_id
             for listener in tuple(self._listeners):
-                if listener.wants(event):
-                    listener.offer(event)
                 listener.hear(event, root_id)
 
     def lost_track(self) -> None:

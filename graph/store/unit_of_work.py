@@ -105,10 +105,10 @@ class UnitOfWork:
         self.search_index.written()
         self.training.written()
         events: list[Event] = []
-        wrote: list[Repository] = []
 
         def committed() -> None:
-            if wrote and wrote[0].tokens_changed:
+            # Called only once the block below has run: `repo` is its repository.
+            if repo.tokens_changed:
                 self.token_cache.changed()
             # Published in the order the transactions commit (the order of their positions).
             self.broker.publish(events)
@@ -117,7 +117,6 @@ class UnitOfWork:
             async with self.db.write(on_commit=committed) as conn:
                 sql = Sql(conn, self.db)
                 repo = self.repository(sql, principal)
-                wrote.append(repo)
                 yield repo
                 # Last but the log: a quota's row stays locked the shortest time.
                 await self.quotas.settle(sql, repo.usage)

@@ -145,7 +145,6 @@ class Tokens(Part):
         )
         if not found.values:
             return None
-        self.repo.tokens_changed = True
         old = dict(zip(found.keys, found.values[0], strict=True))
         old_created: datetime = old.pop("created_at")
         old_expires: datetime | None = old.pop("expires_at")
