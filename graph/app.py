@@ -19,7 +19,13 @@ from graph.server.health import Health
 from graph.server.ide import ASSET_HEADERS, ASSETS_DIR
 from graph.server.in_flight import InFlightMiddleware
 from graph.server.inspector.routes import routes as inspector_routes
-from graph.server.metrics import LimitsCollector, Metrics, StorageCollector, metrics_endpoint
+from graph.server.metrics import (
+    EventsCollector,
+    LimitsCollector,
+    Metrics,
+    StorageCollector,
+    metrics_endpoint,
+)
 from graph.server.request_id import RequestIdMiddleware
 from graph.server.sockets import OpenSockets
 from graph.server.static_files import StaticFilesWithHeaders
@@ -42,12 +48,13 @@ def create_app(
     services = services or build_services(settings)
     backend = TokenBackend(services.uow)
     endpoint = GraphQLEndpoint(services, backend, sockets, schema=build_schema(settings))
-    health = Health(services.db)
+    health = Health(services.db, services.broker)
     metrics = Metrics(
         services.db,
         collectors=[
             StorageCollector(services.db, services.uow.quotas),
             LimitsCollector(endpoint.rate_limit, endpoint.subscription_slots),
+            EventsCollector(services.broker),
         ],
     )
     authenticated = [Middleware(AuthenticationMiddleware, backend=backend, on_error=refusal)]

@@ -1,4 +1,9 @@
-"""A TCP proxy a test can cut and restore: the database "goes away" without stopping it."""
+"""A TCP proxy a test can cut and restore: the database "goes away" without stopping it.
+
+It can also refuse new connections while the open ones go on, and silence one connection
+without closing it, as a firewall that forgets a connection does (no reset: the client
+learns nothing until it waits for an answer).
+"""
 
 from __future__ import annotations
 
@@ -12,17 +17,27 @@ class TcpProxy:
         self.port = 0
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        # The local port of each upstream connection (PostgreSQL's pg_stat_activity
+        # client_port), and those silenced.
+        self._silenced: set[int] = set()
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
         self.port = self._server.sockets[0].getsockname()[1]
 
-    async def cut(self) -> None:
-        """Refuse new connections and drop every open one."""
+    async def refuse_new(self) -> None:
+        """Refuse new connections; the open ones go on."""
         if self._server is not None:
             self._server.close()
-            await self._server.wait_closed()
             self._server = None
+
+    def silence(self, upstream_port: int) -> None:
+        """From now on, drop whatever either side of that connection sends, and keep it open."""
+        self._silenced.add(upstream_port)
+
+    async def cut(self) -> None:
+        """Refuse new connections and drop every open one."""
+        await self.refuse_new()
         for writer in tuple(self._writers):
             writer.transport.abort()
         self._writers.clear()
@@ -34,12 +49,21 @@ class TcpProxy:
             writer.transport.abort()
             return
         self._writers.update((writer, up_writer))
-        await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
+        port = up_writer.get_extra_info("sockname")[1]
+        await asyncio.gather(
+            self._pipe(reader, up_writer, port), self._pipe(up_reader, writer, port)
+        )
 
-    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _pipe(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, port: int
+    ) -> None:
         with contextlib.suppress(OSError, asyncio.IncompleteReadError):
             while chunk := await reader.read(65536):
+                if port in self._silenced:
+                    continue
                 writer.write(chunk)
                 await writer.drain()
+        if port in self._silenced:
+            return  # not even the close gets through
         writer.transport.abort()
         self._writers.discard(writer)

@@ -1,5 +1,6 @@
 """A PostgreSQL that goes away and comes back: clear errors meanwhile, service after,
-without restarting the server."""
+without restarting the server. Its LISTEN connection too: silenced, it is replaced and the
+streams catch up; unable to come back, the replica is not ready."""
 
 from __future__ import annotations
 
@@ -8,14 +9,22 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from urllib.parse import urlsplit, urlunsplit
 
+import asyncpg
 import httpx
 import pytest
 
 from graph.app import create_app
+from graph.server import health
 from graph.settings import Settings
+from graph.store import events_postgres
 from tests.conftest import GraphQLClient, Server
-from tests.operations import CREATE
+from tests.operations import CONVERSATION_EVENTS, CREATE, create, touch
 from tests.tcp_proxy import TcpProxy
+from tests.ws import connect_app, until_live
+
+# The server's LISTEN connection, as PostgreSQL sees it.
+LISTEN = """SELECT pid, client_port FROM pg_stat_activity
+  WHERE datname = current_database() AND application_name = 'convograph events'"""
 
 
 @pytest.fixture(params=[5.0])
@@ -94,3 +103,69 @@ async def test_connections_cut_while_idle_are_replaced_before_a_request_gets_the
             answer = await gql.post(CREATE)
             assert answer.status_code == 200, answer.text
             assert answer.json()["data"]["createConversation"]["conversation"]["id"]
+
+
+async def _listen_backend(database_url: str) -> asyncpg.Record:
+    admin = await asyncpg.connect(database_url.replace("postgresql+asyncpg", "postgresql"))
+    try:
+        rows = await admin.fetch(LISTEN)
+    finally:
+        await admin.close()
+    assert len(rows) == 1, rows
+    return rows[0]
+
+
+async def test_a_listen_connection_gone_silent_is_replaced_and_its_events_arrive(
+    proxied: tuple[TcpProxy, Server], database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A firewall that forgets the connection sends no reset: the connection stays open and
+    # silent, and without a ping every event would wait for TCP's keepalive (hours).
+    monkeypatch.setattr(events_postgres, "PING_SECONDS", 0.3)
+    monkeypatch.setattr(events_postgres, "PING_TIMEOUT_SECONDS", 0.5)
+    proxy, server = proxied
+    async with clients(server) as (http, gql):
+        root = await create(gql)
+        async with connect_app(server.app) as socket:
+            await socket.init(gql.token)
+            await socket.subscribe(CONVERSATION_EVENTS, {"id": root})
+            await until_live(socket, gql, root)
+            silenced = await _listen_backend(database_url)
+            proxy.silence(silenced["client_port"])
+            written = [await touch(gql, root) for _ in range(3)]
+            got = [(await socket.event(within=15))["version"] for _ in written]
+            assert got == written
+            assert (await _listen_backend(database_url))["pid"] != silenced["pid"]
+            metrics = (await http.get("/metrics")).text
+            assert "convograph_event_listener_up 1.0" in metrics
+            assert "convograph_event_listener_connections_lost_total 1.0" in metrics
+
+
+async def test_a_replica_that_cannot_listen_is_not_ready_until_it_listens_again(
+    proxied: tuple[TcpProxy, Server], database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(health, "LISTENER_GRACE_SECONDS", 0.5)
+    proxy, server = proxied
+    async with clients(server) as (http, gql):
+        root = await create(gql)
+        assert (await http.get("/healthz")).json()["events"] == "listening"
+        await proxy.refuse_new()  # the open connections go on; a new LISTEN cannot connect
+        admin = await asyncpg.connect(database_url.replace("postgresql+asyncpg", "postgresql"))
+        try:
+            await admin.execute(LISTEN.replace("pid, client_port", "pg_terminate_backend(pid)"))
+        finally:
+            await admin.close()
+        await asyncio.sleep(1.0)
+        ready = await http.get("/readyz")
+        assert ready.status_code == 503, ready.text
+        assert "event listener" in ready.json()["status"]
+        assert (await http.get("/healthz")).json()["events"] == "down"
+        assert "convograph_event_listener_up 0.0" in (await http.get("/metrics")).text
+        await touch(gql, root)  # requests still work over the open connections
+
+        await proxy.start()
+        for _ in range(50):
+            if (await http.get("/readyz")).status_code == 200:
+                break
+            await asyncio.sleep(0.1)
+        assert (await http.get("/readyz")).status_code == 200
+        assert (await http.get("/healthz")).json()["events"] == "listening"

@@ -41,7 +41,7 @@ WITHIN = 15.0
 
 # Ends the server's LISTEN connection (how many ended), as a database restart would.
 END_LISTEN = """SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-  WHERE datname = current_database() AND query ILIKE 'LISTEN%'"""
+  WHERE datname = current_database() AND application_name = 'convograph events'"""
 
 
 def admin_dsn(server: LiveServer) -> str:

@@ -5,6 +5,12 @@ knows: a replica started against a database nobody has migrated yet would fail e
 request that touches a new column. Both say `"storage": "full"` while the database refuses
 writes for want of space (reads still work, so a full disk keeps the replica in rotation:
 taken out, it would never see the write that finds space again).
+
+On PostgreSQL, ready also means the replica hears events: a replica whose LISTEN connection
+has been down for more than `LISTENER_GRACE_SECONDS` would leave its live subscriptions
+silent, so it leaves rotation until the connection is back (a restart of the database, or a
+listener killed, is back within about a second: no flapping). `/healthz` says `"events":
+"listening"` or `"down"` there, and `"local"` on SQLite, where no connection carries them.
 """
 
 from __future__ import annotations
@@ -13,22 +19,36 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from graph.store.db import Database
+from graph.store.events import EventBroker
 from graph.store.migration_state import AT_HEAD, MigrationState
 
 UNKNOWN = "unknown"
+LISTENER_GRACE_SECONDS = 5.0
 
 
 class Health:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, broker: EventBroker) -> None:
         self.db = db
+        self.broker = broker
         self.migrations = MigrationState(db)
 
     @property
     def _storage(self) -> str:
         return "full" if self.db.full_disk.is_full else "ok"
 
+    @property
+    def _events(self) -> str:
+        down_for = self.broker.listener_down_for()
+        return "local" if down_for is None else "listening" if down_for == 0 else "down"
+
     async def healthz(self, request: Request) -> JSONResponse:
-        body = {"status": "ok", "database": "down", "migrations": UNKNOWN, "storage": self._storage}
+        body = {
+            "status": "ok",
+            "database": "down",
+            "migrations": UNKNOWN,
+            "storage": self._storage,
+            "events": self._events,
+        }
         if await self.db.ping():
             body["database"] = "up"
             try:
@@ -44,8 +64,12 @@ class Health:
             state = await self.migrations.current()
         except ConnectionError:
             return JSONResponse({"status": "database unreachable"}, 503)
-        if state == AT_HEAD:
-            return JSONResponse({"status": "ready", "storage": self._storage})
-        return JSONResponse(
-            {"status": "database not migrated: run `convograph migrate`"}, status_code=503
-        )
+        if state != AT_HEAD:
+            return JSONResponse(
+                {"status": "database not migrated: run `convograph migrate`"}, status_code=503
+            )
+        if (self.broker.listener_down_for() or 0.0) > LISTENER_GRACE_SECONDS:
+            return JSONResponse(
+                {"status": "event listener down: live subscriptions would hear nothing"}, 503
+            )
+        return JSONResponse({"status": "ready", "storage": self._storage})

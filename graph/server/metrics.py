@@ -30,6 +30,7 @@ from graph.server.rate_limit import RateLimit
 from graph.server.subscription_cap import SubscriptionSlots
 from graph.settings import Settings
 from graph.store.db import Database
+from graph.store.events import EventBroker
 from graph.store.quotas import Quotas
 
 # No `*_created` series: they double the output and Prometheus does not need them.
@@ -127,6 +128,29 @@ class StorageCollector(Collector):
                 "COMMITs that made them durable: concurrent writes share one (group commit)",
                 value=fsyncs,
             )
+
+
+class EventsCollector(Collector):
+    """Whether the broker hears events (PostgreSQL's LISTEN connection), read at scrape time."""
+
+    def __init__(self, broker: EventBroker) -> None:
+        self.broker = broker
+
+    def collect(self) -> Iterator[Metric]:
+        down_for = self.broker.listener_down_for()
+        if down_for is None:  # SQLite: no connection to lose
+            return
+        yield GaugeMetricFamily(
+            "convograph_event_listener_up",
+            "1 while the LISTEN connection that brings every replica's events is up",
+            value=int(down_for == 0),
+        )
+        yield CounterMetricFamily(
+            "convograph_event_listener_connections_lost",
+            "LISTEN connections lost (ended, or silent past their ping); each is followed by "
+            "a catch-up of every live stream from the event log",
+            value=self.broker.connections_lost,
+        )
 
 
 class LimitsCollector(Collector):

@@ -244,6 +244,14 @@ class EventBroker:
             for listener in tuple(self._listeners):
                 listener.hear(event, root_id)
 
+    # How many times a connection this broker listened on was lost (PostgreSQL's LISTEN).
+    connections_lost = 0
+
+    def listener_down_for(self) -> float | None:
+        """Seconds this broker has not been listening to the database (0.0 while it listens);
+        None for one that needs no connection of its own to hear events."""
+        return None
+
     def lost_track(self) -> None:
         """Events may have committed that were not published here: every subscriber reads
         what it missed from the log."""

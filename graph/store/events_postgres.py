@@ -6,6 +6,9 @@ above NOTIFY's 8000-byte limit are parked in the `event_outbox` table and the no
 carries only their id. Notifications sent while the LISTEN connection was down are lost:
 once it listens again (and when a notification cannot be read), every subscriber reads
 what it missed from the durable log (`EventBroker.lost_track`) before anything heard after.
+The LISTEN connection is pinged every few seconds: a cut that sends no reset (a firewall
+forgetting an idle connection, a host gone) leaves it open and silent, and TCP would take
+hours to notice.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
@@ -34,6 +38,13 @@ logger = logging.getLogger("convograph.notify")
 CHANNEL = "convograph_events"
 NOTIFY_LIMIT = 7900  # PostgreSQL refuses payloads of 8000 bytes or more
 RECONNECT_SECONDS = 1.0
+LISTENER_NAME = "convograph events"  # its application_name, in pg_stat_activity
+PING_SECONDS = 5.0  # how often a LISTEN connection with nothing to say is checked
+PING_TIMEOUT_SECONDS = 5.0  # no answer by then: the connection is taken for dead
+# Which backend a connection is (a pid alone may be reused by a later backend).
+BACKEND = "SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"
+END_BACKEND = """SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+  WHERE pid = $1 AND backend_start = $2"""
 _MESSAGES = Builder(Message)
 _DELEGATIONS = Builder(Delegation)
 
@@ -70,6 +81,9 @@ class PostgresBroker(EventBroker):
         self._task: asyncio.Task[None] | None = None
         self._consumer: asyncio.Task[None] | None = None
         self._connected = asyncio.Event()
+        self._down_since: float | None = time.monotonic()  # not listening yet
+        self.connections_lost = 0
+        self._abandoned: asyncpg.Record | None = None
         # Notifications are handled one at a time, in arrival order, even when one of
         # them needs a round trip to load a parked payload.
         self._inbox: asyncio.Queue[str] = asyncio.Queue()
@@ -111,19 +125,29 @@ class PostgresBroker(EventBroker):
                     await task
         await super().stop()
 
+    def listener_down_for(self) -> float | None:
+        since = self._down_since
+        return 0.0 if since is None else time.monotonic() - since
+
     async def _listen_forever(self) -> None:
         while True:
             conn: asyncpg.Connection | None = None
             try:
-                conn = await asyncpg.connect(self._dsn, timeout=10)
+                conn = await asyncpg.connect(
+                    self._dsn, timeout=10, server_settings={"application_name": LISTENER_NAME}
+                )
                 lost = asyncio.Event()
                 conn.add_termination_listener(lambda _c, lost=lost: lost.set())
                 await conn.add_listener(CHANNEL, self._on_notify)
+                await self._end_abandoned(conn)
+                backend = await conn.fetchrow(BACKEND)
                 # Before any notification heard from now on is handed out (the consumer waits
                 # for `_connected`): what committed while nobody listened is in the log.
                 self.lost_track()
                 self._connected.set()
-                await lost.wait()
+                self._down_since = None
+                if not await self._until_lost(conn, lost):
+                    self._abandoned = backend
                 logger.warning("event listener connection lost; reconnecting")
             except asyncio.CancelledError:
                 raise
@@ -131,10 +155,38 @@ class PostgresBroker(EventBroker):
                 logger.warning("event listener cannot connect (%s); retrying", type(exc).__name__)
             finally:
                 self._connected.clear()
+                if self._down_since is None:
+                    self._down_since = time.monotonic()
+                    self.connections_lost += 1
                 if conn is not None and not conn.is_closed():
-                    with contextlib.suppress(Exception):
-                        await conn.close()
+                    # Not close(): it waits for the server's answer, which a dead one never sends.
+                    conn.terminate()
             await asyncio.sleep(RECONNECT_SECONDS)
+
+    @staticmethod
+    async def _until_lost(conn: asyncpg.Connection, lost: asyncio.Event) -> bool:
+        """Until the connection ends (True), or stops answering its pings (False)."""
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(lost.wait(), PING_SECONDS)
+                return True
+            try:
+                await asyncio.wait_for(conn.fetchval("SELECT 1"), PING_TIMEOUT_SECONDS)
+            except (TimeoutError, asyncpg.PostgresError, OSError, asyncpg.InterfaceError):
+                logger.warning("event listener connection does not answer")
+                return False
+
+    async def _end_abandoned(self, conn: asyncpg.Connection) -> None:
+        """End the backend of a connection given up as silent, if it still runs: the server
+        may not know the connection is gone, and a listener that reads nothing holds back
+        the cleanup of PostgreSQL's notification queue (NOTIFY fails once it is full)."""
+        abandoned, self._abandoned = self._abandoned, None
+        if abandoned is None:
+            return
+        try:
+            await conn.execute(END_BACKEND, abandoned["pid"], abandoned["backend_start"])
+        except asyncpg.PostgresError as exc:  # not allowed to: PostgreSQL's timeouts will
+            logger.warning("cannot end the silent listener's backend (%s)", exc)
 
     def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
         # With nobody subscribed here, there is no one to decode it for. A subscriber that
