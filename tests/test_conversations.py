@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from sqlalchemy import func, or_, select
 
+from graph.domain.conversations import MAX_SEARCH_WORDS
 from graph.store import event_log
 from graph.store.tables import conversation, delegation, message, snapshot
 from tests.conftest import GraphQLClient, Server
@@ -932,3 +933,24 @@ async def test_a_datetime_outside_the_years_1_to_9999_in_utc_is_refused_with_a_r
     [error] = body["errors"]
     assert "9999" in error["message"] and "INTERNAL" not in json.dumps(error)
     assert await gql("{ conversations { totalCount } }") == {"conversations": {"totalCount": 0}}
+
+
+async def test_a_search_of_many_words_finds_a_message_holding_them_all(
+    gql: GraphQLClient,
+) -> None:
+    words = [f"w{i}" for i in range(MAX_SEARCH_WORDS)]
+    cid = (await create(gql))["id"]
+    await append(gql, cid, [{"role": "user", "content": " ".join(words)}])
+    assert await list_ids(gql, filter={"search": " ".join(reversed(words))}) == [cid]
+
+
+async def test_a_search_of_too_many_words_is_refused_by_name_and_nothing_else_fails(
+    gql: GraphQLClient,
+) -> None:
+    # On PostgreSQL 200 words were a masked INTERNAL error (the compiler's recursion).
+    response = await gql.post(LIST, {"filter": {"search": "w " * 200}})
+    assert response.status_code == 200
+    errors = response.json()["errors"]
+    assert [e["extensions"]["code"] for e in errors] == ["LIMIT_EXCEEDED"], errors
+    assert errors[0]["extensions"]["field"] == ["filter", "search"]
+    assert f"at most {MAX_SEARCH_WORDS} words" in errors[0]["message"]

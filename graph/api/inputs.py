@@ -8,7 +8,7 @@ import strawberry
 
 from graph.api.scalars import JSON
 from graph.api.types.enums import DelegationStatus, OwnerType, ReflectOutcome
-from graph.domain.conversations import DEFAULT_CONTEXT, DEFAULT_LOCK_TTL
+from graph.domain.conversations import DEFAULT_CONTEXT, DEFAULT_LOCK_TTL, MAX_SEARCH_WORDS
 
 
 @strawberry.input
@@ -28,7 +28,10 @@ class ConversationFilter:
         description="Only conversations that are not a delegation's child transcript.",
     )
     search: str | None = strawberry.field(
-        default=None, description="Full-text search over message content."
+        default=None,
+        description="Full-text search over message content: the conversations with a "
+        f"message that holds every word (at most {MAX_SEARCH_WORDS} words; more is "
+        "LIMIT_EXCEEDED).",
     )
     owner: OwnerInput | None = strawberry.field(
         default=None,

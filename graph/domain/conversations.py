@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from graph.domain.errors import invalid
+from graph.domain.errors import invalid, too_large
 from graph.domain.messages import check_text, metadata_json
 from graph.domain.principal import OwnerType
 
@@ -17,6 +17,9 @@ DEFAULT_CONTEXT = "chat"
 DEFAULT_LOCK_TTL = 300
 MAX_LOCK_TTL = 24 * 3600
 DEFAULT_PENDING_WINDOW = 600
+# A search is a handful of words; past this many it is not one (and each word is a term
+# of the index's query, a bind parameter on PostgreSQL).
+MAX_SEARCH_WORDS = 100
 
 
 class Keep(enum.Enum):
@@ -175,7 +178,14 @@ def is_interactive(context: str) -> bool:
 
 def search_words(text: str | None) -> list[str]:
     """The words of a search; a search of none (blank, or NUL only) does not filter."""
-    return (text or "").replace("\x00", " ").split()
+    words = (text or "").replace("\x00", " ").split()
+    if len(words) > MAX_SEARCH_WORDS:
+        raise too_large(
+            f"a search may hold at most {MAX_SEARCH_WORDS} words ({len(words)} given)",
+            "filter",
+            "search",
+        )
+    return words
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

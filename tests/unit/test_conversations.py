@@ -241,3 +241,10 @@ def test_a_tree_s_root_is_the_first_of_the_ancestry_or_the_conversation_itself()
     assert root_of("r", "") == "r"
     assert root_of("c", "r") == "r"
     assert root_of("g", "r c") == "r"
+
+
+def test_a_search_holds_at_most_so_many_words() -> None:
+    most = " ".join(["w"] * conversations.MAX_SEARCH_WORDS)
+    assert len(conversations.search_words(most)) == conversations.MAX_SEARCH_WORDS
+    with raises_domain(ErrorCode.LIMIT_EXCEEDED, "filter", "search"):
+        conversations.search_words(most + " w")

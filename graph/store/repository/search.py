@@ -87,7 +87,11 @@ def _tsquery(given: list[str]) -> ColumnElement[Any] | None:
     phrases = [" ".join(words_of(word)) for word in given]
     if not all(phrases):
         return None
-    query: ColumnElement[Any] = func.phraseto_tsquery("simple", phrases[0])
-    for phrase in phrases[1:]:
-        query = query.op("&&")(func.phraseto_tsquery("simple", phrase))
-    return query
+    queries: list[ColumnElement[Any]] = [func.phraseto_tsquery("simple", p) for p in phrases]
+    # Joined pairwise, not in a chain: the expression's depth, which SQLAlchemy's compiler
+    # recurses through, grows with the log of the number of words, not with it.
+    while len(queries) > 1:
+        pairs = zip(queries[::2], queries[1::2], strict=False)
+        joined = [a.op("&&")(b) for a, b in pairs]
+        queries = joined + queries[len(joined) * 2 :]
+    return queries[0]
