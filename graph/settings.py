@@ -36,6 +36,14 @@ DATABASE_SCHEMES = ("sqlite+aiosqlite", "postgresql+asyncpg")
 _MAX_STATEMENT_TIMEOUT = 2_147_483
 # The longest wait or interval any other duration setting takes: a year.
 _YEAR = 366 * 24 * 3600.0
+# The largest whole number any setting takes: what a database's 64-bit integer holds (a
+# quota is compared in SQL), far past any sensible size or count.
+_MAX_INT = 2**63 - 1
+# SQLite's busy timeout is a C int of milliseconds (a larger one is silently 0: no wait).
+_MAX_BUSY_TIMEOUT_MS = 2**31 - 1
+# The slowest rate limit: one request every 1,000 seconds (a smaller positive rate is no
+# limit at all in floating point: the bucket's arithmetic gives NaN).
+_MIN_RATE = 0.001
 _URLSAFE = str.maketrans("-_", "+/")
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
@@ -120,7 +128,7 @@ class Settings(BaseModel):
     pool_ping_idle_seconds: float = Field(default=5.0, ge=0, le=_YEAR)
     statement_timeout_seconds: float = Field(default=30.0, ge=0.001, le=_MAX_STATEMENT_TIMEOUT)
     # How long a write waits for SQLite's write lock while another process holds it.
-    sqlite_busy_timeout_ms: int = Field(default=10_000, ge=0)
+    sqlite_busy_timeout_ms: int = Field(default=10_000, ge=0, le=_MAX_BUSY_TIMEOUT_MS)
     # COMMIT (fsync) in a worker thread instead of on the event loop (for slow disks).
     sqlite_commit_in_thread: bool = False
     # Messages stored compressed with a dictionary learnt from the database's own (off:
@@ -152,6 +160,20 @@ class Settings(BaseModel):
         if self.rate_limit_burst is not None:
             return self.rate_limit_burst
         return max(1, math.ceil(2 * self.rate_limit_per_second))
+
+    @field_validator("*")
+    @classmethod
+    def _whole_numbers_fit_64_bits(cls, value: Any) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool) and value > _MAX_INT:
+            raise ValueError(f"must be at most {_MAX_INT:,}")
+        return value
+
+    @field_validator("rate_limit_per_second")
+    @classmethod
+    def _rate(cls, value: float) -> float:
+        if 0 < value < _MIN_RATE:
+            raise ValueError(f"must be 0 (no limit) or at least {_MIN_RATE}")
+        return value
 
     @field_validator("database_url")
     @classmethod
@@ -333,5 +355,6 @@ def _explain(error: ValidationError, given: dict[str, Any]) -> str:
         source = f"--{name.replace('_', '-')}" if name in given else ENV_PREFIX + name.upper()
         got = problem.get("input")
         shown = "a value that is not shown" if name in _SECRET_SETTINGS else repr(got)
-        lines.append(f"{source}: {problem['msg']} (got {shown})")
+        message = problem["msg"].removeprefix("Value error, ")
+        lines.append(f"{source}: {message} (got {shown})")
     return "invalid settings: " + "; ".join(lines)

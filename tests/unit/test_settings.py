@@ -51,6 +51,44 @@ def test_the_statement_timeout_fits_postgresqls(monkeypatch: pytest.MonkeyPatch)
 
 
 @pytest.mark.parametrize(
+    ("name", "value", "says"),
+    [
+        # A quota is compared in SQL: past 64 bits every growing write failed INTERNAL.
+        ("WORKSPACE_MAX_MESSAGES", "99999999999999999999", "at most 9,223,372,036,854,775,807"),
+        ("WORKSPACE_MAX_BYTES", str(2**63), "at most 9,223,372,036,854,775,807"),
+        ("MAX_PAGE_SIZE", str(2**64), "at most"),
+        # SQLite took 2^31 ms or more as 0: no wait at all.
+        ("SQLITE_BUSY_TIMEOUT_MS", str(2**31), "2147483647"),
+        # 1/rate overflowed to infinity, and the bucket's NaN refused nothing.
+        ("RATE_LIMIT_PER_SECOND", "1e-309", "at least 0.001"),
+        ("RATE_LIMIT_PER_SECOND", "0.0009", "at least 0.001"),
+    ],
+)
+def test_a_number_the_server_could_not_use_is_refused_by_name(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, says: str
+) -> None:
+    said = refusal(monkeypatch, **{name: value})
+    assert f"CONVOGRAPH_{name}: " in said and says in said, said
+    assert "Value error" not in said
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("WORKSPACE_MAX_MESSAGES", str(2**63 - 1)),
+        ("SQLITE_BUSY_TIMEOUT_MS", str(2**31 - 1)),
+        ("RATE_LIMIT_PER_SECOND", "0"),
+        ("RATE_LIMIT_PER_SECOND", "0.001"),
+    ],
+)
+def test_the_largest_and_smallest_usable_numbers_are_taken(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    monkeypatch.setenv(f"CONVOGRAPH_{name}", value)
+    assert float(getattr(Settings.from_env(), name.lower())) == float(value)
+
+
+@pytest.mark.parametrize(
     ("url", "says"),
     [
         ("garbage", "without a scheme"),
