@@ -481,9 +481,23 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _is_text(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
-    args = parser().parse_args(argv)
+    cli = parser()
+    args = cli.parse_args(argv)
+    for name, value in vars(args).items():
+        # Bytes that are not UTF-8 arrive as lone surrogates (PEP 383): no token, label or
+        # path stored from them could be read back.
+        if isinstance(value, str) and not _is_text(value):
+            cli.error(f"argument --{name.replace('_', '-')}: not valid UTF-8 text")
     try:
         return int(args.func(args))
     except (MissingSecret, SettingsError, EncryptionError) as exc:

@@ -428,6 +428,25 @@ def test_a_database_that_cannot_be_reached_is_said_in_one_line(tmp_path: Path) -
     assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 1
 
 
+@pytest.mark.parametrize(
+    ("flag", "args"),
+    [
+        # A byte that is not UTF-8 (0xff) reaches Python as a lone surrogate (PEP 383).
+        ("--owner", ("--workspace", "site:1", "--owner", "user:a\udcff")),
+        ("--workspace", ("--workspace", "site:\udcff", "--owner", "user:a")),
+        ("--label", ("--workspace", "site:1", "--owner", "user:a", "--label", "l\udcff")),
+    ],
+)
+async def test_an_argument_that_is_not_utf8_is_refused_by_name_and_nothing_is_written(
+    cli: Cli, flag: str, args: tuple[str, ...]
+) -> None:
+    result = await run(cli, "token", "create", *args, ok=False)
+    assert result.returncode == 2, result.stderr
+    assert f"argument {flag}: not valid UTF-8 text" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert await asyncio.to_thread(cli.tokens) == []
+
+
 # -- the secret ------------------------------------------------------------------------------
 
 
