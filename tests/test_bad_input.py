@@ -725,3 +725,15 @@ async def test_an_infinite_number_in_a_json_literal_is_the_request_s_error(
     assert [e["message"] for e in body["errors"]] == ["JSON numbers must be finite"], body
     assert all(e.get("extensions", {}).get("code") != "INTERNAL" for e in body["errors"])
     assert (await gql(COUNT))["conversations"]["totalCount"] == 1  # nothing else stored
+
+
+async def test_a_variable_left_unset_inside_a_json_literal_is_left_out_as_graphql_leaves_it(
+    gql: GraphQLClient,
+) -> None:
+    # It was INVALID_INPUT saying "Type is not JSON serializable: UndefinedType".
+    document = """mutation($x: Int, $y: Int) {
+      createConversation(input: {title: "t", metadata: {a: $x, b: [$x, 1], c: $y, d: {e: $x}}}) {
+        conversation { metadata } userErrors { code message } } }"""
+    made = (await gql(document, {"y": 2}))["createConversation"]
+    assert made["userErrors"] == []
+    assert made["conversation"]["metadata"] == {"b": [None, 1], "c": 2, "d": {}}

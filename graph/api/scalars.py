@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any, NewType
 
 import strawberry
-from graphql import GraphQLError, ValueNode, value_from_ast_untyped
+from graphql import GraphQLError, Undefined, ValueNode, value_from_ast_untyped
 
 from graph.domain.jsoncodec import RawJSON, check_finite
 
@@ -35,8 +35,18 @@ def _parse_value(value: Any) -> Any:
     return value
 
 
+def _provided(value: Any) -> Any:
+    """A literal's value without the variables the request did not provide: a key whose
+    value is one is left out (as an input object's field would be), a list item is null."""
+    if isinstance(value, dict):
+        return {k: _provided(v) for k, v in value.items() if v is not Undefined}
+    if isinstance(value, list):
+        return [None if v is Undefined else _provided(v) for v in value]
+    return value
+
+
 def _parse_literal(node: ValueNode, variables: dict[str, Any] | None = None) -> Any:
-    value = value_from_ast_untyped(node, variables)
+    value = _provided(value_from_ast_untyped(node, variables))
     try:
         # Anywhere in the literal (`{score: 1e400}`), not only at its top.
         check_finite(value)
