@@ -380,6 +380,56 @@ async def test_a_subscriber_cut_off_before_its_first_event_resumes_missing_nothi
     assert created["delegation"]["id"] == resumed["delegation"]["id"]
 
 
+async def test_a_stream_cut_off_while_it_starts_resumes_from_its_own_tree_not_anothers(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Until a stream has read its conversation it takes every delete (one may be an
+    ancestor's): deletes of other tenants' conversations filled its queue, and the error's
+    cursor named the first of them, an id and an event count that were not its to see."""
+    from graph.app import create_app
+    from graph.store.repository.conversations import Conversations
+    from graph.store.tables import Conversation
+
+    app = create_app(settings.replace(subscriber_queue_size=2))
+    async with app.router.lifespan_context(app):
+        server = Server(app, settings)
+        token = await server.token()
+        other = await server.token("site:2", "user:mallory")
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+            alice, theirs = GraphQLClient(http, token), GraphQLClient(http, other)
+            root = await create(alice)
+            child = (await delegate(alice, root))["childConversation"]["id"]
+            doomed = [await create(theirs) for _ in range(3)]
+            original = Conversations.get
+
+            async def get(self: Conversations, conversation_id: str) -> Conversation | None:
+                found = await original(self, conversation_id)
+                if conversation_id == child:  # listening, its ancestry not yet known
+                    for cid in doomed:
+                        assert (await theirs(DELETE, {"id": cid}))["deleteConversation"]
+                    if not settings.is_sqlite:
+                        await asyncio.sleep(1.0)  # their NOTIFYs come back through LISTEN
+                return found
+
+            monkeypatch.setattr(Conversations, "get", get)
+            async with connect_app(app, token=token) as socket:
+                await socket.init()
+                await socket.subscribe(SUBSCRIBE, {"id": child, "after": None})
+                message = await socket.receive()
+            payload = message["payload"]
+            errors = payload if message["type"] == "error" else payload["errors"]
+            assert errors[0]["extensions"]["code"] == "LIMIT_EXCEEDED", message
+            cursor = errors[0]["extensions"]["cursor"]
+            assert cursors.event(cursor, "after")[0] == root, "another tree's id"
+            monkeypatch.undo()
+            await touch(alice, child)
+            async with connect_app(app, token=token) as again:
+                await again.init()
+                await again.subscribe(SUBSCRIBE, {"id": child, "after": cursor})
+                assert (await again.event())["conversationId"] == child
+
+
 # -- the log itself --------------------------------------------------------------------
 
 

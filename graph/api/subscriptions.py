@@ -53,7 +53,7 @@ class Subscription:
                 found = await repo.conversations.get(cid)
                 if found is None:
                     raise not_found("conversation", "conversationId")
-                listener.ancestry = found.ancestors
+                listener.learn_ancestry(found.ancestors)
                 if mark is None:
                     head = start = await repo.replay.position(found)
                 else:
@@ -65,11 +65,9 @@ class Subscription:
             tree = Tree.of(found)
             del found
             # The position up to which the log has been read (queued events up to it were
-            # sent from the log), the last position handled, and the cursor last sent.
+            # sent from the log), and the last position handled.
             seen = None if mark is None else start
             handled = start
-            last = after
-            sent = None if mark is None else mark[1]
             replay = (
                 None if mark is None or head == start else _replayed(ctx, tree, start, head=head)
             )
@@ -79,8 +77,6 @@ class Subscription:
                         async for event in replay:
                             seen = handled = event.position
                             if listener.wants(event):
-                                last = cursors.encode_event(event.root_id, event.position)
-                                sent = event.position
                                 ctx.reset_loaders()
                                 yield ConversationEvent.of(event)
                                 if listener.ends_with(event):
@@ -96,27 +92,19 @@ class Subscription:
                             break
                         if live is None or (seen is not None and live.position <= seen):
                             continue
-                        if not listener.wants(live):
-                            continue  # a delete queued before the ancestry was known
                         # One connection serves many events: each reads its nested fields afresh.
                         ctx.reset_loaders()
-                        last = cursors.encode_event(live.root_id, live.position)
-                        sent = handled = live.position
+                        handled = live.position
                         yield ConversationEvent.of(live)
                     else:
                         return  # the conversation was deleted, or the server stops
             except SubscriberTooSlow as cut_off:
-                cut_off.extensions["cursor"] = _resume_from(last, sent, cut_off.undelivered)
+                # Resuming after the last position it handled (sent, or passed over as not
+                # wanted) misses nothing: every later event was queued, or dropped for want
+                # of room. Never the queue's head: until the ancestry is known that may be
+                # another tree's delete, whose id is not this stream's to see.
+                cut_off.extensions["cursor"] = cursors.encode_event(tree.root_id, handled)
                 raise
-
-
-def _resume_from(last: str | None, sent: int | None, undelivered: Event | None) -> str | None:
-    """The cursor a stream cut off resumes from: that of the last event sent, unless
-    events before the first one missed were never sent (nothing was sent yet, and no `after`
-    given: there was no cursor at all); then the place just before that first one."""
-    if undelivered is None or (sent is not None and sent >= undelivered.position - 1):
-        return last
-    return cursors.encode_event(undelivered.root_id, undelivered.position - 1)
 
 
 async def _replayed(

@@ -95,14 +95,11 @@ LOST = Lost()
 class SubscriberTooSlow(DomainError):
     """The subscriber's queue overflowed; the stream ends and the client should resume."""
 
-    def __init__(self, undelivered: Event | None = None) -> None:
+    def __init__(self) -> None:
         super().__init__(
             ErrorCode.LIMIT_EXCEEDED,
-            "too many events unread: resume with `after` set to the last event's cursor",
+            "too many events unread: resume with `after` set to this error's `cursor`",
         )
-        # The first event the subscriber was not sent: resuming from just before it
-        # misses nothing, even when nothing was sent yet.
-        self.undelivered = undelivered
 
 
 @dataclass(eq=False, slots=True)
@@ -136,6 +133,12 @@ class Listener:
         if self.ancestry is None and event.kind is EventKind.CONVERSATION_DELETED:
             return True  # perhaps an ancestor's: the reader decides once it knows them
         return self.include_descendants and self.conversation_id in event.ancestry
+
+    def learn_ancestry(self, ancestry: tuple[str, ...]) -> None:
+        """The conversation's ancestors, once read: the deletes queued meanwhile that were
+        not of one of them (another tree's, perhaps another tenant's) go."""
+        self.ancestry = ancestry
+        self._queued = [e for e in self._queued if e is None or self.wants(e)]
 
     def ends_with(self, event: Event) -> bool:
         """Whether `event` deleted the subscribed conversation (itself or an ancestor)."""
@@ -208,9 +211,14 @@ class Listener:
         when events may have been missed: the reader reads the log from its last event.
         """
         while True:
+            if self.overflowed:
+                # Events were dropped for want of room: the reader resumes from the log.
+                raise SubscriberTooSlow()
             if not self.lost and not await self._arrival(idle_seconds) and not self.lost:
                 yield None
                 continue
+            if self.overflowed:
+                raise SubscriberTooSlow()
             if self.lost:
                 # Heard up to here with no loss of track, unless something is queued.
                 self._heard_when_lost = 0 if self._queued else self.heard
@@ -218,8 +226,6 @@ class Listener:
                 yield LOST
                 continue
             event = self._queued.pop(0)
-            if self.overflowed:
-                raise SubscriberTooSlow(event)
             if event is None:
                 return
             yield event

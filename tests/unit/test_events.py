@@ -113,6 +113,25 @@ def test_before_its_ancestry_is_known_a_listener_takes_every_delete_then_decides
     assert not listener.wants(other_deleted)
 
 
+async def test_once_its_ancestry_is_known_the_deletes_of_others_queued_meanwhile_go() -> None:
+    listener = Listener("c", include_descendants=False, queue_size=2)
+    root_deleted, other_deleted = a_delete("r"), a_delete("x")
+    listener.offer(other_deleted)
+    listener.offer(root_deleted)
+    listener.learn_ancestry(("r",))
+    stream = listener.events()
+    assert (await anext(stream)).conversation_id == "r"  # type: ignore[union-attr]
+
+
+async def test_a_listener_that_dropped_an_event_says_so_even_with_nothing_left_queued() -> None:
+    listener = Listener("c", include_descendants=False, queue_size=1)
+    listener.offer(a_delete("x"))
+    listener.offer(a_delete("y"))  # no room: dropped, and perhaps an ancestor's
+    listener.learn_ancestry(("r",))  # x goes: nothing is left queued
+    with pytest.raises(SubscriberTooSlow):
+        await asyncio.wait_for(anext(listener.events(idle_seconds=60)), 1)
+
+
 async def test_a_listener_that_lost_track_says_so_before_anything_queued() -> None:
     listener = Listener("c", include_descendants=False)
     stream = listener.events(idle_seconds=60)
