@@ -196,20 +196,19 @@ class Quotas:
             and self.max_messages is not None
             and before[0] + messages > self.max_messages
         ):
-            what = (
-                f"its quota of {self.max_messages:,} messages "
-                f"({before[0]:,} stored, this write adds {messages:,})"
-            )
+            quota, stored, adds = f"{self.max_messages:,} messages", before[0], messages
         else:
-            what = (
-                f"its quota of {self.max_bytes or 0:,} bytes "
-                f"({before[1]:,} stored, this write adds {size:,})"
-            )
-        logger.warning("workspace %s refused a write: %s", name, what)
+            quota, stored, adds = f"{self.max_bytes or 0:,} bytes", before[1], size
+        logger.warning(
+            "workspace %s refused a write: its quota of %s (%s stored, this write adds %s)",
+            *(name, quota, f"{stored:,}", f"{adds:,}"),
+        )
+        # Not how much is stored: that is every owner's of the workspace, and the caller
+        # may be one owner among them (workspaceFigures shows each only its own).
         return DomainError(
             ErrorCode.STORAGE_FULL,
-            f"the workspace {name} has reached {what}: nothing was written; "
-            "delete conversations to make room",
+            f"the workspace {name} has reached its quota of {quota} (this write adds "
+            f"{adds:,}): nothing was written; delete conversations to make room",
         )
 
 
