@@ -25,13 +25,14 @@ from typing import Any
 
 import graphql
 import httpx
+import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from graph.settings import Settings
 from tests.conftest import GraphQLClient
-from tests.operations import COUNT, create
+from tests.operations import APPEND, COUNT, READ, create
 from tests.test_http import serving
 from tests.test_isolation import Records, holdings, seed
 
@@ -642,6 +643,28 @@ async def test_deeply_nested_json_with_a_long_number_is_400_not_500(gql: GraphQL
     # The same nesting without a long number was always a 400: both paths agree now.
     response = await gql.post_body((body % ("[" * 3000 + "1" + "]" * 3000)).encode())
     assert response.status_code == 400, response.text
+
+
+EXACT = b'{"n":0.30000000000000000001,"big":12345678901234567890.5,"i":123456789012345678901}'
+
+
+async def test_numbers_with_more_digits_than_a_float_holds_are_stored_as_written(
+    gql: GraphQLClient,
+) -> None:
+    # They came back as 0.3 and 1.2345678901234567e+19: read as binary floats.
+    cid = await create(gql)
+    body = b'{"query": %s, "variables": {"id": "%s", "m": [{"role": "user", "content": %s}]}}'
+    sent = body % (orjson.dumps(APPEND), cid.encode(), EXACT)
+    assert (await gql.post_body(sent)).json()["data"]["appendMessages"]["userErrors"] == []
+    read = await gql.post(READ, {"id": cid})
+    assert b'"content":' + EXACT in read.content, read.text
+    # In a literal too.
+    literal = EXACT.decode().replace('"n"', "n").replace('"big"', "big").replace('"i"', "i")
+    made = await gql.post(
+        f"mutation {{ createConversation(input: {{metadata: {literal}}}) {{"
+        " conversation { metadata } } }"
+    )
+    assert b'"metadata":' + EXACT in made.content, made.text
 
 
 WITH_METADATA = """mutation($m: JSON) { createConversation(input: {metadata: $m}) {

@@ -18,9 +18,17 @@ from datetime import UTC, datetime
 from typing import Any, NewType
 
 import strawberry
-from graphql import GraphQLError, Undefined, ValueNode, value_from_ast_untyped
+from graphql import (
+    FloatValueNode,
+    GraphQLError,
+    ListValueNode,
+    ObjectValueNode,
+    Undefined,
+    ValueNode,
+    value_from_ast_untyped,
+)
 
-from graph.domain.jsoncodec import RawJSON, check_finite
+from graph.domain.jsoncodec import RawJSON, check_finite, exact_float
 
 JSON = NewType("JSON", object)
 BigInt = NewType("BigInt", int)
@@ -35,18 +43,23 @@ def _parse_value(value: Any) -> Any:
     return value
 
 
-def _provided(value: Any) -> Any:
-    """A literal's value without the variables the request did not provide: a key whose
-    value is one is left out (as an input object's field would be), a list item is null."""
-    if isinstance(value, dict):
-        return {k: _provided(v) for k, v in value.items() if v is not Undefined}
-    if isinstance(value, list):
-        return [None if v is Undefined else _provided(v) for v in value]
-    return value
+def _literal(node: ValueNode, variables: dict[str, Any] | None) -> Any:
+    """A JSON literal's value, as graphql-core reads it but for two things: a variable the
+    request did not provide is left out of an object (as an input object's field would be)
+    and null in a list; a number keeps the digits a float would lose (jsoncodec)."""
+    if isinstance(node, FloatValueNode):
+        return exact_float(node.value)
+    if isinstance(node, ObjectValueNode):
+        fields = ((f.name.value, _literal(f.value, variables)) for f in node.fields)
+        return {name: value for name, value in fields if value is not Undefined}
+    if isinstance(node, ListValueNode):
+        items = (_literal(item, variables) for item in node.values)
+        return [None if item is Undefined else item for item in items]
+    return value_from_ast_untyped(node, variables)
 
 
 def _parse_literal(node: ValueNode, variables: dict[str, Any] | None = None) -> Any:
-    value = _provided(value_from_ast_untyped(node, variables))
+    value = _literal(node, variables)
     try:
         # Anywhere in the literal (`{score: 1e400}`), not only at its top.
         check_finite(value)

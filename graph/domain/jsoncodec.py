@@ -2,21 +2,25 @@
 
 orjson loads integers beyond 64 bits as floats (silently) and refuses to dump
 them; the standard library keeps them exact. A cheap scan for long digit runs
-picks the path, so ordinary documents never pay for the slow one.
+picks the path, so ordinary documents never pay for the slow one. On that path a
+number with more digits than a float holds (0.30000000000000000001) is kept with its
+text, and written back as that text.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from decimal import Decimal
 from typing import Any
 
 import orjson
 
-# 16+ digits may exceed 2**63 or lose float precision: let the exact parser decide. The
-# scan maps every digit to "0" and looks for 16 of them in a row: both run in C, where a
-# regex walk of a 1,000-message transcript cost 20 times orjson's parse of it.
-_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+# 16+ digits may exceed 2**63 or lose float precision (a decimal point may sit among them:
+# 12345678.123456789): let the exact parser decide. The scan maps every digit and point to
+# "0" and looks for 16 of them in a row: both run in C, where a regex walk of a
+# 1,000-message transcript cost 20 times orjson's parse of it.
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789.", b"0000000000")
 _LONG_NUMBER = b"0" * 16
 # Every stored document is scanned for a null: a compiled pattern scans a short text faster
 # than `bytes.__contains__` does.
@@ -48,6 +52,47 @@ class RawJSONArray:
         self.texts = texts
 
 
+class ExactFloat(float):
+    """A number whose JSON text says more than its float does: it computes as the float,
+    and is written back as the text."""
+
+    __slots__ = ("text",)
+    text: bytes
+
+
+def exact_float(text: str) -> float:
+    """The number JSON writes as `text`: a float, or an ExactFloat when the float would
+    write it otherwise. An infinity stays one (for `check_finite` to refuse)."""
+    value = float(text)
+    if value != value or value in (_INFINITY, -_INFINITY):
+        return value
+    shortest = repr(value)
+    if shortest == text or Decimal(shortest) == Decimal(text):  # 2.50, 1e5: the same number
+        return value
+    exact = ExactFloat(value)
+    exact.text = text.encode("ascii")
+    return exact
+
+
+_INFINITY = float("inf")
+# orjson writes integers of -2^63 up to 2^64 - 1; past those, as their text.
+_ORJSON_INTS = range(-(2**63), 2**64)
+
+
+def _long_ints_as_text(value: Any) -> Any:
+    """`value` with the integers orjson cannot write as their text; ValueError for a NaN or
+    an infinity (which orjson would write as null), as the standard library refuses them."""
+    if isinstance(value, int) and not isinstance(value, bool) and value not in _ORJSON_INTS:
+        return orjson.Fragment(str(value))
+    if isinstance(value, float) and (value != value or value in (_INFINITY, -_INFINITY)):
+        raise ValueError("Out of range float values are not JSON compliant")
+    if isinstance(value, dict):
+        return {key: _long_ints_as_text(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_long_ints_as_text(item) for item in value]
+    return value
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
@@ -57,7 +102,7 @@ def loads(data: str | bytes) -> Any:
     if not _has_long_number(raw):
         return orjson.loads(raw)
     try:
-        value = json.loads(raw, parse_constant=_reject_constant)
+        value = json.loads(raw, parse_constant=_reject_constant, parse_float=exact_float)
         # orjson refuses a lone surrogate (`"\ud800"`), which no UTF-8 text holds: so does
         # the exact path, looking at the texts only when one escapes a surrogate at all.
         _check(value, texts=_SURROGATE_ESCAPE.search(raw) is not None)
@@ -94,6 +139,8 @@ def _check(value: Any, *, texts: bool) -> None:
 
 
 def _fragment(obj: Any) -> Any:
+    if isinstance(obj, ExactFloat):
+        return orjson.Fragment(obj.text)
     if isinstance(obj, RawJSON):
         return orjson.Fragment(obj.text)
     if isinstance(obj, RawJSONArray):
@@ -122,8 +169,12 @@ def _dumps(value: Any, *, deep: bool) -> bytes:
         return orjson.dumps(value, default=_fragment)
     except TypeError as exc:
         reason = str(exc)
-        exact = "64-bit" in reason or "Integer" in reason
-        if not exact and not (deep and "Recursion" in reason):
+        if "64-bit" in reason or "Integer" in reason:
+            try:
+                return orjson.dumps(_long_ints_as_text(value), default=_fragment)
+            except (TypeError, RecursionError) as again:
+                reason = str(again) or "Recursion"
+        if not (deep and "Recursion" in reason):
             raise ValueError("nested too deeply" if "Recursion" in reason else reason) from exc
     try:
         text = json.dumps(

@@ -213,3 +213,31 @@ def test_a_response_deeper_than_orjson_writes_is_written_by_the_stdlib() -> None
 def test_a_client_document_deeper_than_orjson_writes_is_refused() -> None:
     with pytest.raises(ValueError, match="nested too deeply"):
         jsoncodec.dumps_document({"content": _nested(300)})
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b'{"n":0.30000000000000000001,"big":12345678901234567890.5}',
+        # Beside an integer past 64 bits, which orjson alone cannot write.
+        b'{"i":123456789012345678901234567890,"f":-1.0000000000000000000001e-300}',
+        # No 16 digits in a row, yet 17 a float cannot hold (it is 12345678.12345679).
+        b"[12345678.123456789]",
+    ],
+)
+def test_a_number_with_more_digits_than_a_float_holds_comes_back_as_written(text: bytes) -> None:
+    value = jsoncodec.loads(text)
+    assert jsoncodec.dumps_document(value) == text
+    assert jsoncodec.dumps(value) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "exact"),
+    [("0.30000000000000000001", True), ("0.3", False), ("2.50", False), ("1e5", False)],
+)
+def test_a_number_is_kept_with_its_text_only_when_a_float_would_change_it(
+    text: str, exact: bool
+) -> None:
+    value = jsoncodec.exact_float(text)
+    assert value == float(text)
+    assert isinstance(value, jsoncodec.ExactFloat) is exact
