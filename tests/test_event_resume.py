@@ -380,12 +380,13 @@ async def test_a_subscriber_cut_off_before_its_first_event_resumes_missing_nothi
     assert created["delegation"]["id"] == resumed["delegation"]["id"]
 
 
-async def test_a_stream_cut_off_while_it_starts_resumes_from_its_own_tree_not_anothers(
+async def test_other_tenants_deletes_while_a_stream_starts_neither_cut_it_off_nor_reach_it(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Until a stream has read its conversation it takes every delete (one may be an
-    ancestor's): deletes of other tenants' conversations filled its queue, and the error's
-    cursor named the first of them, an id and an event count that were not its to see."""
+    ancestor's): deletes of other tenants' conversations filled its queue, and the
+    LIMIT_EXCEEDED error's cursor named the first of them, an id and an event count that
+    were not its to see. Now they are dropped once it knows its ancestry."""
     from graph.app import create_app
     from graph.store.repository.conversations import Conversations
     from graph.store.tables import Conversation
@@ -401,13 +402,62 @@ async def test_a_stream_cut_off_while_it_starts_resumes_from_its_own_tree_not_an
             root = await create(alice)
             child = (await delegate(alice, root))["childConversation"]["id"]
             doomed = [await create(theirs) for _ in range(3)]
+            if not settings.is_sqlite:
+                await asyncio.sleep(1.0)  # the notifications of these writes come and go
             original = Conversations.get
 
             async def get(self: Conversations, conversation_id: str) -> Conversation | None:
                 found = await original(self, conversation_id)
-                if conversation_id == child:  # listening, its ancestry not yet known
-                    for cid in doomed:
+                if conversation_id == child and doomed:  # listening, its ancestry not known
+                    while doomed:
+                        cid = doomed.pop()
                         assert (await theirs(DELETE, {"id": cid}))["deleteConversation"]
+                    if not settings.is_sqlite:
+                        await asyncio.sleep(1.0)  # their NOTIFYs come back through LISTEN
+                    read.set()
+                return found
+
+            read = asyncio.Event()
+            monkeypatch.setattr(Conversations, "get", get)
+            async with connect_app(app, token=token) as socket:
+                await socket.init()
+                await socket.subscribe(SUBSCRIBE, {"id": child, "after": None})
+                await asyncio.wait_for(read.wait(), 10)
+                # Its own events, and nothing of the others' (a cut-off is an error here).
+                await socket.wait_until_live(
+                    lambda: touch(alice, child),
+                    lambda version, event: (
+                        (event["conversationId"], event["version"]) == (child, version)
+                    ),
+                )
+
+
+async def test_a_stream_cut_off_before_sending_what_it_queued_at_its_start_resumes_with_it(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writes committed between the subscribe and the read of the log's head are queued
+    (their positions at or before that head) and are the stream's first events: cut off
+    before sending them, it must resume before them, not after the head (found by a
+    review of the change that took the cursor from the last position handled)."""
+    from graph.app import create_app
+    from graph.store.repository.conversations import Conversations
+    from graph.store.tables import Conversation
+
+    app = create_app(settings.replace(subscriber_queue_size=1))
+    async with app.router.lifespan_context(app):
+        server = Server(app, settings)
+        token = await server.token()
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+            alice = GraphQLClient(http, token)
+            cid = await create(alice)
+            original = Conversations.get
+            written: list[int] = []
+
+            async def get(self: Conversations, conversation_id: str) -> Conversation | None:
+                found = await original(self, conversation_id)
+                if conversation_id == cid and not written:  # listening, not yet read
+                    written.extend([await touch(alice, cid), await touch(alice, cid)])
                     if not settings.is_sqlite:
                         await asyncio.sleep(1.0)  # their NOTIFYs come back through LISTEN
                 return found
@@ -415,19 +465,19 @@ async def test_a_stream_cut_off_while_it_starts_resumes_from_its_own_tree_not_an
             monkeypatch.setattr(Conversations, "get", get)
             async with connect_app(app, token=token) as socket:
                 await socket.init()
-                await socket.subscribe(SUBSCRIBE, {"id": child, "after": None})
+                await socket.subscribe(SUBSCRIBE, {"id": cid, "after": None})
                 message = await socket.receive()
+            monkeypatch.undo()
             payload = message["payload"]
             errors = payload if message["type"] == "error" else payload["errors"]
             assert errors[0]["extensions"]["code"] == "LIMIT_EXCEEDED", message
             cursor = errors[0]["extensions"]["cursor"]
-            assert cursors.event(cursor, "after")[0] == root, "another tree's id"
-            monkeypatch.undo()
-            await touch(alice, child)
+            later = await touch(alice, cid)
             async with connect_app(app, token=token) as again:
                 await again.init()
-                await again.subscribe(SUBSCRIBE, {"id": child, "after": cursor})
-                assert (await again.event())["conversationId"] == child
+                await again.subscribe(SUBSCRIBE, {"id": cid, "after": cursor})
+                got = [(await again.event())["version"] for _ in range(3)]
+    assert got == [*written, later]
 
 
 # -- the log itself --------------------------------------------------------------------

@@ -99,11 +99,14 @@ class Subscription:
                     else:
                         return  # the conversation was deleted, or the server stops
             except SubscriberTooSlow as cut_off:
-                # Resuming after the last position it handled (sent, or passed over as not
-                # wanted) misses nothing: every later event was queued, or dropped for want
-                # of room. Never the queue's head: until the ancestry is known that may be
-                # another tree's delete, whose id is not this stream's to see.
-                cut_off.extensions["cursor"] = cursors.encode_event(tree.root_id, handled)
+                # After the last position it handled (sent, or passed over as not wanted),
+                # unless an event queued before it was not sent yet (one committed between
+                # the subscribe and the read of the head, when no `after` was given): every
+                # later event was queued, or dropped for want of room. The tree is the
+                # stream's own: what is queued by then is of its tree.
+                unsent = [p for p in cut_off.queued if seen is None or p > seen]
+                resume = min([handled, *(p - 1 for p in unsent)])
+                cut_off.extensions["cursor"] = cursors.encode_event(tree.root_id, resume)
                 raise
 
 

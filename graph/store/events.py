@@ -95,11 +95,14 @@ LOST = Lost()
 class SubscriberTooSlow(DomainError):
     """The subscriber's queue overflowed; the stream ends and the client should resume."""
 
-    def __init__(self) -> None:
+    def __init__(self, queued: tuple[int, ...] = ()) -> None:
         super().__init__(
             ErrorCode.LIMIT_EXCEEDED,
             "too many events unread: resume with `after` set to this error's `cursor`",
         )
+        # The positions of the events still queued (all of the stream's own tree): those
+        # the stream has not sent yet must come again when it resumes.
+        self.queued = queued
 
 
 @dataclass(eq=False, slots=True)
@@ -136,9 +139,13 @@ class Listener:
 
     def learn_ancestry(self, ancestry: tuple[str, ...]) -> None:
         """The conversation's ancestors, once read: the deletes queued meanwhile that were
-        not of one of them (another tree's, perhaps another tenant's) go."""
+        not of one of them (another tree's, perhaps another tenant's) go. Until then the
+        queue takes more than its size: what it would drop could be of any tree, and a
+        resume could not say from where (it holds one read's worth of commits)."""
         self.ancestry = ancestry
         self._queued = [e for e in self._queued if e is None or self.wants(e)]
+        if len(self._queued) > self.queue_size:
+            self.overflowed = True
 
     def ends_with(self, event: Event) -> bool:
         """Whether `event` deleted the subscribed conversation (itself or an ancestor)."""
@@ -175,11 +182,14 @@ class Listener:
         return any(e is not None and self.ends_with(e) for e in self._queued)
 
     def offer(self, event: Event | None) -> None:
-        if len(self._queued) >= self.queue_size:
+        if len(self._queued) >= self.queue_size and self.ancestry is not None:
             self.overflowed = True
             return
         self._queued.append(event)
         self._wake()
+
+    def _positions(self) -> tuple[int, ...]:
+        return tuple(e.position for e in self._queued if e is not None)
 
     def _wake(self) -> None:
         waiter, self._waiter = self._waiter, None
@@ -213,12 +223,12 @@ class Listener:
         while True:
             if self.overflowed:
                 # Events were dropped for want of room: the reader resumes from the log.
-                raise SubscriberTooSlow()
+                raise SubscriberTooSlow(self._positions())
             if not self.lost and not await self._arrival(idle_seconds) and not self.lost:
                 yield None
                 continue
             if self.overflowed:
-                raise SubscriberTooSlow()
+                raise SubscriberTooSlow(self._positions())
             if self.lost:
                 # Heard up to here with no loss of track, unless something is queued.
                 self._heard_when_lost = 0 if self._queued else self.heard

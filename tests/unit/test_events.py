@@ -77,6 +77,7 @@ async def test_a_listener_ends_when_the_broker_stops_or_its_conversation_goes() 
 
 async def test_a_listener_that_falls_behind_its_queue_ends_with_an_error() -> None:
     listener = Listener("c", include_descendants=False, queue_size=2)
+    listener.learn_ancestry(("r", "p"))
     for version in range(3):
         listener.offer(an_event(version))
     with pytest.raises(SubscriberTooSlow):
@@ -123,13 +124,18 @@ async def test_once_its_ancestry_is_known_the_deletes_of_others_queued_meanwhile
     assert (await anext(stream)).conversation_id == "r"  # type: ignore[union-attr]
 
 
-async def test_a_listener_that_dropped_an_event_says_so_even_with_nothing_left_queued() -> None:
+async def test_until_its_ancestry_is_known_a_listener_drops_nothing_then_says_what_it_holds() -> (
+    None
+):
     listener = Listener("c", include_descendants=False, queue_size=1)
-    listener.offer(a_delete("x"))
-    listener.offer(a_delete("y"))  # no room: dropped, and perhaps an ancestor's
-    listener.learn_ancestry(("r",))  # x goes: nothing is left queued
-    with pytest.raises(SubscriberTooSlow):
+    listener.offer(a_delete("x"))  # perhaps an ancestor's: kept beyond the queue's size
+    listener.offer(dataclasses.replace(an_event(), position=3))
+    listener.offer(dataclasses.replace(an_event(), position=4))
+    assert not listener.overflowed
+    listener.learn_ancestry(("r",))  # x goes; two of its own are left for a queue of one
+    with pytest.raises(SubscriberTooSlow) as cut_off:
         await asyncio.wait_for(anext(listener.events(idle_seconds=60)), 1)
+    assert cut_off.value.queued == (3, 4)  # to be sent again after a resume
 
 
 async def test_a_listener_that_lost_track_says_so_before_anything_queued() -> None:
