@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 from decimal import Decimal
 from typing import Any
 
@@ -28,7 +29,14 @@ _NULL = re.compile(rb"null")
 
 
 def _has_long_number(raw: bytes) -> bool:
-    return _LONG_NUMBER in raw.translate(_DIGITS_AS_ZERO)
+    if _LONG_NUMBER not in raw.translate(_DIGITS_AS_ZERO):
+        return False
+    # 16 digits and points in a row: a long number, unless most are points (the leader dots
+    # of a table of contents, which need no exact parse).
+    return any(len(run) - run.count(b".") >= 16 for run in _RUN.findall(raw))
+
+
+_RUN = re.compile(rb"[0-9.]{16,}")
 
 
 class RawJSON:
@@ -75,22 +83,6 @@ def exact_float(text: str) -> float:
 
 
 _INFINITY = float("inf")
-# orjson writes integers of -2^63 up to 2^64 - 1; past those, as their text.
-_ORJSON_INTS = range(-(2**63), 2**64)
-
-
-def _long_ints_as_text(value: Any) -> Any:
-    """`value` with the integers orjson cannot write as their text; ValueError for a NaN or
-    an infinity (which orjson would write as null), as the standard library refuses them."""
-    if isinstance(value, int) and not isinstance(value, bool) and value not in _ORJSON_INTS:
-        return orjson.Fragment(str(value))
-    if isinstance(value, float) and (value != value or value in (_INFINITY, -_INFINITY)):
-        raise ValueError("Out of range float values are not JSON compliant")
-    if isinstance(value, dict):
-        return {key: _long_ints_as_text(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_long_ints_as_text(item) for item in value]
-    return value
 
 
 def _reject_constant(name: str) -> Any:
@@ -148,12 +140,32 @@ def _fragment(obj: Any) -> Any:
     raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
 
 
-def _plain(obj: Any) -> Any:
-    if isinstance(obj, RawJSON):
-        return json.loads(obj.text)
-    if isinstance(obj, RawJSONArray):
-        return [json.loads(text) for text in obj.texts]
-    raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
+def _stdlib_dumps(value: Any) -> str:
+    """`value` written by the standard library (integers past 64 bits, nesting deeper than
+    orjson writes), with what only orjson could write as text put back: each ExactFloat goes
+    in as a placeholder string, which the text then loses for the number's own digits."""
+    digits: dict[str, str] = {}
+    nonce = secrets.token_hex(8)
+
+    def plain(obj: Any) -> Any:
+        if isinstance(obj, ExactFloat):
+            key = f"\x00{nonce}:{len(digits)}\x00"
+            digits[json.dumps(key)] = obj.text.decode("ascii")
+            return key
+        if isinstance(obj, dict):
+            return {k: plain(v) for k, v in obj.items()}
+        if isinstance(obj, list | tuple):
+            return [plain(v) for v in obj]
+        if isinstance(obj, RawJSON):
+            return plain(loads(obj.text))
+        if isinstance(obj, RawJSONArray):
+            return [plain(loads(text)) for text in obj.texts]
+        return obj
+
+    text = json.dumps(plain(value), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    for placeholder, number in digits.items():
+        text = text.replace(placeholder, number)
+    return text
 
 
 def dumps(value: Any) -> bytes:
@@ -169,18 +181,11 @@ def _dumps(value: Any, *, deep: bool) -> bytes:
         return orjson.dumps(value, default=_fragment)
     except TypeError as exc:
         reason = str(exc)
-        if "64-bit" in reason or "Integer" in reason:
-            try:
-                return orjson.dumps(_long_ints_as_text(value), default=_fragment)
-            except (TypeError, RecursionError) as again:
-                reason = str(again) or "Recursion"
-        if not (deep and "Recursion" in reason):
+        exact = "64-bit" in reason or "Integer" in reason
+        if not exact and not (deep and "Recursion" in reason):
             raise ValueError("nested too deeply" if "Recursion" in reason else reason) from exc
     try:
-        text = json.dumps(
-            value, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_plain
-        )
-        return text.encode("utf-8")
+        return _stdlib_dumps(value).encode("utf-8")
     except (UnicodeEncodeError, TypeError, RecursionError) as exc:
         raise ValueError(str(exc) or "nested too deeply") from exc
 

@@ -241,3 +241,22 @@ def test_a_number_is_kept_with_its_text_only_when_a_float_would_change_it(
     value = jsoncodec.exact_float(text)
     assert value == float(text)
     assert isinstance(value, jsoncodec.ExactFloat) is exact
+
+
+def test_a_response_deeper_than_orjson_writes_keeps_a_stored_numbers_digits() -> None:
+    stored = b"[" * 300 + b"0.30000000000000000001" + b"]" * 300
+    written = jsoncodec.dumps({"data": jsoncodec.RawJSON(stored)})
+    assert written == b'{"data":' + stored + b"}"
+
+
+def test_a_document_with_an_integer_past_64_bits_is_written_as_before() -> None:
+    # The standard library's text (1e-07, not orjson's 1e-7): a replace of a transcript
+    # stored before compares the same digests.
+    value = jsoncodec.loads(b'{"i":1180591620717411303424,"f":1e-07,"s":"\\u0000"}')
+    assert jsoncodec.dumps(value) == b'{"i":1180591620717411303424,"f":1e-07,"s":"\\u0000"}'
+
+
+def test_leader_dots_take_the_fast_path() -> None:
+    assert jsoncodec.loads(b'{"toc":"Chapter 1 ................ 5"}')["toc"].endswith("5")
+    assert not jsoncodec._has_long_number(b'"Chapter 1 ................ 5"')
+    assert jsoncodec._has_long_number(b"[12345678.123456789]")
