@@ -11,6 +11,7 @@ from typing import Any
 from graph.domain.errors import invalid, too_large
 from graph.domain.messages import check_text, metadata_json
 from graph.domain.principal import OwnerType
+from graph.domain.words import words as split
 
 INTERACTIVE_CONTEXTS = frozenset({"chat", "interactive", "rest"})
 DEFAULT_CONTEXT = "chat"
@@ -179,9 +180,11 @@ def is_interactive(context: str) -> bool:
 def search_words(text: str | None) -> list[str]:
     """The words of a search; a search of none (blank, or NUL only) does not filter."""
     words = (text or "").replace("\x00", " ").split()
-    if len(words) > MAX_SEARCH_WORDS:
+    # Counted as the index splits them: `a-b-c` is three words of one phrase.
+    count = len(words) if len(words) > MAX_SEARCH_WORDS else sum(len(split(w)) for w in words)
+    if count > MAX_SEARCH_WORDS:
         raise too_large(
-            f"a search may hold at most {MAX_SEARCH_WORDS} words ({len(words)} given)",
+            f"a search may hold at most {MAX_SEARCH_WORDS} words ({count} given)",
             "filter",
             "search",
         )

@@ -248,3 +248,7 @@ def test_a_search_holds_at_most_so_many_words() -> None:
     assert len(conversations.search_words(most)) == conversations.MAX_SEARCH_WORDS
     with raises_domain(ErrorCode.LIMIT_EXCEEDED, "filter", "search"):
         conversations.search_words(most + " w")
+    # One word of many parts is as many words of the index (a phrase on PostgreSQL: each
+    # part nests the query, past PostgreSQL's stack at 50,000).
+    with raises_domain(ErrorCode.LIMIT_EXCEEDED, "filter", "search"):
+        conversations.search_words("-".join(["a"] * (conversations.MAX_SEARCH_WORDS + 1)))
