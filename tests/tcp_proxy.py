@@ -20,6 +20,7 @@ class TcpProxy:
         # The local port of each upstream connection (PostgreSQL's pg_stat_activity
         # client_port), and those silenced.
         self._silenced: set[int] = set()
+        self._marker: bytes | None = None
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
@@ -30,6 +31,10 @@ class TcpProxy:
         if self._server is not None:
             self._server.close()
             self._server = None
+
+    def silence_when(self, marker: bytes) -> None:
+        """Silence the next connection whose client sends `marker` (once)."""
+        self._marker = marker
 
     def silence(self, upstream_port: int) -> None:
         """From now on, drop whatever either side of that connection sends, and keep it open."""
@@ -59,6 +64,9 @@ class TcpProxy:
     ) -> None:
         with contextlib.suppress(OSError, asyncio.IncompleteReadError):
             while chunk := await reader.read(65536):
+                if self._marker is not None and self._marker in chunk:
+                    self._marker = None
+                    self._silenced.add(port)
                 if port in self._silenced:
                     continue
                 writer.write(chunk)

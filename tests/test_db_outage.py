@@ -140,6 +140,33 @@ async def test_a_listen_connection_gone_silent_is_replaced_and_its_events_arrive
             assert "convograph_event_listener_connections_lost_total 1.0" in metrics
 
 
+async def test_a_listen_connection_gone_silent_while_it_is_set_up_is_replaced_too(
+    proxied: tuple[TcpProxy, Server], database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(events_postgres, "PING_TIMEOUT_SECONDS", 0.5)
+    proxy, server = proxied
+    async with clients(server) as (http, gql):
+        root = await create(gql)
+        proxy.silence_when(b"LISTEN")  # the next LISTEN's connection, once it sends it
+        admin = await asyncpg.connect(database_url.replace("postgresql+asyncpg", "postgresql"))
+        try:
+            await admin.execute(LISTEN.replace("pid, client_port", "pg_terminate_backend(pid)"))
+        finally:
+            await admin.close()
+        async with connect_app(server.app) as socket:
+            await socket.init(gql.token)
+            await socket.subscribe(CONVERSATION_EVENTS, {"id": root})
+            # Without a bound on the set-up this waited for TCP (minutes): nothing arrived.
+            event = await socket.wait_until_live(
+                lambda: touch(gql, root),
+                lambda version, event: event["version"] == version,
+                within=1.0,
+                attempts=15,
+            )
+            assert event["conversationId"] == root
+        assert (await http.get("/healthz")).json()["events"] == "listening"
+
+
 async def test_a_replica_that_cannot_listen_is_not_ready_until_it_listens_again(
     proxied: tuple[TcpProxy, Server], database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -84,6 +84,7 @@ class PostgresBroker(EventBroker):
         self._down_since: float | None = time.monotonic()  # not listening yet
         self.connections_lost = 0
         self._abandoned: asyncpg.Record | None = None
+        self._stopping = False
         # Notifications are handled one at a time, in arrival order, even when one of
         # them needs a round trip to load a parked payload.
         self._inbox: asyncio.Queue[str] = asyncio.Queue()
@@ -118,6 +119,7 @@ class PostgresBroker(EventBroker):
             await asyncio.wait_for(self._connected.wait(), timeout=5)
 
     async def stop(self) -> None:
+        self._stopping = True  # its connection ends now: no loss to count
         for task in (self._task, self._consumer):
             if task is not None:
                 task.cancel()
@@ -138,9 +140,13 @@ class PostgresBroker(EventBroker):
                 )
                 lost = asyncio.Event()
                 conn.add_termination_listener(lambda _c, lost=lost: lost.set())
-                await conn.add_listener(CHANNEL, self._on_notify)
-                await self._end_abandoned(conn)
-                backend = await conn.fetchrow(BACKEND)
+                # Each step of the set-up bounded like a ping: a connection that goes silent
+                # now would otherwise hold the listener until TCP gives up.
+                await asyncio.wait_for(
+                    conn.add_listener(CHANNEL, self._on_notify), PING_TIMEOUT_SECONDS
+                )
+                await asyncio.wait_for(self._end_abandoned(conn), PING_TIMEOUT_SECONDS)
+                backend = await asyncio.wait_for(conn.fetchrow(BACKEND), PING_TIMEOUT_SECONDS)
                 # Before any notification heard from now on is handed out (the consumer waits
                 # for `_connected`): what committed while nobody listened is in the log.
                 self.lost_track()
@@ -157,7 +163,8 @@ class PostgresBroker(EventBroker):
                 self._connected.clear()
                 if self._down_since is None:
                     self._down_since = time.monotonic()
-                    self.connections_lost += 1
+                    if not self._stopping:
+                        self.connections_lost += 1
                 if conn is not None and not conn.is_closed():
                     # Not close(): it waits for the server's answer, which a dead one never sends.
                     conn.terminate()
@@ -173,6 +180,8 @@ class PostgresBroker(EventBroker):
             try:
                 await asyncio.wait_for(conn.fetchval("SELECT 1"), PING_TIMEOUT_SECONDS)
             except (TimeoutError, asyncpg.PostgresError, OSError, asyncpg.InterfaceError):
+                if lost.is_set():  # it ended during the ping
+                    return True
                 logger.warning("event listener connection does not answer")
                 return False
 
@@ -180,13 +189,15 @@ class PostgresBroker(EventBroker):
         """End the backend of a connection given up as silent, if it still runs: the server
         may not know the connection is gone, and a listener that reads nothing holds back
         the cleanup of PostgreSQL's notification queue (NOTIFY fails once it is full)."""
-        abandoned, self._abandoned = self._abandoned, None
+        abandoned = self._abandoned
         if abandoned is None:
             return
         try:
             await conn.execute(END_BACKEND, abandoned["pid"], abandoned["backend_start"])
         except asyncpg.PostgresError as exc:  # not allowed to: PostgreSQL's timeouts will
             logger.warning("cannot end the silent listener's backend (%s)", exc)
+        # Kept for the next connection if this one failed otherwise (it raised past here).
+        self._abandoned = None
 
     def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
         # With nobody subscribed here, there is no one to decode it for. A subscriber that
