@@ -491,13 +491,16 @@ def _is_text(value: str) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
-    cli = parser()
-    args = cli.parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    args = parser().parse_args(given)
     for name, value in vars(args).items():
         # Bytes that are not UTF-8 arrive as lone surrogates (PEP 383): no token, label or
         # path stored from them could be read back.
         if isinstance(value, str) and not _is_text(value):
-            cli.error(f"argument --{name.replace('_', '-')}: not valid UTF-8 text")
+            flag = "--" + name.replace("_", "-")
+            named = flag if any(a.split("=")[0] == flag for a in given) else name.upper()
+            print(f"error: argument {named}: not valid UTF-8 text", file=sys.stderr)
+            return 2
     try:
         return int(args.func(args))
     except (MissingSecret, SettingsError, EncryptionError) as exc:

@@ -447,6 +447,12 @@ async def test_an_argument_that_is_not_utf8_is_refused_by_name_and_nothing_is_wr
     assert await asyncio.to_thread(cli.tokens) == []
 
 
+async def test_a_positional_argument_that_is_not_utf8_is_named_as_such(cli: Cli) -> None:
+    result = await run(cli, "token", "revoke", "ab\udcff", ok=False)
+    assert result.returncode == 2, result.stderr
+    assert "error: argument ID: not valid UTF-8 text" in result.stderr, result.stderr
+
+
 # -- the secret ------------------------------------------------------------------------------
 
 
