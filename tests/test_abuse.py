@@ -19,10 +19,12 @@ from typing import TYPE_CHECKING
 
 import httpx
 import pytest
+import websockets
 
 from graph.server.body import BODY_GRACE_SECONDS
 from graph.settings import Settings
 from tests.operations import CREATE, VIEWER
+from tests.ws import connect
 
 if TYPE_CHECKING:
     from tests.conftest import GraphQLClient
@@ -425,3 +427,30 @@ async def test_headers_past_64_kib_are_431_and_the_rest_are_served(
             headers={"Authorization": f"Bearer {token}", "X-Padding": "p" * 30_000},
         )
     assert response.status_code == 200, response.text
+
+
+async def test_websockets_leave_room_for_http_and_one_that_never_inits_is_closed(
+    database_url: str, live_servers: LiveServers
+) -> None:
+    """uvicorn counts WebSockets in CONVOGRAPH_MAX_CONNECTIONS but never refused an upgrade:
+    sockets without a token, held a minute each (Strawberry's default wait for
+    connection_init), kept every HTTP client at 503."""
+    server = await live_servers.start(
+        database_url,
+        env={"CONVOGRAPH_MAX_CONNECTIONS": "20", "CONVOGRAPH_HEADER_TIMEOUT_SECONDS": "2"},
+    )
+    async with contextlib.AsyncExitStack() as stack:
+        opened, refused = [], 0
+        for _ in range(25):
+            try:
+                opened.append(await stack.enter_async_context(connect(server)))
+            except websockets.InvalidStatus as exc:
+                assert exc.response.status_code == 503, exc
+                refused += 1
+        assert (len(opened), refused) == (18, 7)  # a tenth of the connections kept for HTTP
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=5) as http:
+            assert (await http.get("/healthz")).status_code == 200
+        # Never initialised: closed after the header timeout, not a minute.
+        started = time.monotonic()
+        assert await opened[0].close_code(within=5) == 4408
+        assert time.monotonic() - started < 4

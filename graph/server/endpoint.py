@@ -10,6 +10,7 @@ the resolvers only ever see an authenticated, well-formed request within its lim
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any
 
 from cross_web import AsyncHTTPRequestAdapter, HTTPException
@@ -112,6 +113,16 @@ class TextFrames(ASGIWebSocketAdapter):
             raise WebSocketDisconnected from exc
 
 
+async def _refuse_busy(ws: WebSocket) -> None:
+    """The upgrade answered 503 (ASGI's denial response, where the server offers it), or
+    the socket closed with 1013, try again later."""
+    if "websocket.http.response" in ws.scope.get("extensions", {}):
+        busy = {"errors": [{"message": "too many open connections: retry later"}]}
+        await ws.send_denial_response(JSONResponse(busy, 503, headers={"Retry-After": "1"}))
+    else:
+        await ws.close(code=1013, reason="too many open connections")
+
+
 class GraphQLEndpoint(GraphQL[Context, None]):
     websocket_adapter_class = TextFrames
 
@@ -122,11 +133,18 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         sockets: OpenSockets | None = None,
         **kwargs: Any,
     ) -> None:
+        settings = services.settings
         super().__init__(
             subscription_protocols=(GRAPHQL_TRANSPORT_WS_PROTOCOL,),
-            graphql_ide="graphiql" if services.settings.graphiql else None,
+            graphql_ide="graphiql" if settings.graphiql else None,
+            # A socket that has not said connection_init by then is closed (4408), as a
+            # connection whose headers do not end is: not a minute, Strawberry's default.
+            connection_init_wait_timeout=timedelta(seconds=settings.header_timeout_seconds),
             **kwargs,
         )
+        # WebSockets may hold all but a tenth of the process's connections (uvicorn counts
+        # them in its limit but does not refuse an upgrade): the rest stays for HTTP.
+        self.websocket_cap = settings.max_connections - max(1, settings.max_connections // 10)
         self.services = services
         self.backend = backend
         self.liveness = Liveness(services.uow)
@@ -245,6 +263,9 @@ class GraphQLEndpoint(GraphQL[Context, None]):
             )
             await ws.accept(subprotocol=chosen)
             await ws.close(code=4401, reason="Unauthorized")
+            return
+        if len(self.sockets) >= self.websocket_cap:
+            await _refuse_busy(WebSocket(scope, receive, send))
             return
         with self.sockets.watch(send) as watched:
             await super().__call__(scope, receive, watched)

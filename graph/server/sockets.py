@@ -66,6 +66,9 @@ class OpenSockets:
         self._open: set[_Socket] = set()
         self.closing = False
 
+    def __len__(self) -> int:
+        return len(self._open)
+
     def watch(self, send: Send) -> _Socket:
         """`with sockets.watch(send) as watched:` the `send` to hand the WebSocket's handler
         while it runs."""
