@@ -24,7 +24,7 @@ import websockets
 from graph.server.body import BODY_GRACE_SECONDS
 from graph.settings import Settings
 from tests.operations import CREATE, VIEWER
-from tests.ws import connect
+from tests.ws import connect, session
 
 if TYPE_CHECKING:
     from tests.conftest import GraphQLClient
@@ -182,7 +182,7 @@ async def test_query_floods_are_refused_fast_while_others_are_served(
             for (response, took), name in zip(answers, ATTACKS, strict=True):
                 graphql_refusal(response)
                 assert took < 3 * REFUSED_WITHIN, (name, took)
-            for attack in (many_operations, batch, oversized_body, oversized_query):
+            for attack in (many_operations, batch, oversized_body, oversized_query, lines):
                 await attack(attacker)
 
 
@@ -209,6 +209,32 @@ async def oversized_body(c: GraphQLClient) -> None:
     response, took = await timed(c.post_body(body))
     assert response.status_code == 413, response.text[:300]
     assert took < REFUSED_WITHIN
+
+
+def many_lines_and_errors() -> str:
+    # graphql-core locates each of up to 100 errors by walking every line break before it:
+    # 256 KiB of line breaks and 150 bad fields held the event loop for 8 s.
+    return "\n" * 250_000 + "{" + " ".join(f"x{i}" for i in range(150)) + "}"
+
+
+async def lines(c: GraphQLClient) -> None:
+    response, took = await timed(c.post(many_lines_and_errors()))
+    assert response.status_code == 413 and "lines" in response.text, response.text[:300]
+    assert took < REFUSED_WITHIN
+
+
+async def test_a_query_of_many_lines_is_refused_over_a_websocket_too(
+    live_server: LiveServer,
+) -> None:
+    token = await live_server.token()
+    async with honest_client(live_server), session(live_server, token) as socket:
+        started = time.monotonic()
+        await socket.subscribe("subscription" + many_lines_and_errors())
+        message = await socket.receive(within=REFUSED_WITHIN)
+        assert time.monotonic() - started < REFUSED_WITHIN
+    assert message["type"] == "error", message
+    assert message["payload"][0]["extensions"]["code"] == "LIMIT_EXCEEDED", message
+    assert "lines" in message["payload"][0]["message"]
 
 
 async def oversized_query(c: GraphQLClient) -> None:

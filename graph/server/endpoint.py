@@ -47,7 +47,11 @@ from graph.server.body import BodyTooLarge, BodyTooSlow, read_body
 from graph.server.errors import error_response, internal_error
 from graph.server.ide import graphiql_html, page_headers
 from graph.server.negotiation import GRAPHQL_RESPONSE_JSON, JSON, SERVED, negotiate
-from graph.server.parameters import check_operation_name, decode_query_params
+from graph.server.parameters import (
+    check_operation_name,
+    decode_query_params,
+    query_text_problem,
+)
 from graph.server.rate_limit import RateLimit, too_many_requests
 from graph.server.request_id import request_id_of
 from graph.server.response_status import shape
@@ -154,7 +158,11 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         self.rate_limit = RateLimit.from_settings(services.settings)
         self.subscription_slots = SubscriptionSlots(services.settings.max_subscriptions_per_token)
         self.graphql_transport_ws_handler_class = limited_handler(
-            self.rate_limit, self.subscription_slots
+            self.rate_limit,
+            self.subscription_slots,
+            lambda query: query_text_problem(
+                query, max_chars=settings.max_query_chars, max_lines=settings.max_query_tokens
+            ),
         )
 
     # -- edges ---------------------------------------------------------------
@@ -230,15 +238,14 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         self, request: AsyncHTTPRequestAdapter
     ) -> GraphQLRequestData | list[GraphQLRequestData]:
         data = await super().parse_http_body(request)
-        # graphql-core's error locations scan the text from its start, and comments are
-        # lexed but not counted as tokens: the text's length is bounded before parsing.
-        limit = self.services.settings.max_query_chars
+        settings = self.services.settings
         for item in data if isinstance(data, list) else [data]:
             check_operation_name(item)
-            if item.query is not None and len(item.query) > limit:
-                raise HTTPException(
-                    413, f"query text exceeds {limit} characters; pass large values as variables"
-                )
+            problem = query_text_problem(
+                item.query, max_chars=settings.max_query_chars, max_lines=settings.max_query_tokens
+            )
+            if problem is not None:
+                raise HTTPException(413, problem)
         return data
 
     def parse_query_params(self, params: QueryParams) -> dict[str, Any]:

@@ -29,6 +29,20 @@ def wrong_type(parameter: str, expected: str) -> HTTPException:
     )
 
 
+def query_text_problem(query: object, *, max_chars: int, max_lines: int) -> str | None:
+    """Why a query text is refused before it is parsed, or None. graphql-core locates each
+    of up to 100 errors by walking every line break before it in Python, and comments are
+    lexed but not counted as tokens: a text of 256 KiB of line breaks and a hundred bad
+    fields held the event loop for seconds. So its length and its lines are bounded."""
+    if not isinstance(query, str):
+        return None
+    if len(query) > max_chars:
+        return f"query text exceeds {max_chars} characters; pass large values as variables"
+    if query.count("\n") > max_lines or query.count("\r") > max_lines:
+        return f"query text exceeds {max_lines} lines"
+    return None
+
+
 def check_operation_name(item: GraphQLRequestData) -> None:
     name: object = item.operation_name
     if name is None or isinstance(name, str):

@@ -20,6 +20,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from graphql import GraphQLFormattedError
 from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
     BaseGraphQLTransportWSHandler,
 )
@@ -30,6 +31,7 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
 )
 
 from graph.api.context import Context
+from graph.domain.errors import ErrorCode
 from graph.server.rate_limit import RateLimit, rate_limited_error
 from graph.server.subscription_cap import CLOSE_CODE, Slot, SubscriptionSlots
 from graph.server.ws_shapes import problem
@@ -46,8 +48,13 @@ REVOKED: Any = {
 Handler = BaseGraphQLTransportWSHandler[Context, None]
 
 
-def limited_handler(rate_limit: RateLimit, slots: SubscriptionSlots) -> type[Handler]:
-    """The handler class for GraphQLEndpoint, bound to the process's limits."""
+def limited_handler(
+    rate_limit: RateLimit,
+    slots: SubscriptionSlots,
+    query_problem: Callable[[object], str | None],
+) -> type[Handler]:
+    """The handler class for GraphQLEndpoint, bound to the process's limits
+    (`query_problem`: why a query text is refused before it is parsed, as over HTTP)."""
 
     class Limited(Handler):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -85,6 +92,15 @@ def limited_handler(rate_limit: RateLimit, slots: SubscriptionSlots) -> type[Han
                 error = rate_limited_error(rate_limit, wait)
                 refused = ErrorMessage(id=message["id"], type="error", payload=[error])
                 await self.send_message(refused)
+                return
+            too_big = query_problem(message["payload"].get("query"))
+            if too_big is not None:
+                error = GraphQLFormattedError(
+                    message=too_big, extensions={"code": ErrorCode.LIMIT_EXCEEDED.value}
+                )
+                await self.send_message(
+                    ErrorMessage(id=message["id"], type="error", payload=[error])
+                )
                 return
             slot = slots.take(principal.token_id)
             if slot is None:
