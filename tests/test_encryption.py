@@ -10,7 +10,7 @@ import base64
 import logging
 import sqlite3
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -598,15 +598,28 @@ async def test_the_cli_refuses_a_wrong_key_with_a_message_naming_the_setting(
         assert "CONVOGRAPH_ENCRYPTION_KEY" in capsys.readouterr().err
 
 
+async def titled_only(gql: GraphQLClient) -> None:
+    made = await gql(
+        'mutation { createConversation(input: {title: "secret plans", metadata: {a: 1}}) {'
+        " conversation { id } } }"
+    )
+    assert made["createConversation"]["conversation"]["id"]
+
+
+@pytest.mark.parametrize("fill", [seed, titled_only], ids=["records", "a-title-only"])
 async def test_sealed_content_without_its_key_store_is_refused_with_or_without_the_key(
-    settings: Settings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    fill: Callable[[GraphQLClient], Awaitable[object]],
 ) -> None:
     """A data backup restored without its key store: without the master key it was served,
     sealed bytes spliced into bodies that were not JSON; with it, a new empty key store was
-    made and every record read as deleted."""
+    made and every record read as deleted. A database holding conversations without
+    messages was not seen to be sealed at all (only messages and checkpoints were probed)."""
     on = encrypted(settings)
     async with serving(on) as (_, gql):
-        await seed(gql)
+        await fill(gql)
     if settings.is_sqlite:
         on.resolved_key_store_file.unlink()
     else:

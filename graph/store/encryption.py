@@ -46,8 +46,11 @@ from graph.domain import ids
 from graph.domain.errors import not_found
 from graph.settings import Settings, master_key_bytes
 from graph.store.key_store import TOMBSTONE, KeyStore, StoredKey, key_store
+from graph.store.tables import conversation as C
+from graph.store.tables import delegation as D
 from graph.store.tables import message as M
 from graph.store.tables import session_state as SS
+from graph.store.tables import snapshot as S
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
@@ -670,8 +673,8 @@ async def check_unencrypted(settings: Settings, *, engine: AsyncEngine | None = 
             )
         if engine is not None and await holds_sealed(engine):
             raise EncryptionError(
-                "the database's content is encrypted (its newest messages or checkpoints are "
-                "sealed), but CONVOGRAPH_ENCRYPTION_KEY (or CONVOGRAPH_ENCRYPTION_KEY_FILE) is "
+                "the database's content is encrypted (its newest records are sealed), but "
+                "CONVOGRAPH_ENCRYPTION_KEY (or CONVOGRAPH_ENCRYPTION_KEY_FILE) is "
                 f"not set, and no key store holds keys at {store.where}: restore the key store "
                 "beside the data and set the master key"
             )
@@ -686,8 +689,8 @@ async def check_encrypted(encryption: Encryption, *, engine: AsyncEngine) -> Non
     master keys against the store (`Encryption.ready`)."""
     if not await encryption.store.exists() and await holds_sealed(engine):
         raise EncryptionError(
-            "the database's content is encrypted (its newest messages or checkpoints are "
-            f"sealed), but its key store holds no keys at {encryption.store.where}: set "
+            "the database's content is encrypted (its newest records are sealed), but its "
+            f"key store holds no keys at {encryption.store.where}: set "
             "CONVOGRAPH_ENCRYPTION_KEY_STORE_FILE (SQLite) or CONVOGRAPH_ENCRYPTION_KEY_SCHEMA "
             "(PostgreSQL) to where it is, or restore it beside the data"
         )
@@ -699,18 +702,34 @@ _PROBED = 20
 
 
 async def holds_sealed(engine: AsyncEngine) -> bool:
-    """Whether the newest messages or checkpoints are sealed values (a few rows by key); not
-    on a database not migrated yet (`serve --no-migrate` waits for it)."""
+    """Whether the newest values of a column that encryption seals are sealed (a few rows of
+    each: messages, checkpoints, conversations' titles and metadata, which a conversation
+    without messages holds alone, snapshots, delegations); not on a database not migrated
+    yet (`serve --no-migrate` waits for it)."""
     async with engine.connect() as conn:
         if not await conn.run_sync(_probed_tables_exist):
             return False
-        for column, key in ((M.c.data, M.c.id), (SS.c.state, SS.c.id)):
-            found = await conn.execute(select(column).order_by(key.desc()).limit(_PROBED))
+        for column, newest in _PROBES:
+            found = await conn.execute(
+                select(column).where(column.is_not(None)).order_by(newest.desc()).limit(_PROBED)
+            )
             if any(is_sealed(value) for (value,) in found):
                 return True
     return False
 
 
+# Each sealed column, and what orders its table's rows newest first.
+_PROBES = (
+    (M.c.data, M.c.id),
+    (SS.c.state, SS.c.id),
+    (C.c.title, C.c.updated_at),
+    (C.c.metadata, C.c.updated_at),
+    (S.c.messages, S.c.created_at),
+    (D.c.task, D.c.created_at),
+    (D.c.summary, D.c.created_at),
+)
+
+
 def _probed_tables_exist(connection: Connection) -> bool:
     found = inspect(connection)
-    return found.has_table(M.name) and found.has_table(SS.name)
+    return all(found.has_table(column.table.name) for column, _ in _PROBES)
