@@ -11,6 +11,7 @@ behind a 2 s lock, up to busy_timeout (10 s).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import sys
 import threading
@@ -133,6 +134,28 @@ async def test_a_write_refused_after_busy_timeout_is_clear_and_writes_nothing(
     assert error["extensions"]["code"] == "DATABASE_UNAVAILABLE", body
     assert "retry" in error["message"]
     assert 0.25 < took < 1.4, took
+    assert stored["conversation"] == {"messageCount": 0, "transcript": []}
+
+
+async def test_writes_queued_behind_a_locked_file_each_wait_one_busy_timeout_at_most(
+    database_url: str, live_servers: LiveServers
+) -> None:
+    """Writes queue on the writer, and each waited its own busy timeout for the file after
+    the one before it: the fourth answered after four of them (found by a review)."""
+    path = sqlite_path(database_url)
+    server = await live_servers.start(
+        database_url, env={"CONVOGRAPH_SQLITE_BUSY_TIMEOUT_MS": "500"}
+    )
+    token = await server.token()
+    async with contextlib.AsyncExitStack() as stack:
+        clients = [await stack.enter_async_context(server.client(token)) for _ in range(4)]
+        cid = (await clients[0](CREATE))["createConversation"]["conversation"]["id"]
+        with write_lock_held(path, 4.0):
+            answers = await asyncio.gather(*(timed(c.post(APPEND, {"id": cid})) for c in clients))
+        stored = await clients[0](READ, {"id": cid})
+    for response, took in answers:
+        assert response.json()["errors"][0]["extensions"]["code"] == "DATABASE_UNAVAILABLE"
+        assert took < 1.4, [took for _, took in answers]
     assert stored["conversation"] == {"messageCount": 0, "transcript": []}
 
 

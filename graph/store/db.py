@@ -254,7 +254,11 @@ class SQLiteWriter:
     async def transaction(
         self, on_commit: Callable[[], None] | None = None
     ) -> AsyncIterator[AsyncConnection]:
-        await self._acquire()
+        # One wait for the whole write, behind this process's other writes and another
+        # process's lock alike: queued behind a write that waits for the file, each would
+        # otherwise wait its own busy timeout after the one before it.
+        deadline = asyncio.get_running_loop().time() + self.busy_timeout
+        await self._acquire(deadline)
         group: _Group | None = None
         try:
             conn = await self._connection()
@@ -263,7 +267,7 @@ class SQLiteWriter:
             if group is None:
                 # IMMEDIATE takes the write lock up front: a read-then-write transaction
                 # can then never fail half-way on lock upgrade.
-                await self._begin_immediate(raw)
+                await self._begin_immediate(raw, deadline)
                 group = self._group = _Group()
             group.size += 1
             # The first write of a group is alone in its transaction: undoing it is a
@@ -290,10 +294,18 @@ class SQLiteWriter:
         assert group is not None
         await asyncio.shield(group.committed)
 
-    async def _acquire(self) -> None:
+    async def _acquire(self, deadline: float | None = None) -> None:
         self._waiting += 1
         try:
-            await self._lock.acquire()
+            if deadline is None:
+                await self._lock.acquire()
+            else:
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        await self._lock.acquire()
+                except TimeoutError:
+                    locked = sqlite3.OperationalError("database is locked")
+                    raise DatabaseBusy("BEGIN IMMEDIATE", None, locked) from None
         except BaseException:
             self._waiting -= 1
             # The open transaction may have been left for this write, which will not come.
@@ -380,9 +392,8 @@ class SQLiteWriter:
         with contextlib.suppress(Exception):  # the caller raises `error`
             await end(conn, raw, commit=False)
 
-    async def _begin_immediate(self, raw: Any) -> None:
+    async def _begin_immediate(self, raw: Any, deadline: float) -> None:
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.busy_timeout
         for attempt in itertools.count():
             try:
                 await run(raw, "BEGIN IMMEDIATE")
