@@ -12,6 +12,7 @@ measured.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import time
 import uuid
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
+import websockets
 
 from graph.settings import Settings, SettingsError
 from tests.operations import CONVERSATION_EVENTS, CREATE, DELETE, TOUCH, VIEWER
@@ -414,3 +416,32 @@ def test_the_burst_defaults_to_twice_the_rate() -> None:
     assert Settings(rate_limit_per_second=2.5).rate_limit_burst_size == 5
     assert Settings(rate_limit_per_second=2.6).rate_limit_burst_size == 6
     assert Settings(rate_limit_per_second=2.5, rate_limit_burst=1).rate_limit_burst_size == 1
+
+
+async def test_a_client_gone_as_the_cap_refuses_it_is_no_server_error(
+    live_servers: LiveServers, database_url: str
+) -> None:
+    """Closing the socket (4429) of a client that had already hung up raised
+    WebSocketDisconnect out of the app: a traceback logged at error level, per refusal."""
+    server = await start(live_servers, database_url, **{CAP: "1"})
+    capped, other = await server.token(label="capped"), await server.token(label="other")
+    async with http(server) as client:
+        cid = await new_conversation(client, other, "t")
+        async with session(server, capped) as holder:
+            await subscribe(holder, "1", cid)
+            await all_live(client, other, cid, {holder: {"1"}})
+            for _ in range(20):
+                async with websockets.connect(
+                    server.ws_url,
+                    subprotocols=[websockets.Subprotocol("graphql-transport-ws")],
+                    additional_headers={"Authorization": f"Bearer {capped}"},
+                ) as ws:
+                    await ws.send(json.dumps({"type": "connection_init"}))
+                    await ws.recv()
+                    subscribe_message = {"query": CONVERSATION_EVENTS, "variables": {"id": cid}}
+                    await ws.send(
+                        json.dumps({"id": "1", "type": "subscribe", "payload": subscribe_message})
+                    )
+                    ws.transport.abort()  # gone before the server refuses it
+        await asyncio.sleep(0.5)
+    assert "Exception in ASGI application" not in server.logs(), server.logs()[-3000:]

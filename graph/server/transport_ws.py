@@ -16,11 +16,14 @@ socket always fits under the cap) and no path keeps a slot.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from typing import Any
 
 from graphql import GraphQLFormattedError
+from starlette.websockets import WebSocketDisconnect
+from strawberry.http.exceptions import WebSocketDisconnected
 from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
     BaseGraphQLTransportWSHandler,
 )
@@ -69,6 +72,11 @@ def limited_handler(
                 return
             await super().handle_message(message)
 
+        async def _close(self, code: int, reason: str) -> None:
+            # A client gone already (it hung up as it was refused) is no server error.
+            with contextlib.suppress(WebSocketDisconnect, WebSocketDisconnected):
+                await self.websocket.close(code=code, reason=reason)
+
         async def handle_subscribe(self, message: SubscribeMessage) -> None:
             principal = self.context.principal_
             if (
@@ -85,7 +93,7 @@ def limited_handler(
                 # a socket opened before, for a query or a mutation as for a subscription.
                 refused = ErrorMessage(id=message["id"], type="error", payload=[REVOKED])
                 await self.send_message(refused)
-                await self.websocket.close(code=REVOKED_CLOSE_CODE, reason=REVOKED_REASON)
+                await self._close(REVOKED_CLOSE_CODE, REVOKED_REASON)
                 return
             wait = rate_limit.take(principal.token_id)
             if wait:
@@ -111,7 +119,7 @@ def limited_handler(
                     slots.held(principal.token_id),
                     slots.cap,
                 )
-                await self.websocket.close(code=CLOSE_CODE, reason=slots.reason)
+                await self._close(CLOSE_CODE, slots.reason)
                 return
             try:
                 await super().handle_subscribe(message)
