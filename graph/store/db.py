@@ -245,6 +245,9 @@ class SQLiteWriter:
         self.commits = 0  # COMMITs that made them durable
         self._opened = 0  # connections opened: a new one's data_version starts afresh
         self._committing = False  # a COMMIT in a worker thread holds the connection
+        # Whether the write holding the lock waits for another process's lock on the file:
+        # then the writes queued behind it wait no longer than their busy timeout either.
+        self._file_busy = False
 
     @property
     def in_use(self) -> int:
@@ -297,15 +300,19 @@ class SQLiteWriter:
     async def _acquire(self, deadline: float | None = None) -> None:
         self._waiting += 1
         try:
-            if deadline is None:
+            if deadline is None or not self._lock.locked():
                 await self._lock.acquire()
             else:
                 try:
                     async with asyncio.timeout_at(deadline):
                         await self._lock.acquire()
                 except TimeoutError:
-                    locked = sqlite3.OperationalError("database is locked")
-                    raise DatabaseBusy("BEGIN IMMEDIATE", None, locked) from None
+                    if self._file_busy:
+                        locked = sqlite3.OperationalError("database is locked")
+                        raise DatabaseBusy("BEGIN IMMEDIATE", None, locked) from None
+                    # Behind this process's own writes only: they end, and the group
+                    # commit they share is what the busy timeout is not about.
+                    await self._lock.acquire()
         except BaseException:
             self._waiting -= 1
             # The open transaction may have been left for this write, which will not come.
@@ -394,17 +401,21 @@ class SQLiteWriter:
 
     async def _begin_immediate(self, raw: Any, deadline: float) -> None:
         loop = asyncio.get_running_loop()
-        for attempt in itertools.count():
-            try:
-                await run(raw, "BEGIN IMMEDIATE")
-                return
-            except sqlite3.OperationalError as exc:
-                if not _busy(exc):
-                    raise
-                if loop.time() >= deadline:
-                    raise DatabaseBusy("BEGIN IMMEDIATE", None, exc) from exc
-            pause = _backoff(attempt)
-            await asyncio.sleep(min(pause, max(0.0, deadline - loop.time())))
+        try:
+            for attempt in itertools.count():
+                try:
+                    await run(raw, "BEGIN IMMEDIATE")
+                    return
+                except sqlite3.OperationalError as exc:
+                    if not _busy(exc):
+                        raise
+                    self._file_busy = True  # another process holds the file's write lock
+                    if loop.time() >= deadline:
+                        raise DatabaseBusy("BEGIN IMMEDIATE", None, exc) from exc
+                pause = _backoff(attempt)
+                await asyncio.sleep(min(pause, max(0.0, deadline - loop.time())))
+        finally:
+            self._file_busy = False
 
     async def _connection(self) -> AsyncConnection:
         conn = self._conn
