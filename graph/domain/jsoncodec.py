@@ -148,18 +148,29 @@ def _stdlib_dumps(value: Any) -> str:
     nonce = secrets.token_hex(8)
 
     def plain(obj: Any) -> Any:
+        # Loops, not comprehensions: one Python frame per level of nesting, so that this
+        # walk goes as deep as the standard library's encoder (each frame counts).
         if isinstance(obj, ExactFloat):
             key = f"\x00{nonce}:{len(digits)}\x00"
             digits[json.dumps(key)] = obj.text.decode("ascii")
             return key
         if isinstance(obj, dict):
-            return {k: plain(v) for k, v in obj.items()}
+            mapped = {}
+            for k, v in obj.items():
+                mapped[k] = plain(v)
+            return mapped
         if isinstance(obj, list | tuple):
-            return [plain(v) for v in obj]
+            items = []
+            for v in obj:
+                items.append(plain(v))
+            return items
         if isinstance(obj, RawJSON):
             return plain(loads(obj.text))
         if isinstance(obj, RawJSONArray):
-            return [plain(loads(text)) for text in obj.texts]
+            texts = []
+            for text in obj.texts:
+                texts.append(plain(loads(text)))
+            return texts
         return obj
 
     text = json.dumps(plain(value), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
@@ -186,8 +197,10 @@ def _dumps(value: Any, *, deep: bool) -> bytes:
             raise ValueError("nested too deeply" if "Recursion" in reason else reason) from exc
     try:
         return _stdlib_dumps(value).encode("utf-8")
-    except (UnicodeEncodeError, TypeError, RecursionError) as exc:
-        raise ValueError(str(exc) or "nested too deeply") from exc
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    except (UnicodeEncodeError, TypeError) as exc:
+        raise ValueError(str(exc)) from exc
 
 
 def dumps_document(value: Any) -> bytes:

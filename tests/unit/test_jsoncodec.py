@@ -260,3 +260,18 @@ def test_leader_dots_take_the_fast_path() -> None:
     assert jsoncodec.loads(b'{"toc":"Chapter 1 ................ 5"}')["toc"].endswith("5")
     assert not jsoncodec._has_long_number(b'"Chapter 1 ................ 5"')
     assert jsoncodec._has_long_number(b"[12345678.123456789]")
+
+
+def test_a_document_with_a_long_number_is_written_as_deep_as_the_standard_library_goes() -> None:
+    # The walk that puts exact digits back took two frames a level: 490 levels at most.
+    # (The integer first: orjson stops there, before its own nesting limit.)
+    deep = b'{"n":1180591620717411303424,"x":' + b"[" * 900 + b"1" + b"]" * 900 + b"}"
+    assert jsoncodec.dumps_document(jsoncodec.loads(deep)) == deep
+    with pytest.raises(ValueError, match=r"^nested too deeply$"):  # not Python's words
+        jsoncodec.dumps_document({"n": 2**70, "x": nested(3000, 1)})
+
+
+def nested(depth: int, leaf: Any) -> Any:
+    for _ in range(depth):
+        leaf = [leaf]
+    return leaf
