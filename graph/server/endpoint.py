@@ -148,7 +148,7 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         )
         # WebSockets may hold all but a tenth of the process's connections (uvicorn counts
         # them in its limit but does not refuse an upgrade): the rest stays for HTTP.
-        self.websocket_cap = settings.max_connections - max(1, settings.max_connections // 10)
+        self.websocket_cap = settings.max_connections - settings.max_connections // 10
         self.services = services
         self.backend = backend
         self.liveness = Liveness(services.uow)

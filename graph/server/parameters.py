@@ -38,7 +38,8 @@ def query_text_problem(query: object, *, max_chars: int, max_lines: int) -> str 
         return None
     if len(query) > max_chars:
         return f"query text exceeds {max_chars} characters; pass large values as variables"
-    if query.count("\n") > max_lines or query.count("\r") > max_lines:
+    # Lines as GraphQL counts them: \r\n, \n and \r each end one.
+    if query.count("\n") + query.count("\r") - query.count("\r\n") > max_lines:
         return f"query text exceeds {max_lines} lines"
     return None
 

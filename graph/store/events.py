@@ -182,7 +182,10 @@ class Listener:
         return any(e is not None and self.ends_with(e) for e in self._queued)
 
     def offer(self, event: Event | None) -> None:
-        if len(self._queued) >= self.queue_size and self.ancestry is not None:
+        # Before the ancestry is known the queue holds one read's worth of commits, up to
+        # ten times its size (every delete of the process may be queued meanwhile).
+        room = self.queue_size if self.ancestry is not None else 10 * self.queue_size
+        if len(self._queued) >= room:
             self.overflowed = True
             return
         self._queued.append(event)

@@ -181,3 +181,12 @@ async def test_a_catch_up_starts_past_what_was_passed_over_as_things_stood_when_
     listener.lose_track()
     assert await anext(stream) is LOST
     assert listener.catch_up_from(2) == 2  # what is queued comes first
+
+
+def test_before_its_ancestry_is_known_a_listener_holds_ten_times_its_queue_at_most() -> None:
+    listener = Listener("c", include_descendants=False, queue_size=3)
+    for _ in range(30):
+        listener.offer(a_delete("x"))
+    assert not listener.overflowed
+    listener.offer(a_delete("x"))
+    assert listener.overflowed
