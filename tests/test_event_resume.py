@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-import httpx
 import pytest
 from sqlalchemy import ColumnElement, and_, or_, select, update
 
@@ -25,6 +24,7 @@ from graph.store.sql import Sql
 from graph.store.tables import event_log as L
 from tests.conftest import GraphQLClient, Server
 from tests.operations import COMPLETE, DELETE, REPLACE, UPDATE, append, create, delegate, touch
+from tests.test_http import serving
 from tests.ws import RECEIVE_TIMEOUT, SYNC_TIMEOUT, Session, connect_app, session
 
 if TYPE_CHECKING:
@@ -345,37 +345,33 @@ async def test_a_subscriber_cut_off_before_its_first_event_resumes_missing_nothi
 ) -> None:
     """Subscribed without `after` and cut off before anything was sent, the error's cursor
     was null: the client could not resume, and every event since it subscribed was lost."""
-    from graph.app import create_app
 
-    app = create_app(settings.replace(subscriber_queue_size=1))
-    async with app.router.lifespan_context(app):
-        server = Server(app, settings)
+    async with serving(settings.replace(subscriber_queue_size=1)) as (server, http):
         token = await server.token()
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
-            alice = GraphQLClient(http, token)
-            cid = await create(alice)
-            delegation = await delegate(alice, cid)
-            await alice(COMPLETE, {"id": delegation["id"], "summary": "done"})
-            async with connect_app(app, token=token) as socket:
-                await socket.init()
-                await socket.subscribe(SUBSCRIBE, {"id": cid, "after": None})
-                for _ in range(1000):  # until it listens: then every event is queued
-                    if server.services.broker.active:
-                        break
-                    await asyncio.sleep(0.01)
-                # Two events in one transaction overflow a queue of one before any is sent.
-                resumed = (await alice(RESUME, {"id": delegation["id"]}))["resumeDelegation"]
-                message = await socket.receive()
-            payload = message["payload"]
-            errors = payload if message["type"] == "error" else payload["errors"]
-            assert errors[0]["extensions"]["code"] == "LIMIT_EXCEEDED", message
-            cursor = errors[0]["extensions"]["cursor"]
-            assert cursor is not None, message
-            async with connect_app(app, token=token) as again:
-                await again.init()
-                await again.subscribe(SUBSCRIBE, {"id": cid, "after": cursor})
-                seeded, created = [await again.event() for _ in range(2)]
+        app = server.app
+        alice = GraphQLClient(http, token)
+        cid = await create(alice)
+        delegation = await delegate(alice, cid)
+        await alice(COMPLETE, {"id": delegation["id"], "summary": "done"})
+        async with connect_app(app, token=token) as socket:
+            await socket.init()
+            await socket.subscribe(SUBSCRIBE, {"id": cid, "after": None})
+            for _ in range(1000):  # until it listens: then every event is queued
+                if server.services.broker.active:
+                    break
+                await asyncio.sleep(0.01)
+            # Two events in one transaction overflow a queue of one before any is sent.
+            resumed = (await alice(RESUME, {"id": delegation["id"]}))["resumeDelegation"]
+            message = await socket.receive()
+        payload = message["payload"]
+        errors = payload if message["type"] == "error" else payload["errors"]
+        assert errors[0]["extensions"]["code"] == "LIMIT_EXCEEDED", message
+        cursor = errors[0]["extensions"]["cursor"]
+        assert cursor is not None, message
+        async with connect_app(app, token=token) as again:
+            await again.init()
+            await again.subscribe(SUBSCRIBE, {"id": cid, "after": cursor})
+            seeded, created = [await again.event() for _ in range(2)]
     assert seeded["kind"] == "MESSAGES_APPENDED"
     assert created["delegation"]["id"] == resumed["delegation"]["id"]
 
@@ -387,49 +383,45 @@ async def test_other_tenants_deletes_while_a_stream_starts_neither_cut_it_off_no
     ancestor's): deletes of other tenants' conversations filled its queue, and the
     LIMIT_EXCEEDED error's cursor named the first of them, an id and an event count that
     were not its to see. Now they are dropped once it knows its ancestry."""
-    from graph.app import create_app
     from graph.store.repository.conversations import Conversations
     from graph.store.tables import Conversation
 
-    app = create_app(settings.replace(subscriber_queue_size=2))
-    async with app.router.lifespan_context(app):
-        server = Server(app, settings)
+    async with serving(settings.replace(subscriber_queue_size=2)) as (server, http):
         token = await server.token()
         other = await server.token("site:2", "user:mallory")
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
-            alice, theirs = GraphQLClient(http, token), GraphQLClient(http, other)
-            root = await create(alice)
-            child = (await delegate(alice, root))["childConversation"]["id"]
-            doomed = [await create(theirs) for _ in range(3)]
-            if not settings.is_sqlite:
-                await asyncio.sleep(1.0)  # the notifications of these writes come and go
-            original = Conversations.get
+        app = server.app
+        alice, theirs = GraphQLClient(http, token), GraphQLClient(http, other)
+        root = await create(alice)
+        child = (await delegate(alice, root))["childConversation"]["id"]
+        doomed = [await create(theirs) for _ in range(3)]
+        if not settings.is_sqlite:
+            await asyncio.sleep(1.0)  # the notifications of these writes come and go
+        original = Conversations.get
 
-            async def get(self: Conversations, conversation_id: str) -> Conversation | None:
-                found = await original(self, conversation_id)
-                if conversation_id == child and doomed:  # listening, its ancestry not known
-                    while doomed:
-                        cid = doomed.pop()
-                        assert (await theirs(DELETE, {"id": cid}))["deleteConversation"]
-                    if not settings.is_sqlite:
-                        await asyncio.sleep(1.0)  # their NOTIFYs come back through LISTEN
-                    read.set()
-                return found
+        async def get(self: Conversations, conversation_id: str) -> Conversation | None:
+            found = await original(self, conversation_id)
+            if conversation_id == child and doomed:  # listening, its ancestry not known
+                while doomed:
+                    cid = doomed.pop()
+                    assert (await theirs(DELETE, {"id": cid}))["deleteConversation"]
+                if not settings.is_sqlite:
+                    await asyncio.sleep(1.0)  # their NOTIFYs come back through LISTEN
+                read.set()
+            return found
 
-            read = asyncio.Event()
-            monkeypatch.setattr(Conversations, "get", get)
-            async with connect_app(app, token=token) as socket:
-                await socket.init()
-                await socket.subscribe(SUBSCRIBE, {"id": child, "after": None})
-                await asyncio.wait_for(read.wait(), 10)
-                # Its own events, and nothing of the others' (a cut-off is an error here).
-                await socket.wait_until_live(
-                    lambda: touch(alice, child),
-                    lambda version, event: (
-                        (event["conversationId"], event["version"]) == (child, version)
-                    ),
-                )
+        read = asyncio.Event()
+        monkeypatch.setattr(Conversations, "get", get)
+        async with connect_app(app, token=token) as socket:
+            await socket.init()
+            await socket.subscribe(SUBSCRIBE, {"id": child, "after": None})
+            await asyncio.wait_for(read.wait(), 10)
+            # Its own events, and nothing of the others' (a cut-off is an error here).
+            await socket.wait_until_live(
+                lambda: touch(alice, child),
+                lambda version, event: (
+                    (event["conversationId"], event["version"]) == (child, version)
+                ),
+            )
 
 
 async def test_a_stream_cut_off_before_sending_what_it_queued_at_its_start_resumes_with_it(
@@ -439,44 +431,40 @@ async def test_a_stream_cut_off_before_sending_what_it_queued_at_its_start_resum
     (their positions at or before that head) and are the stream's first events: cut off
     before sending them, it must resume before them, not after the head (found by a
     review of the change that took the cursor from the last position handled)."""
-    from graph.app import create_app
     from graph.store.repository.conversations import Conversations
     from graph.store.tables import Conversation
 
-    app = create_app(settings.replace(subscriber_queue_size=1))
-    async with app.router.lifespan_context(app):
-        server = Server(app, settings)
+    async with serving(settings.replace(subscriber_queue_size=1)) as (server, http):
         token = await server.token()
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
-            alice = GraphQLClient(http, token)
-            cid = await create(alice)
-            original = Conversations.get
-            written: list[int] = []
+        app = server.app
+        alice = GraphQLClient(http, token)
+        cid = await create(alice)
+        original = Conversations.get
+        written: list[int] = []
 
-            async def get(self: Conversations, conversation_id: str) -> Conversation | None:
-                found = await original(self, conversation_id)
-                if conversation_id == cid and not written:  # listening, not yet read
-                    written.extend([await touch(alice, cid), await touch(alice, cid)])
-                    if not settings.is_sqlite:
-                        await asyncio.sleep(1.0)  # their NOTIFYs come back through LISTEN
-                return found
+        async def get(self: Conversations, conversation_id: str) -> Conversation | None:
+            found = await original(self, conversation_id)
+            if conversation_id == cid and not written:  # listening, not yet read
+                written.extend([await touch(alice, cid), await touch(alice, cid)])
+                if not settings.is_sqlite:
+                    await asyncio.sleep(1.0)  # their NOTIFYs come back through LISTEN
+            return found
 
-            monkeypatch.setattr(Conversations, "get", get)
-            async with connect_app(app, token=token) as socket:
-                await socket.init()
-                await socket.subscribe(SUBSCRIBE, {"id": cid, "after": None})
-                message = await socket.receive()
-            monkeypatch.undo()
-            payload = message["payload"]
-            errors = payload if message["type"] == "error" else payload["errors"]
-            assert errors[0]["extensions"]["code"] == "LIMIT_EXCEEDED", message
-            cursor = errors[0]["extensions"]["cursor"]
-            later = await touch(alice, cid)
-            async with connect_app(app, token=token) as again:
-                await again.init()
-                await again.subscribe(SUBSCRIBE, {"id": cid, "after": cursor})
-                got = [(await again.event())["version"] for _ in range(3)]
+        monkeypatch.setattr(Conversations, "get", get)
+        async with connect_app(app, token=token) as socket:
+            await socket.init()
+            await socket.subscribe(SUBSCRIBE, {"id": cid, "after": None})
+            message = await socket.receive()
+        monkeypatch.undo()
+        payload = message["payload"]
+        errors = payload if message["type"] == "error" else payload["errors"]
+        assert errors[0]["extensions"]["code"] == "LIMIT_EXCEEDED", message
+        cursor = errors[0]["extensions"]["cursor"]
+        later = await touch(alice, cid)
+        async with connect_app(app, token=token) as again:
+            await again.init()
+            await again.subscribe(SUBSCRIBE, {"id": cid, "after": cursor})
+            got = [(await again.event())["version"] for _ in range(3)]
     assert got == [*written, later]
 
 

@@ -15,7 +15,6 @@ import random
 import re
 from pathlib import Path
 
-import httpx
 import pytest
 from sqlalchemy import text
 
@@ -242,20 +241,14 @@ async def test_writes_queued_behind_this_process_s_own_share_commits_whatever_th
     """The busy timeout is how long a write waits for another process's lock on the file;
     applied to the wait behind this process's own writes, it refused most of 50 concurrent
     writes with DATABASE_UNAVAILABLE (all but one at 0 ms), and no commit was shared."""
-    from graph.app import create_app
-
-    app = create_app(settings.replace(sqlite_busy_timeout_ms=busy_ms))
-    async with app.router.lifespan_context(app):
-        token = await Server(app, settings).token()
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
-            gql = GraphQLClient(http, token)
-            cid = await create(gql)
-            writes_before, commits_before = await _commit_counts(gql)
-            answers = await asyncio.gather(
-                *(gql.post(APPEND, {"id": cid, "messages": [{"role": "user"}]}) for _ in range(50))
-            )
-            assert all("errors" not in a.json() for a in answers), [a.text for a in answers]
-            writes, commits = await _commit_counts(gql)
+    async with serving(settings.replace(sqlite_busy_timeout_ms=busy_ms)) as (server, http):
+        gql = GraphQLClient(http, await server.token())
+        cid = await create(gql)
+        writes_before, commits_before = await _commit_counts(gql)
+        answers = await asyncio.gather(
+            *(gql.post(APPEND, {"id": cid, "messages": [{"role": "user"}]}) for _ in range(50))
+        )
+        assert all("errors" not in a.json() for a in answers), [a.text for a in answers]
+        writes, commits = await _commit_counts(gql)
     assert writes - writes_before >= 50
     assert commits - commits_before < 50
