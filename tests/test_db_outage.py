@@ -165,6 +165,9 @@ async def test_a_listen_connection_gone_silent_while_it_is_set_up_is_replaced_to
             )
             assert event["conversationId"] == root
         assert (await http.get("/healthz")).json()["events"] == "listening"
+    # The backend that went silent as it began to listen was ended, not left holding back
+    # PostgreSQL's notification queue: one listener is left.
+    await _listen_backend(database_url)
 
 
 async def test_a_replica_that_cannot_listen_is_not_ready_until_it_listens_again(

@@ -43,6 +43,7 @@ PING_SECONDS = 5.0  # how often a LISTEN connection with nothing to say is check
 PING_TIMEOUT_SECONDS = 5.0  # no answer by then: the connection is taken for dead
 # Which backend a connection is (a pid alone may be reused by a later backend).
 BACKEND = "SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"
+_ABANDONED_KEPT = 10
 END_BACKEND = """SELECT pg_terminate_backend(pid) FROM pg_stat_activity
   WHERE pid = $1 AND backend_start = $2"""
 _MESSAGES = Builder(Message)
@@ -83,7 +84,8 @@ class PostgresBroker(EventBroker):
         self._connected = asyncio.Event()
         self._down_since: float | None = time.monotonic()  # not listening yet
         self.connections_lost = 0
-        self._abandoned: asyncpg.Record | None = None
+        # Backends of connections given up on, to end from the next one that works.
+        self._abandoned: list[asyncpg.Record] = []
         self._stopping = False
         # Notifications are handled one at a time, in arrival order, even when one of
         # them needs a round trip to load a parked payload.
@@ -134,6 +136,7 @@ class PostgresBroker(EventBroker):
     async def _listen_forever(self) -> None:
         while True:
             conn: asyncpg.Connection | None = None
+            backend: asyncpg.Record | None = None
             try:
                 conn = await asyncpg.connect(
                     self._dsn, timeout=10, server_settings={"application_name": LISTENER_NAME}
@@ -141,25 +144,29 @@ class PostgresBroker(EventBroker):
                 lost = asyncio.Event()
                 conn.add_termination_listener(lambda _c, lost=lost: lost.set())
                 # Each step of the set-up bounded like a ping: a connection that goes silent
-                # now would otherwise hold the listener until TCP gives up.
+                # now would otherwise hold the listener until TCP gives up. Which backend it
+                # is, first: one given up on once it listens is to be ended.
+                backend = await asyncio.wait_for(conn.fetchrow(BACKEND), PING_TIMEOUT_SECONDS)
                 await asyncio.wait_for(
                     conn.add_listener(CHANNEL, self._on_notify), PING_TIMEOUT_SECONDS
                 )
                 await asyncio.wait_for(self._end_abandoned(conn), PING_TIMEOUT_SECONDS)
-                backend = await asyncio.wait_for(conn.fetchrow(BACKEND), PING_TIMEOUT_SECONDS)
                 # Before any notification heard from now on is handed out (the consumer waits
                 # for `_connected`): what committed while nobody listened is in the log.
                 self.lost_track()
                 self._connected.set()
                 self._down_since = None
-                if not await self._until_lost(conn, lost):
-                    self._abandoned = backend
+                if await self._until_lost(conn, lost):
+                    backend = None  # it ended: nothing of it is left to end
                 logger.warning("event listener connection lost; reconnecting")
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 logger.warning("event listener cannot connect (%s); retrying", type(exc).__name__)
             finally:
+                if backend is not None and not self._stopping:
+                    self._abandoned.append(backend)
+                    del self._abandoned[:-_ABANDONED_KEPT]
                 self._connected.clear()
                 if self._down_since is None:
                     self._down_since = time.monotonic()
@@ -186,18 +193,17 @@ class PostgresBroker(EventBroker):
                 return False
 
     async def _end_abandoned(self, conn: asyncpg.Connection) -> None:
-        """End the backend of a connection given up as silent, if it still runs: the server
-        may not know the connection is gone, and a listener that reads nothing holds back
-        the cleanup of PostgreSQL's notification queue (NOTIFY fails once it is full)."""
-        abandoned = self._abandoned
-        if abandoned is None:
-            return
-        try:
-            await conn.execute(END_BACKEND, abandoned["pid"], abandoned["backend_start"])
-        except asyncpg.PostgresError as exc:  # not allowed to: PostgreSQL's timeouts will
-            logger.warning("cannot end the silent listener's backend (%s)", exc)
-        # Kept for the next connection if this one failed otherwise (it raised past here).
-        self._abandoned = None
+        """End the backends of connections given up on, if they still run: the server may
+        not know a connection is gone, and a listener that reads nothing holds back the
+        cleanup of PostgreSQL's notification queue (NOTIFY fails once it is full). Each
+        is forgotten once its end was tried on a working connection."""
+        while self._abandoned:
+            abandoned = self._abandoned[0]
+            try:
+                await conn.execute(END_BACKEND, abandoned["pid"], abandoned["backend_start"])
+            except asyncpg.PostgresError as exc:  # not allowed to: PostgreSQL's timeouts will
+                logger.warning("cannot end the silent listener's backend (%s)", exc)
+            self._abandoned.pop(0)
 
     def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
         # With nobody subscribed here, there is no one to decode it for. A subscriber that
