@@ -9,6 +9,7 @@ the resolvers only ever see an authenticated, well-formed request within its lim
 
 from __future__ import annotations
 
+import functools
 import json
 from datetime import timedelta
 from typing import Any
@@ -155,14 +156,19 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         # Closed with 1001 when the server shuts down (shutdown.py).
         self.sockets = OpenSockets() if sockets is None else sockets
         # The per-token limits, shared by HTTP and every WebSocket of the process.
+        # Why a query text is refused before it is parsed: the same bounds over HTTP and
+        # over a WebSocket.
+        self.query_problem = functools.partial(
+            query_text_problem,
+            max_chars=settings.max_query_chars,
+            max_lines=settings.max_query_tokens,
+        )
         self.rate_limit = RateLimit.from_settings(services.settings)
         self.subscription_slots = SubscriptionSlots(services.settings.max_subscriptions_per_token)
         self.graphql_transport_ws_handler_class = limited_handler(
             self.rate_limit,
             self.subscription_slots,
-            lambda query: query_text_problem(
-                query, max_chars=settings.max_query_chars, max_lines=settings.max_query_tokens
-            ),
+            self.query_problem,
         )
 
     # -- edges ---------------------------------------------------------------
@@ -238,12 +244,9 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         self, request: AsyncHTTPRequestAdapter
     ) -> GraphQLRequestData | list[GraphQLRequestData]:
         data = await super().parse_http_body(request)
-        settings = self.services.settings
         for item in data if isinstance(data, list) else [data]:
             check_operation_name(item)
-            problem = query_text_problem(
-                item.query, max_chars=settings.max_query_chars, max_lines=settings.max_query_tokens
-            )
+            problem = self.query_problem(item.query)
             if problem is not None:
                 raise HTTPException(413, problem)
         return data

@@ -191,6 +191,10 @@ class Listener:
         self._queued.append(event)
         self._wake()
 
+    def _to_tell(self) -> bool:
+        """Whether the reader is owed word of something besides a queued event."""
+        return self.lost or self.overflowed
+
     def _positions(self) -> tuple[int, ...]:
         return tuple(e.position for e in self._queued if e is not None)
 
@@ -224,13 +228,12 @@ class Listener:
         when events may have been missed: the reader reads the log from its last event.
         """
         while True:
-            if self.overflowed:
-                # Events were dropped for want of room: the reader resumes from the log.
-                raise SubscriberTooSlow(self._positions())
-            if not self.lost and not await self._arrival(idle_seconds) and not self.lost:
-                yield None
+            waited = not self._to_tell() and not await self._arrival(idle_seconds)
+            if waited and not self._to_tell():
+                yield None  # nothing came: the reader may check that it still listens
                 continue
             if self.overflowed:
+                # Events were dropped for want of room: the reader resumes from the log.
                 raise SubscriberTooSlow(self._positions())
             if self.lost:
                 # Heard up to here with no loss of track, unless something is queued.
