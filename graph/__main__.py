@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, TypeVar
 
+from graph.domain.messages import is_utf8
 from graph.domain.principal import SYSTEM, Scope, parse_owner, parse_workspace
 from graph.settings import Settings, SettingsError, misspelled
 from graph.store.encryption import EncryptionError
@@ -481,14 +482,6 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def _is_text(value: str) -> bool:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
     given = list(sys.argv[1:] if argv is None else argv)
@@ -496,7 +489,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, value in vars(args).items():
         # Bytes that are not UTF-8 arrive as lone surrogates (PEP 383): no token, label or
         # path stored from them could be read back.
-        if isinstance(value, str) and not _is_text(value):
+        if isinstance(value, str) and not is_utf8(value):
             flag = "--" + name.replace("_", "-")
             named = flag if any(a.split("=")[0] == flag for a in given) else name.upper()
             print(f"error: argument {named}: not valid UTF-8 text", file=sys.stderr)

@@ -131,10 +131,18 @@ def check_text(
         raise invalid(f"`{field}` must not contain NUL characters", field)
     if len(value) > max_len:
         raise too_large(f"`{field}` may hold at most {max_len} characters", field)
+    if not is_utf8(value):
+        raise invalid(f"`{field}` must be valid UTF-8 text", field)
+
+
+def is_utf8(value: str) -> bool:
+    """Whether `value` encodes as UTF-8: it holds no lone surrogate (from a JSON `\\ud800`
+    escape, or a byte that was not UTF-8 read under PEP 383)."""
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        raise invalid(f"`{field}` must be valid UTF-8 text", field) from None
+        return False
+    return True
 
 
 def encode_document(value: Any, field: str) -> str:
