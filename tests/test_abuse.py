@@ -445,6 +445,17 @@ async def test_headers_past_64_kib_are_431_and_the_rest_are_served(
         answer += await asyncio.wait_for(reader.read(), 5)
     writer.close()
     assert answer.startswith(b"HTTP/1.1 431 "), answer[:200]
+    # Headers that end within the read that crosses the limit were served (up to about
+    # 128 KiB sent at once): refused too, before the request reaches the app.
+    reader, writer = await asyncio.open_connection("127.0.0.1", live_server.port)
+    writer.write(
+        b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: "
+        + b"x" * 70_000
+        + b"\r\nConnection: close\r\n\r\n"
+    )
+    answer = await asyncio.wait_for(reader.read(), 5)
+    writer.close()
+    assert answer.startswith(b"HTTP/1.1 431 "), answer[:200]
     # Headers of a large but ordinary size still pass, with a token as long as allowed.
     async with httpx.AsyncClient(base_url=live_server.base_url, timeout=30) as http:
         response = await http.post(

@@ -34,9 +34,11 @@ def with_header_deadline(seconds: float) -> type[HttpToolsProtocol]:
     class HeaderDeadline(HttpToolsProtocol):
         headers_deadline: asyncio.TimerHandle | None = None
         # Bytes received for the next request's line and headers (not for a body: a client
-        # still sending one that was answered early, 413, is not starting a new request).
+        # still sending one that was answered early, 413, is not starting a new request),
+        # and the last bytes of the read before, where the headers' blank line may begin.
         header_bytes = 0
         reading_body = False
+        tail = b""
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -46,15 +48,19 @@ def with_header_deadline(seconds: float) -> type[HttpToolsProtocol]:
             if self.cycle is None or self.cycle.response_complete:
                 self._arm()  # a request starts (kept-alive connections carry several)
             if not self.reading_body:
-                self.header_bytes += len(data)
+                # Counted up to the blank line that ends them, before any of it is parsed:
+                # headers that end in the read that crosses the limit are refused too, and
+                # no request past it reaches the app.
+                end = (self.tail + data).find(b"\r\n\r\n")
+                self.header_bytes += len(data) if end < 0 else end + 4 - len(self.tail)
+                self.tail = data[-3:] if end < 0 else b""
+                if self.header_bytes > MAX_HEADER_BYTES:
+                    self._disarm()
+                    if not self.transport.is_closing():
+                        self.transport.write(_TOO_LARGE)
+                        self.transport.close()
+                    return
             super().data_received(data)
-            # A read is at most one transport buffer: checked after each, the headers held
-            # never pass the limit by more than that.
-            if not self.reading_body and self.header_bytes > MAX_HEADER_BYTES:
-                self._disarm()
-                if not self.transport.is_closing():
-                    self.transport.write(_TOO_LARGE)
-                    self.transport.close()
 
         def on_headers_complete(self) -> None:
             self._disarm()
@@ -64,6 +70,7 @@ def with_header_deadline(seconds: float) -> type[HttpToolsProtocol]:
         def on_message_complete(self) -> None:
             self.reading_body = False
             self.header_bytes = 0
+            self.tail = b""
             super().on_message_complete()
 
         def connection_lost(self, exc: Exception | None) -> None:
