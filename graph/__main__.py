@@ -383,8 +383,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # uvicorn's own lines go through our handlers (JSON or text, like every other line).
         log_config=None,
         http=with_header_deadline(settings.header_timeout_seconds),
-        # Past this many open connections, new ones get 503 instead of piling up.
-        limit_concurrency=settings.max_connections,
+        # Past this many open connections, new ones get 503 instead of piling up. uvicorn
+        # counts the connection asking among the open ones: N + 1 serves N at once.
+        limit_concurrency=settings.max_connections + 1,
         ws_per_message_deflate=settings.ws_compression,
         # A WebSocket message carries one subscribe (a query and a few ids), not 16 MiB:
         # comments are lexed but not counted as tokens, so their length is what bounds them.

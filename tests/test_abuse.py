@@ -466,6 +466,36 @@ async def test_headers_past_64_kib_are_431_and_the_rest_are_served(
     assert response.status_code == 200, response.text
 
 
+async def test_max_connections_are_served_at_once_and_one_more_is_503(
+    database_url: str, live_servers: LiveServers
+) -> None:
+    """uvicorn counts the connection asking among the open ones: CONVOGRAPH_MAX_CONNECTIONS
+    of 10 served 9 at once, and 9 WebSockets (their cap) left HTTP nothing but 503."""
+    server = await live_servers.start(database_url, env={"CONVOGRAPH_MAX_CONNECTIONS": "10"})
+    request = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+
+    async def kept_alive() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(request)
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n"), 5)
+        if not head.startswith(b"HTTP/1.1 200"):
+            writer.close()
+            raise AssertionError(head)
+        return reader, writer
+
+    held = [await kept_alive() for _ in range(10)]  # the tenth too: 10 at once
+    with pytest.raises(AssertionError, match="503"):
+        await kept_alive()
+    for _, writer in held:
+        writer.close()
+    # WebSockets up to their cap (9 of 10) leave one connection for HTTP.
+    async with contextlib.AsyncExitStack() as stack:
+        for _ in range(9):
+            await stack.enter_async_context(connect(server))
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=5) as http:
+            assert (await http.get("/healthz")).status_code == 200
+
+
 async def test_websockets_leave_room_for_http_and_one_that_never_inits_is_closed(
     database_url: str, live_servers: LiveServers
 ) -> None:

@@ -148,8 +148,10 @@ class GraphQLEndpoint(GraphQL[Context, None]):
             **kwargs,
         )
         # WebSockets may hold all but a tenth of the process's connections (uvicorn counts
-        # them in its limit but does not refuse an upgrade): the rest stays for HTTP.
-        self.websocket_cap = settings.max_connections - settings.max_connections // 10
+        # them in its limit but does not refuse an upgrade): the rest, at least one from a
+        # limit of two up, stays for HTTP (health checks among it).
+        limit = settings.max_connections
+        self.websocket_cap = max(1, limit - max(1, limit // 10))
         self.services = services
         self.backend = backend
         self.liveness = Liveness(services.uow)
