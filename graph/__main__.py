@@ -70,7 +70,7 @@ def _as_system(
     async def run() -> T:
         services = build_services(settings)
         try:
-            await services.check_encryption()
+            await services.check_encryption(serving=False)
             uow = services.uow
             async with uow.write(SYSTEM) if write else uow.read(SYSTEM) as repo:
                 return await work(repo)
@@ -86,7 +86,10 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     if args.downgrade_to is not None:
         revision = args.downgrade_to.strip()
         if not revision or revision in ("head", "heads"):
-            print("error: --downgrade-to names a revision below the database's (e.g. 0016)")
+            print(
+                "error: --downgrade-to names a revision below the database's (e.g. 0016)",
+                file=sys.stderr,
+            )
             return 2
         from alembic.util import CommandError
 
@@ -112,7 +115,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         try:
             # Expiry destroys the expired conversations' data keys: without the master key
             # (an encrypted database) it would delete their rows and leave their keys.
-            await services.check_encryption()
+            await services.check_encryption(serving=False)
             return await sweep(services.uow)
         finally:
             await services.db.dispose()

@@ -34,20 +34,26 @@ class Services:
     training: DictionaryTraining
     uow: UnitOfWork
 
-    async def check_encryption(self) -> None:
+    async def check_encryption(self, *, serving: bool = True) -> None:
         """Refuse to go on with a wrong master key, or none for an encrypted database
-        (EncryptionError, naming the setting)."""
+        (EncryptionError, naming the setting). A database that is away is a warning while
+        `serving` (the server waits for it), else its error (a command stops on it)."""
         try:
             if self.db.encryption is not None:
                 await check_encrypted(self.db.encryption, engine=self.db.reader)
             else:
                 await check_unencrypted(self.settings, engine=self.db.reader)
         except Exception as exc:
-            if not is_unavailable(exc):
+            if not serving or not is_unavailable(exc):
                 raise
             # A server starts while its database is away (and says so on /readyz): the
             # master key is checked on the key store's first use instead.
-            logger.warning("the key store is unreachable: encryption is checked on first use")
+            if self.db.encryption is not None:
+                logger.warning(
+                    "the key store is unreachable: the master key is checked on first use"
+                )
+            else:
+                logger.warning("the database is unreachable: not checked for encrypted content")
 
     async def start(self) -> None:
         await self.check_encryption()

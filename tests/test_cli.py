@@ -119,7 +119,7 @@ async def test_a_downgrade_to_no_lower_revision_is_refused_saying_so(
 ) -> None:
     result = await run(cli, "migrate", "--downgrade-to", revision, ok=False)
     assert result.returncode == 2, result.stderr
-    assert "error:" in result.stdout + result.stderr
+    assert result.stderr.startswith("error:"), (result.stdout, result.stderr)
     assert "Traceback" not in result.stderr
     assert "newest revision" in (await run(cli, "migrate")).stdout  # nothing changed
 
@@ -419,10 +419,15 @@ def test_a_misspelled_setting_is_named_not_silently_ignored(tmp_path: Path) -> N
     assert "CONVOGRAPH_ENCRYPTON_KEY" in warned[0] and "CONVOGRAPH_ENCRYPTION_KEY" in warned[0]
 
 
-def test_a_database_that_cannot_be_reached_is_said_in_one_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", [("migrate",), ("token", "list"), ("sweep",)])
+def test_a_database_that_cannot_be_reached_is_said_in_one_line(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    """`token list` and `sweep` also printed a warning that the key store was unreachable,
+    with encryption off."""
     url = f"postgresql+asyncpg://nobody@127.0.0.1:{free_port()}/x"
     env = clean_env(CONVOGRAPH_DATABASE_URL=url, CONVOGRAPH_SECRET=SECRET)
-    result = graph("migrate", env=env, cwd=tmp_path)
+    result = graph(*command, env=env, cwd=tmp_path)
     assert result.returncode == 1
     assert result.stderr.startswith("error: the database of CONVOGRAPH_DATABASE_URL: ")
     assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 1
