@@ -48,17 +48,27 @@ def duration(text: str) -> timedelta:
     return value
 
 
-def _settings(args: argparse.Namespace) -> Settings:
+def _settings(args: argparse.Namespace, *, creates: bool = False) -> Settings:
+    """The settings of the environment and the flags. Only a command that `creates` the
+    database (migrate, serve) may be given a SQLite file that does not exist: any other
+    would create it, empty, and a directory and a secret beside it, for a mistyped path."""
     for variable, meant in misspelled(os.environ):
         logging.getLogger("convograph").warning(
             "%s is not a setting and is ignored: did you mean %s?", variable, meant
         )
-    return Settings.from_env(
+    settings = Settings.from_env(
         database_url=getattr(args, "database_url", None),
         host=getattr(args, "host", None),
         port=getattr(args, "port", None),
         migrate_on_start=False if getattr(args, "no_migrate", False) else None,
     )
+    path = settings.sqlite_path
+    if not creates and path is not None and not path.exists():
+        raise SettingsError(
+            f"CONVOGRAPH_DATABASE_URL: there is no SQLite database at {path} "
+            "(`convograph migrate` creates one)"
+        )
+    return settings
 
 
 def _as_system(
@@ -100,7 +110,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
             return 2
         print(f"database is at revision {revision}")
         return 0
-    upgrade_blocking(_settings(args))
+    upgrade_blocking(_settings(args, creates=True))
     print("database is at the newest revision")
     return 0
 
@@ -360,7 +370,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from graph.server.sockets import OpenSockets
     from graph.store.migrate import upgrade_blocking
 
-    settings = _settings(args)
+    settings = _settings(args, creates=True)
     configure_logging(settings)
     if settings.migrate_on_start:
         upgrade_blocking(settings)

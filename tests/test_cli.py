@@ -419,6 +419,31 @@ def test_a_misspelled_setting_is_named_not_silently_ignored(tmp_path: Path) -> N
     assert "CONVOGRAPH_ENCRYPTON_KEY" in warned[0] and "CONVOGRAPH_ENCRYPTION_KEY" in warned[0]
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("token", "list"),
+        ("token", "create", "--workspace", "site:1", "--owner", "user:a"),
+        ("sweep",),
+        ("migrate", "--downgrade-to", "0016"),
+    ],
+)
+def test_a_sqlite_file_that_does_not_exist_is_refused_and_nothing_is_created(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    """A mistyped path made `token list` create the directories, an empty database and a
+    secret there, then fail on a missing table; `token create` the same."""
+    missing = tmp_path / "typo" / "convograph.db"
+    env = clean_env(CONVOGRAPH_DATABASE_URL=f"sqlite+aiosqlite:///{missing}")
+    result = graph(*command, env=env, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == (
+        f"error: CONVOGRAPH_DATABASE_URL: there is no SQLite database at {missing} "
+        "(`convograph migrate` creates one)\n"
+    )
+    assert not (tmp_path / "typo").exists()
+
+
 @pytest.mark.parametrize("command", [("migrate",), ("token", "list"), ("sweep",)])
 def test_a_database_that_cannot_be_reached_is_said_in_one_line(
     tmp_path: Path, command: tuple[str, ...]
