@@ -64,6 +64,7 @@ LIVE_TESTS = {
     "TestLiveConflicts",
     "TestLiveConflictsAcrossADelete",
     "TestLiveConflictsAfterItsOwnDelete",
+    "TestLiveConflictsWithoutAVersionSeen",
     "TestLiveRefusedDocuments",
     "TestLiveABodyOverTheLimitIs413",
     "TestLiveInvalidUTF8",

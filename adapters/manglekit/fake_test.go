@@ -6,11 +6,14 @@ package convograph
 // real server.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -59,6 +62,7 @@ func newFake(t *testing.T, reply http.HandlerFunc) *fake {
 		f.mu.Lock()
 		f.requests = append(f.requests, request{r.Method, r.URL.Path, r.Header.Clone(), body})
 		f.mu.Unlock()
+		r.Body = io.NopCloser(bytes.NewReader(body)) // for reply to read again
 		reply(w, r)
 	}))
 	t.Cleanup(f.Close)
@@ -117,3 +121,116 @@ func (nilBytesProvider) Close(context.Context) error              { return nil }
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// store is a fake convograph that keeps one session's checkpoints as the server does:
+// sessionState answers the latest, checkpointSession stores the next version unless its
+// expectedVersion is not the latest (CONFLICT), deleteSessionState removes them all.
+// failGets answers that many sessionState queries with a 503; dropAnswers stores that
+// many checkpoints and closes the connection instead of answering (a lost answer).
+type store struct {
+	*fake
+	mu          sync.Mutex
+	states      [][]byte // the stored versions' documents; version i+1 is states[i]
+	deletedUpTo int      // versions are not reused after a delete
+	failGets    int
+	dropAnswers int
+}
+
+func newStore(t *testing.T) *store {
+	t.Helper()
+	s := &store{}
+	s.fake = newFake(t, func(w http.ResponseWriter, r *http.Request) {
+		s.serve(t, w, r)
+	})
+	return s
+}
+
+func (s *store) serve(t *testing.T, w http.ResponseWriter, r *http.Request) {
+	raw, _ := io.ReadAll(r.Body)
+	body := request{body: raw}
+	var query struct{ Query string }
+	if err := json.Unmarshal(raw, &query); err != nil {
+		t.Errorf("the request body is not JSON: %v", err)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	latest := s.deletedUpTo + len(s.states)
+	switch {
+	case strings.Contains(query.Query, "sessionState(sessionId"):
+		if s.failGets > 0 {
+			s.failGets--
+			w.WriteHeader(503)
+			_, _ = io.WriteString(w, `{"errors":[{"message":"the database is unavailable; retry shortly","extensions":{"code":"DATABASE_UNAVAILABLE"}}]}`)
+			return
+		}
+		if len(s.states) == 0 {
+			_, _ = io.WriteString(w, noState)
+			return
+		}
+		fmt.Fprintf(w, `{"data":{"sessionState":{"version":%d,"state":%s}}}`, latest, s.states[len(s.states)-1])
+	case strings.Contains(query.Query, "checkpointSession("):
+		input := body.input(t)
+		if raw, ok := input["expectedVersion"]; ok {
+			var expected int
+			if err := json.Unmarshal(raw, &expected); err != nil {
+				t.Errorf("expectedVersion %s: %v", raw, err)
+			}
+			if expected != latest {
+				fmt.Fprintf(w, `{"data":{"checkpointSession":{"sessionState":null,"userErrors":[`+
+					`{"code":"CONFLICT","message":"version is %d, not the expected %d","field":["expectedVersion"]}]}}}`,
+					latest, expected)
+				return
+			}
+		}
+		s.states = append(s.states, append([]byte(nil), input["state"]...))
+		if s.dropAnswers > 0 {
+			s.dropAnswers--
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err != nil {
+				t.Errorf("hijack: %v", err)
+				return
+			}
+			conn.Close()
+			return
+		}
+		fmt.Fprintf(w, `{"data":{"checkpointSession":{"sessionState":{"version":%d},"userErrors":[]}}}`, latest+1)
+	case strings.Contains(query.Query, "deleteSessionState("):
+		s.deletedUpTo = latest
+		s.states = nil
+		_, _ = io.WriteString(w, `{"data":{"deleteSessionState":{"deleted":true,"userErrors":[]}}}`)
+	default:
+		t.Errorf("unexpected query %s", query.Query)
+	}
+}
+
+// versions is how many checkpoints the fake holds.
+func (s *store) versions() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.states)
+}
+
+// write stores a checkpoint as another process would.
+func (s *store) write(doc []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.states = append(s.states, doc)
+}
+
+// expectedVersions lists the expectedVersion of each checkpoint sent ("none" for none).
+func (s *store) expectedVersions(t *testing.T) []string {
+	t.Helper()
+	var got []string
+	for _, r := range s.received() {
+		if !strings.Contains(string(r.body), "checkpointSession(") {
+			continue
+		}
+		if v, ok := r.input(t)["expectedVersion"]; ok {
+			got = append(got, string(v))
+		} else {
+			got = append(got, "none")
+		}
+	}
+	return got
+}

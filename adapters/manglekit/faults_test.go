@@ -207,3 +207,64 @@ func TestADoneContextSendsNothing(t *testing.T) {
 		t.Errorf("%d requests were sent", n)
 	}
 }
+
+// With conflict detection, a provider that has seen no version of the session (it never
+// read it, or its reads failed) expects the session to have none: a checkpoint another
+// process wrote is refused, not overwritten.
+func TestConflictDetectionWithoutAVersionSeen(t *testing.T) {
+	t.Run("never read", func(t *testing.T) {
+		s := newStore(t)
+		s.write(seedDocument(t, "s")) // another process's v1
+		p := s.provider(WithConflictDetection())
+		err := p.Set(testContext(t), "s", seedDocument(t, "s"))
+		if !errors.Is(err, ErrConflict) {
+			t.Fatalf("want ErrConflict, got %v", err)
+		}
+		if n := s.versions(); n != 1 {
+			t.Errorf("%d versions stored, want the other process's only", n)
+		}
+		if got := strings.Join(s.expectedVersions(t), " "); got != "0" {
+			t.Errorf("expectedVersion sent: %s, want 0", got)
+		}
+		if _, ok := p.Version("s"); ok {
+			t.Error("a version is known after a refused Set")
+		}
+	})
+	t.Run("the read failed", func(t *testing.T) {
+		s := newStore(t)
+		s.write(seedDocument(t, "s"))
+		s.failGets = 1
+		p := s.provider(WithConflictDetection())
+		if _, err := p.Get(testContext(t), "s"); !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("Get: want ErrUnavailable, got %v", err)
+		}
+		if err := p.Set(testContext(t), "s", seedDocument(t, "s")); !errors.Is(err, ErrConflict) {
+			t.Fatalf("Set after a failed Get: want ErrConflict, got %v", err)
+		}
+		if n := s.versions(); n != 1 {
+			t.Errorf("%d versions stored, want 1", n)
+		}
+		// Reading the session again is what lets the provider write.
+		if _, err := p.Get(testContext(t), "s"); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Set(testContext(t), "s", seedDocument(t, "s")); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(s.expectedVersions(t), " "); got != "0 1" {
+			t.Errorf("expectedVersion sent: %s, want 0 1", got)
+		}
+	})
+	t.Run("a new session", func(t *testing.T) {
+		s := newStore(t)
+		p := s.provider(WithConflictDetection())
+		for i := 0; i < 2; i++ {
+			if err := p.Set(testContext(t), "s", seedDocument(t, "s")); err != nil {
+				t.Fatalf("Set #%d: %v", i+1, err)
+			}
+		}
+		if got := strings.Join(s.expectedVersions(t), " "); got != "0 1" {
+			t.Errorf("expectedVersion sent: %s, want 0 1", got)
+		}
+	})
+}

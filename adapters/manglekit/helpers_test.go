@@ -8,8 +8,11 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"reflect"
+	"sync"
 	"testing"
 	"time"
 )
@@ -188,4 +191,108 @@ func asHTTPError(t *testing.T, err error) *HTTPError {
 		t.Fatalf("want an *HTTPError in the chain, got %T: %v", err, err)
 	}
 	return herr
+}
+
+// faultProxy stands between a provider and a live server and decides each request's fate,
+// in the order given to next (then "pass"): "pass" forwards it and relays the answer;
+// "drop" forwards it, lets the server finish, and closes the connection without a byte of
+// the answer (a lost answer); "503" answers 503 DATABASE_UNAVAILABLE without forwarding it.
+type faultProxy struct {
+	*httptest.Server
+	mu   sync.Mutex
+	plan []string
+}
+
+func newFaultProxy(t *testing.T, target string) *faultProxy {
+	t.Helper()
+	fp := &faultProxy{}
+	fp.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fate := fp.fate()
+		if fate == "503" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(503)
+			_, _ = io.WriteString(w, `{"errors":[{"message":"the database is unavailable; retry shortly","extensions":{"code":"DATABASE_UNAVAILABLE"}}]}`)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		forward, err := http.NewRequestWithContext(r.Context(), r.Method, target, bytes.NewReader(body))
+		if err != nil {
+			t.Errorf("proxy: %v", err)
+			return
+		}
+		for _, name := range []string{"Authorization", "Content-Type", "Accept", "User-Agent"} {
+			forward.Header.Set(name, r.Header.Get(name))
+		}
+		resp, err := http.DefaultClient.Do(forward)
+		if err != nil {
+			t.Errorf("proxy: %v", err)
+			return
+		}
+		answer, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Errorf("proxy: %v", err)
+			return
+		}
+		if fate == "drop" {
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err != nil {
+				t.Errorf("proxy: %v", err)
+				return
+			}
+			conn.Close()
+			return
+		}
+		for name, values := range resp.Header {
+			w.Header()[name] = values
+		}
+		w.WriteHeader(resp.StatusCode)
+		_, _ = w.Write(answer)
+	}))
+	t.Cleanup(fp.Close)
+	return fp
+}
+
+// next sets the fates of the next requests.
+func (fp *faultProxy) next(fates ...string) {
+	fp.mu.Lock()
+	defer fp.mu.Unlock()
+	fp.plan = append(fp.plan, fates...)
+}
+
+func (fp *faultProxy) fate() string {
+	fp.mu.Lock()
+	defer fp.mu.Unlock()
+	if len(fp.plan) == 0 {
+		return "pass"
+	}
+	fate := fp.plan[0]
+	fp.plan = fp.plan[1:]
+	return fate
+}
+
+// endpoint is the proxy's /graphql URL.
+func (fp *faultProxy) endpoint() string { return fp.URL + "/graphql" }
+
+// history is the versions the server holds of a session, newest first.
+func (s liveServer) history(t *testing.T, sessionID string) []int {
+	t.Helper()
+	var data struct {
+		SessionStateHistory struct {
+			Nodes []struct {
+				Version int `json:"version"`
+			} `json:"nodes"`
+		} `json:"sessionStateHistory"`
+	}
+	err := s.provider().call(testContext(t), "history", sessionID,
+		`query($id: String!) { sessionStateHistory(sessionId: $id, first: 50) { nodes { version } } }`,
+		map[string]any{"id": sessionID}, &data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var versions []int
+	for _, n := range data.SessionStateHistory.Nodes {
+		versions = append(versions, n.Version)
+	}
+	return versions
 }

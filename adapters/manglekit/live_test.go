@@ -239,6 +239,44 @@ func TestLiveConflictsAfterItsOwnDelete(t *testing.T) {
 	}
 }
 
+// A provider that has seen no version of the session expects it to have none: one that
+// never read it, or whose read failed, does not overwrite a checkpoint it never saw.
+func TestLiveConflictsWithoutAVersionSeen(t *testing.T) {
+	s := live(t)
+	ctx := testContext(t)
+	id := s.session(t, "conflict-unseen")
+	doc := seedDocument(t, id)
+	a := s.provider(WithConflictDetection())
+	if err := a.Set(ctx, id, doc); err != nil { // a new session: v1
+		t.Fatalf("a first Set without a Get: %v", err)
+	}
+	b := s.provider(WithConflictDetection())
+	if err := b.Set(ctx, id, doc); !errors.Is(err, ErrConflict) { // b never read it
+		t.Fatalf("b never read the session: want ErrConflict, got %v", err)
+	}
+	proxy := newFaultProxy(t, s.url)
+	c := NewStateProvider(proxy.endpoint(), s.token, WithConflictDetection())
+	proxy.next("503")
+	if _, err := c.Get(ctx, id); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("c's Get through a 503: want ErrUnavailable, got %v", err)
+	}
+	if err := c.Set(ctx, id, doc); !errors.Is(err, ErrConflict) {
+		t.Fatalf("c's Set after its Get failed: want ErrConflict, got %v", err)
+	}
+	if got := s.history(t, id); !reflect.DeepEqual(got, []int{1}) {
+		t.Fatalf("versions stored: %v, want a's only", got)
+	}
+	if _, err := c.Get(ctx, id); err != nil { // c reads it: now it may write
+		t.Fatal(err)
+	}
+	if err := c.Set(ctx, id, doc); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.history(t, id); !reflect.DeepEqual(got, []int{2, 1}) {
+		t.Fatalf("versions stored: %v, want [2 1]", got)
+	}
+}
+
 // What the server refuses, nothing of it stored.
 func TestLiveRefusedDocuments(t *testing.T) {
 	s := live(t)

@@ -78,7 +78,7 @@ func TestConflictDetectionSendsTheVersionLastSeen(t *testing.T) {
 
 	p := f.provider(WithConflictDetection(), WithHTTPClient(client))
 	steps := []func() error{
-		func() error { return p.Set(ctx, "s", doc) },                          // 0: nothing seen: unconditional -> v1
+		func() error { return p.Set(ctx, "s", doc) },                          // 0: nothing seen: expects none -> v1
 		func() error { return p.Set(ctx, "s", doc) },                          // 1: expects 1 -> v2
 		func() error { setVersion(7); _, err := p.Get(ctx, "s"); return err }, // 2: another writer got to 7
 		func() error { return p.Set(ctx, "s", doc) },                          // 3: expects 7 -> v8
@@ -90,8 +90,8 @@ func TestConflictDetectionSendsTheVersionLastSeen(t *testing.T) {
 		}
 	}
 	got := []string{expected(0), expected(1), expected(3), expected(4)}
-	if strings.Join(got, " ") != "none 1 7 3" {
-		t.Errorf("expectedVersion sent: %v, want [none 1 7 3]", got)
+	if strings.Join(got, " ") != "0 1 7 3" {
+		t.Errorf("expectedVersion sent: %v, want [0 1 7 3]", got)
 	}
 	if v, ok := p.Version("s"); !ok || v != 9 {
 		t.Errorf("Version: got %d, %v; want 9, true", v, ok)

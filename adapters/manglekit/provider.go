@@ -57,12 +57,14 @@ func WithTimeout(d time.Duration) Option {
 	return func(p *StateProvider) { p.timeout = d }
 }
 
-// WithConflictDetection makes Set conditional: it sends the version this provider last
-// read (Get) or wrote (Set) for the session as expectedVersion (0 after a Get that found
-// nothing), so a checkpoint written by another process in between fails with
-// ErrConflict instead of being overwritten. Get again to take the newer state. Without
-// it, Set is last-write-wins, as Manglekit's own backend is. The provider keeps one
-// version per session until Close (after its own Delete: none, 0).
+// WithConflictDetection makes every Set conditional: it sends the version this provider
+// last read (Get) or wrote (Set) for the session as expectedVersion, and 0 (the session
+// has no state) when it has seen none: after a Get that found nothing, after its own
+// Delete, and before any Get of the session succeeded. A checkpoint this provider did not
+// see (written by another process in between, or before its first successful Get) makes
+// Set fail with ErrConflict instead of being overwritten; Get again to take the newer
+// state. Without it, Set is last-write-wins, as Manglekit's own backend is. The provider
+// keeps one version per session until Close.
 func WithConflictDetection() Option {
 	return func(p *StateProvider) { p.conflicts = true }
 }
@@ -159,7 +161,11 @@ func (p *StateProvider) Set(ctx context.Context, sessionID string, state any) er
 	input := checkpointInput{SessionID: sessionID, State: doc, Outcome: OutcomeProceed}
 	if v, ok := ctx.Value(expectedVersionKey{}).(int); ok {
 		input.ExpectedVersion = &v
-	} else if v, ok := p.known(sessionID); ok {
+	} else if p.conflicts {
+		// The version last read or written. None (no Get yet, or only failed ones): the
+		// session is expected to have no state, so that a checkpoint this provider never
+		// saw is refused rather than overwritten.
+		v, _ := p.known(sessionID)
 		input.ExpectedVersion = &v
 	}
 	var data struct {
@@ -233,7 +239,8 @@ func (p *StateProvider) Close(ctx context.Context) error {
 }
 
 // Version is the session's version this provider last read or wrote, when conflict
-// detection is on (0: Get found none); ok is false when it knows none.
+// detection is on (0: Get found none); ok is false when it knows none (its next Set then
+// expects the session to have no state).
 func (p *StateProvider) Version(sessionID string) (version int, ok bool) {
 	return p.known(sessionID)
 }
