@@ -65,6 +65,7 @@ LIVE_TESTS = {
     "TestLiveConflictsAcrossADelete",
     "TestLiveConflictsAfterItsOwnDelete",
     "TestLiveConflictsWithoutAVersionSeen",
+    "TestLiveALostAnswerIsNotAConflictWithItself",
     "TestLiveRefusedDocuments",
     "TestLiveABodyOverTheLimitIs413",
     "TestLiveInvalidUTF8",

@@ -31,7 +31,9 @@ var (
 	// ErrTooLarge: the request body exceeds the server's limit (HTTP 413).
 	ErrTooLarge = errors.New("convograph: request too large")
 	// ErrUnavailable: the server could not be reached, or answered 502, 503 or 504
-	// (e.g. its database is down). Trying again later may succeed.
+	// (e.g. its database is down). Trying again later may succeed. A Set that fails so
+	// may have been stored (its answer lost): calling Set again is safe, and with conflict
+	// detection it recognises that write as its own (see Set).
 	ErrUnavailable = errors.New("convograph: server unavailable")
 	// ErrBadResponse: the answer was not a GraphQL response this client understands.
 	ErrBadResponse = errors.New("convograph: malformed response")

@@ -126,7 +126,8 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 // sessionState answers the latest, checkpointSession stores the next version unless its
 // expectedVersion is not the latest (CONFLICT), deleteSessionState removes them all.
 // failGets answers that many sessionState queries with a 503; dropAnswers stores that
-// many checkpoints and closes the connection instead of answering (a lost answer).
+// many checkpoints and closes the connection instead of answering (a lost answer);
+// failSets answers that many checkpoints with a 502 without storing them.
 type store struct {
 	*fake
 	mu          sync.Mutex
@@ -134,6 +135,7 @@ type store struct {
 	deletedUpTo int      // versions are not reused after a delete
 	failGets    int
 	dropAnswers int
+	failSets    int
 }
 
 func newStore(t *testing.T) *store {
@@ -170,6 +172,12 @@ func (s *store) serve(t *testing.T, w http.ResponseWriter, r *http.Request) {
 		}
 		fmt.Fprintf(w, `{"data":{"sessionState":{"version":%d,"state":%s}}}`, latest, s.states[len(s.states)-1])
 	case strings.Contains(query.Query, "checkpointSession("):
+		if s.failSets > 0 {
+			s.failSets--
+			w.WriteHeader(502)
+			_, _ = io.WriteString(w, "<html><h1>502 Bad Gateway</h1></html>")
+			return
+		}
 		input := body.input(t)
 		if raw, ok := input["expectedVersion"]; ok {
 			var expected int
@@ -233,4 +241,15 @@ func (s *store) expectedVersions(t *testing.T) []string {
 		}
 	}
 	return got
+}
+
+// gets is how many sessionState queries the fake received.
+func (s *store) gets() int {
+	n := 0
+	for _, r := range s.received() {
+		if strings.Contains(string(r.body), "sessionState(sessionId") {
+			n++
+		}
+	}
+	return n
 }

@@ -4,6 +4,7 @@ package convograph
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -267,4 +268,145 @@ func TestConflictDetectionWithoutAVersionSeen(t *testing.T) {
 			t.Errorf("expectedVersion sent: %s, want 0 1", got)
 		}
 	})
+}
+
+// A checkpoint whose answer was lost may have been stored. With conflict detection the
+// runtime's next Set would conflict with it, its own write: the provider recognises it
+// (the latest version is the one after the version that Set expected, and holds the
+// state it sent) and takes it as its own.
+func TestALostAnswerIsNotAConflictWithItself(t *testing.T) {
+	doc := seedDocument(t, "s")
+	next := seedState(t, "s")
+	next.ExecutionCtx.RetryCount++
+	lost := func(t *testing.T, s *store, p *StateProvider) {
+		t.Helper()
+		s.dropAnswers = 1
+		err := p.Set(testContext(t), "s", doc)
+		if !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("the Set whose answer was lost: want ErrUnavailable, got %v", err)
+		}
+		if n := s.versions(); n != 1 {
+			t.Fatalf("%d versions stored, want the lost answer's one", n)
+		}
+	}
+	t.Run("the same state again", func(t *testing.T) {
+		s := newStore(t)
+		p := s.provider(WithConflictDetection())
+		if _, err := p.Get(testContext(t), "s"); err != nil {
+			t.Fatal(err)
+		}
+		lost(t, s, p)
+		if err := p.Set(testContext(t), "s", doc); err != nil {
+			t.Fatalf("the retry: want success, got %v", err)
+		}
+		if n := s.versions(); n != 1 {
+			t.Errorf("%d versions stored, want 1: the retry stored it again", n)
+		}
+		if v, ok := p.Version("s"); !ok || v != 1 {
+			t.Errorf("Version: %d, %v; want 1, true", v, ok)
+		}
+		if err := p.Set(testContext(t), "s", next); err != nil {
+			t.Fatalf("the next Set: %v", err)
+		}
+		if got := strings.Join(s.expectedVersions(t), " "); got != "0 0 1" {
+			t.Errorf("expectedVersion sent: %s, want 0 0 1", got)
+		}
+	})
+	t.Run("the next state", func(t *testing.T) {
+		s := newStore(t)
+		p := s.provider(WithConflictDetection())
+		lost(t, s, p)
+		if err := p.Set(testContext(t), "s", next); err != nil {
+			t.Fatalf("the next Set: want success, got %v", err)
+		}
+		if n := s.versions(); n != 2 {
+			t.Errorf("%d versions stored, want 2", n)
+		}
+		// Refused as expecting 0, then sent again after the lost one's version.
+		if got := strings.Join(s.expectedVersions(t), " "); got != "0 0 1" {
+			t.Errorf("expectedVersion sent: %s, want 0 0 1", got)
+		}
+		if v, _ := p.Version("s"); v != 2 {
+			t.Errorf("Version: %d, want 2", v)
+		}
+	})
+	t.Run("another process wrote after it", func(t *testing.T) {
+		s := newStore(t)
+		p := s.provider(WithConflictDetection())
+		lost(t, s, p)
+		s.write(doc) // v2, not seen by p
+		if err := p.Set(testContext(t), "s", doc); !errors.Is(err, ErrConflict) {
+			t.Fatalf("want ErrConflict, got %v", err)
+		}
+		if n := s.versions(); n != 2 {
+			t.Errorf("%d versions stored, want 2", n)
+		}
+	})
+	t.Run("another process's state", func(t *testing.T) {
+		s := newStore(t)
+		p := s.provider(WithConflictDetection())
+		s.failSets = 1 // a 502: stored or not, the provider cannot tell
+		if err := p.Set(testContext(t), "s", doc); !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("want ErrUnavailable, got %v", err)
+		}
+		other := seedState(t, "s")
+		other.PayloadType = "other.Type"
+		raw, _ := json.Marshal(other)
+		s.write(raw) // v1, another process's
+		if err := p.Set(testContext(t), "s", doc); !errors.Is(err, ErrConflict) {
+			t.Fatalf("want ErrConflict, got %v", err)
+		}
+	})
+	t.Run("a conflict after an answered Set", func(t *testing.T) {
+		s := newStore(t)
+		p := s.provider(WithConflictDetection())
+		if err := p.Set(testContext(t), "s", doc); err != nil {
+			t.Fatal(err)
+		}
+		s.write(doc) // the same state, by another process
+		if err := p.Set(testContext(t), "s", doc); !errors.Is(err, ErrConflict) {
+			t.Fatalf("want ErrConflict, got %v", err)
+		}
+		if n := s.gets(); n != 0 {
+			t.Errorf("%d reads for a conflict that no lost answer can explain", n)
+		}
+	})
+	t.Run("ExpectVersion", func(t *testing.T) {
+		s := newStore(t)
+		p := s.provider()
+		s.dropAnswers = 1
+		if err := p.Set(ExpectVersion(testContext(t), 0), "s", doc); !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("want ErrUnavailable, got %v", err)
+		}
+		// Another state under the caller's own condition: the session is at 1 now.
+		if err := p.Set(ExpectVersion(testContext(t), 0), "s", next); !errors.Is(err, ErrConflict) {
+			t.Fatalf("another state expecting 0: want ErrConflict, got %v", err)
+		}
+		if err := p.Set(ExpectVersion(testContext(t), 0), "s", doc); err != nil {
+			t.Fatalf("the retry: want success, got %v", err)
+		}
+		if n := s.versions(); n != 1 {
+			t.Errorf("%d versions stored, want 1", n)
+		}
+	})
+}
+
+// What the server writes back is the same document in another form: compact, numbers in
+// their shortest form, integers of any size exact.
+func TestSameDocument(t *testing.T) {
+	sent := `{"session_id": "s", "n": [1.10, 1e2, -0, 12345678901234567890, 0.30000000000000000001],
+	          "m": {"b": "\u00e9", "a": true}}`
+	for stored, same := range map[string]bool{
+		`{"session_id":"s","n":[1.1,100.0,0,12345678901234567890,0.30000000000000000001],"m":{"b":"é","a":true}}`: true,
+		`{"m":{"a":true,"b":"é"},"session_id":"s","n":[1.1,100,0,12345678901234567890,0.30000000000000000001]}`:   true,
+		`{"session_id":"s","n":[1.1,100.0,0,12345678901234567891,0.30000000000000000001],"m":{"b":"é","a":true}}`: false,
+		`{"session_id":"s","n":[1.2,100.0,0,12345678901234567890,0.30000000000000000001],"m":{"b":"é","a":true}}`: false,
+		`{"session_id":"s","n":[1.1,100.0,0,12345678901234567890,0.30000000000000000001],"m":{"b":"e","a":true}}`: false,
+		`{"session_id":"s","n":[1.1,100.0,0,12345678901234567890,0.30000000000000000001],"m":{"b":"é"}}`:          false,
+		`{"session_id":"s","n":[1.1,"100",0,12345678901234567890,0.30000000000000000001],"m":{"b":"é","a":true}}`: false,
+	} {
+		if got := sameDocument([]byte(sent), []byte(stored)); got != same {
+			t.Errorf("sameDocument(sent, %s) = %v, want %v", stored, got, same)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package convograph
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -274,4 +275,62 @@ func snippet(raw []byte) string {
 	}
 	text := strings.ToValidUTF8(string(raw), "\uFFFD")
 	return strings.Join(strings.Fields(text), " ")
+}
+
+// documentDigest identifies a JSON document by what it says, not how it is written: the
+// server stores a state compact, with its numbers in their shortest form (1.10 as 1.1,
+// 1e2 as 100.0) and integers of any size exact, so the state it returns is another text
+// of the one sent. Objects are compared as key sets (their order aside), integers by their
+// digits, other numbers as doubles; ok is false for text that is not JSON.
+func documentDigest(text []byte) (digest [sha256.Size]byte, ok bool) {
+	dec := json.NewDecoder(bytes.NewReader(text))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return digest, false
+	}
+	canonical, err := json.Marshal(canonicalNumbers(v)) // object keys sorted
+	if err != nil {
+		return digest, false
+	}
+	return sha256.Sum256(canonical), true
+}
+
+// sameDocument reports whether a and b are the same JSON document (see documentDigest).
+func sameDocument(a, b []byte) bool {
+	da, okA := documentDigest(a)
+	db, okB := documentDigest(b)
+	return okA && okB && da == db
+}
+
+func canonicalNumbers(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, item := range x {
+			x[k] = canonicalNumbers(item)
+		}
+	case []any:
+		for i, item := range x {
+			x[i] = canonicalNumbers(item)
+		}
+	case json.Number:
+		return json.Number(canonicalNumber(string(x)))
+	}
+	return v
+}
+
+// canonicalNumber is one way of writing the number n: an integer with its digits (-0 is
+// 0), any other number as the shortest text of its double.
+func canonicalNumber(n string) string {
+	if !strings.ContainsAny(n, ".eE") {
+		if n == "-0" {
+			return "0"
+		}
+		return n
+	}
+	f, err := strconv.ParseFloat(n, 64)
+	if err != nil {
+		return n // out of a double's range: refused before any request
+	}
+	return strconv.FormatFloat(f, 'g', -1, 64)
 }

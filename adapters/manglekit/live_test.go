@@ -277,6 +277,58 @@ func TestLiveConflictsWithoutAVersionSeen(t *testing.T) {
 	}
 }
 
+// A checkpoint the server stored and whose answer was lost fails with ErrUnavailable. The
+// runtime's retry, or its next checkpoint, finds it and takes it as its own, instead of
+// conflicting with it: the retry stores nothing more, the next checkpoint follows it.
+func TestLiveALostAnswerIsNotAConflictWithItself(t *testing.T) {
+	s := live(t)
+	ctx := testContext(t)
+	id := s.session(t, "lost-answer")
+	doc := seedDocument(t, id)
+	proxy := newFaultProxy(t, s.url)
+	p := NewStateProvider(proxy.endpoint(), s.token, WithConflictDetection())
+	if got, err := p.Get(ctx, id); err != nil || got != nil {
+		t.Fatalf("want a first run, got %v, %v", got, err)
+	}
+	proxy.next("drop")
+	if err := p.Set(ctx, id, doc); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("a Set whose answer was lost: want ErrUnavailable, got %v", err)
+	}
+	if got := s.history(t, id); !reflect.DeepEqual(got, []int{1}) {
+		t.Fatalf("versions stored: %v, want [1]", got)
+	}
+	if err := p.Set(ctx, id, doc); err != nil { // the runtime retries
+		t.Fatalf("the retry: want success, got %v", err)
+	}
+	if got := s.history(t, id); !reflect.DeepEqual(got, []int{1}) {
+		t.Fatalf("versions stored after the retry: %v, want [1]", got)
+	}
+	if v, _ := p.Version(id); v != 1 {
+		t.Errorf("Version %d, want 1", v)
+	}
+
+	second := seedState(t, id)
+	second.ExecutionCtx.RetryCount = 2
+	third := seedState(t, id)
+	third.ExecutionCtx.RetryCount = 3
+	proxy.next("drop")
+	if err := p.Set(ctx, id, second); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("a Set whose answer was lost: want ErrUnavailable, got %v", err)
+	}
+	if err := p.Set(ctx, id, third); err != nil { // the runtime goes on
+		t.Fatalf("the next checkpoint: want success, got %v", err)
+	}
+	if got := s.history(t, id); !reflect.DeepEqual(got, []int{3, 2, 1}) {
+		t.Fatalf("versions stored: %v, want [3 2 1]", got)
+	}
+	got, err := s.provider().Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := json.Marshal(third)
+	assertSameMeaning(t, mustBytes(t, got), want)
+}
+
 // What the server refuses, nothing of it stored.
 func TestLiveRefusedDocuments(t *testing.T) {
 	s := live(t)

@@ -2,6 +2,7 @@ package convograph
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,7 +29,22 @@ type StateProvider struct {
 	mu       sync.Mutex
 	closed   bool
 	versions map[string]int // with conflict detection: the version last read or written
+	// Conditional Sets that got no answer, by session, since the session's last answered
+	// call: the server may have stored one of them (see ownLostWrite).
+	unanswered map[string]unansweredSets
 }
+
+// unansweredSets are the conditional Sets of one session that got no answer, all sent with
+// the same expectedVersion: at most one of them can have been stored, as that version's
+// successor.
+type unansweredSets struct {
+	expected int
+	digests  [][sha256.Size]byte // documentDigest of each one's state, newest last
+}
+
+// maxUnanswered bounds the states remembered per session (a runtime retrying a server that
+// stays away sends the same one again, which is remembered once).
+const maxUnanswered = 8
 
 // core.StateProvider's method set: a *StateProvider can be handed to sdk.WithStateProvider.
 var _ interface {
@@ -51,8 +67,9 @@ func WithHTTPClient(c *http.Client) Option {
 	}
 }
 
-// WithTimeout bounds each call (connect, send, wait, read) to d; 0 or less means only
-// the caller's context bounds it. The default is DefaultTimeout.
+// WithTimeout bounds each call (connect, send, wait, read; for a Set, every request it
+// makes) to d; 0 or less means only the caller's context bounds it. The default is
+// DefaultTimeout.
 func WithTimeout(d time.Duration) Option {
 	return func(p *StateProvider) { p.timeout = d }
 }
@@ -82,7 +99,8 @@ func ExpectVersion(ctx context.Context, version int) context.Context {
 // url (e.g. "http://127.0.0.1:8000/graphql"; a URL with no path gets "/graphql") with
 // a bearer token of WRITE scope. A URL it cannot use is reported by every call.
 func NewStateProvider(url, token string, opts ...Option) *StateProvider {
-	p := &StateProvider{token: token, timeout: DefaultTimeout, versions: map[string]int{}}
+	p := &StateProvider{token: token, timeout: DefaultTimeout, versions: map[string]int{},
+		unanswered: map[string]unansweredSets{}}
 	p.endpoint, p.urlErr = endpointURL(url)
 	for _, opt := range opts {
 		opt(p)
@@ -115,37 +133,52 @@ func endpointURL(raw string) (string, error) {
 // Get returns the session's latest checkpoint as the JSON document exactly as stored
 // ([]byte), or an untyped nil when the session has none (Manglekit's first run).
 func (p *StateProvider) Get(ctx context.Context, sessionID string) (any, error) {
+	callCtx, cancel := p.bound(ctx)
+	defer cancel()
+	version, state, err := p.latest(ctx, callCtx, "Get", sessionID)
+	if err != nil {
+		return nil, err
+	}
+	p.remember(sessionID, version)
+	p.answered(sessionID)
+	if state == nil {
+		// Untyped: a nil []byte in the interface would make Manglekit's Hydrate fail.
+		return nil, nil
+	}
+	// []byte, not json.RawMessage: Hydrate switches on the type.
+	return []byte(state), nil
+}
+
+// latest reads the session's latest checkpoint: its version and state, or 0 and nil when
+// it has none.
+func (p *StateProvider) latest(ctx, callCtx context.Context, op, sessionID string) (int, json.RawMessage, error) {
 	bad := func(why string) error {
-		return &Error{Op: "Get", SessionID: sessionID, Err: fmt.Errorf("%w: %s", ErrBadResponse, why)}
+		return &Error{Op: op, SessionID: sessionID, Err: fmt.Errorf("%w: %s", ErrBadResponse, why)}
 	}
 	var data struct {
 		SessionState json.RawMessage `json:"sessionState"` // null: a first run; absent: not ours
 	}
 	vars := map[string]any{"sessionId": sessionID}
-	if err := p.call(ctx, "Get", sessionID, getQuery, vars, &data); err != nil {
-		return nil, err
+	if err := p.send(ctx, callCtx, op, sessionID, getQuery, vars, &data); err != nil {
+		return 0, nil, err
 	}
 	switch string(data.SessionState) {
 	case "":
-		return nil, bad("no sessionState in the answer")
+		return 0, nil, bad("no sessionState in the answer")
 	case "null":
-		p.remember(sessionID, 0)
-		// Untyped: a nil []byte in the interface would make Manglekit's Hydrate fail.
-		return nil, nil
+		return 0, nil, nil
 	}
 	var found struct {
 		Version int             `json:"version"`
 		State   json.RawMessage `json:"state"`
 	}
 	if err := json.Unmarshal(data.SessionState, &found); err != nil {
-		return nil, bad("unexpected sessionState: " + err.Error())
+		return 0, nil, bad("unexpected sessionState: " + err.Error())
 	}
 	if len(found.State) == 0 || string(found.State) == "null" {
-		return nil, bad("a checkpoint without a state")
+		return 0, nil, bad("a checkpoint without a state")
 	}
-	p.remember(sessionID, found.Version)
-	// []byte, not json.RawMessage: Hydrate switches on the type.
-	return []byte(found.State), nil
+	return found.Version, found.State, nil
 }
 
 // Set stores state as the session's next checkpoint, with the outcome PROCEED (Manglekit
@@ -153,21 +186,56 @@ func (p *StateProvider) Get(ctx context.Context, sessionID string) (any, error) 
 // json.RawMessage), stored as it is, or any other value, marshalled with encoding/json.
 // The document's session_id must equal sessionID and active_envelope.id must be
 // non-empty, else the server refuses it (ErrInvalidInput).
+//
+// A conditional Set (WithConflictDetection or ExpectVersion) that got no answer (it
+// failed with ErrUnavailable or a context error after it was sent) may have been stored.
+// When a later Set of the session is refused with CONFLICT, it reads the latest
+// checkpoint: if that is one of those unanswered Sets (the version after the one they
+// expected, holding the same document), it is this provider's own write, not a conflict.
+// A Set of that same state then succeeds without storing it twice; another state is sent
+// again, conditional on that version (with WithConflictDetection; under ExpectVersion the
+// caller's condition stands, and fails with ErrConflict).
 func (p *StateProvider) Set(ctx context.Context, sessionID string, state any) error {
 	doc, err := encodeState(state)
 	if err != nil {
 		return &Error{Op: "Set", SessionID: sessionID, Err: err}
 	}
-	input := checkpointInput{SessionID: sessionID, State: doc, Outcome: OutcomeProceed}
+	callCtx, cancel := p.bound(ctx)
+	defer cancel()
+	var expected *int
+	callers := false
 	if v, ok := ctx.Value(expectedVersionKey{}).(int); ok {
-		input.ExpectedVersion = &v
+		expected, callers = &v, true
 	} else if p.conflicts {
 		// The version last read or written. None (no Get yet, or only failed ones): the
 		// session is expected to have no state, so that a checkpoint this provider never
 		// saw is refused rather than overwritten.
 		v, _ := p.known(sessionID)
-		input.ExpectedVersion = &v
+		expected = &v
 	}
+	err = p.checkpoint(ctx, callCtx, sessionID, doc, expected)
+	if err == nil || expected == nil || !errors.Is(err, ErrConflict) {
+		return err
+	}
+	// Refused: perhaps by this provider's own earlier write, whose answer was lost.
+	version, same, ok := p.ownLostWrite(ctx, callCtx, sessionID, *expected, doc)
+	if !ok || (!same && callers) {
+		return err
+	}
+	p.remember(sessionID, version)
+	p.answered(sessionID)
+	if same {
+		return nil // stored by that write: not again
+	}
+	return p.checkpoint(ctx, callCtx, sessionID, doc, &version)
+}
+
+// checkpoint sends one checkpointSession; expected is its expectedVersion, if any.
+func (p *StateProvider) checkpoint(ctx, callCtx context.Context, sessionID string, doc json.RawMessage, expected *int) error {
+	if err := p.usable(ctx); err != nil {
+		return &Error{Op: "Set", SessionID: sessionID, Err: err} // nothing sent
+	}
+	input := checkpointInput{SessionID: sessionID, State: doc, Outcome: OutcomeProceed, ExpectedVersion: expected}
 	var data struct {
 		CheckpointSession *struct {
 			SessionState *struct {
@@ -177,23 +245,111 @@ func (p *StateProvider) Set(ctx context.Context, sessionID string, state any) er
 		} `json:"checkpointSession"`
 	}
 	vars := map[string]any{"input": input}
-	if err := p.call(ctx, "Set", sessionID, setMutation, vars, &data); err != nil {
+	if err := p.send(ctx, callCtx, "Set", sessionID, setMutation, vars, &data); err != nil {
+		if expected != nil && mayHaveRun(err) {
+			p.unanswer(sessionID, *expected, doc)
+		}
 		return err
 	}
 	payload := data.CheckpointSession
 	if payload == nil {
+		if expected != nil {
+			p.unanswer(sessionID, *expected, doc)
+		}
 		return &Error{Op: "Set", SessionID: sessionID,
 			Err: fmt.Errorf("%w: no checkpointSession in the answer", ErrBadResponse)}
 	}
 	if err := firstUserError(payload.UserErrors); err != nil {
-		return &Error{Op: "Set", SessionID: sessionID, Err: err}
+		return &Error{Op: "Set", SessionID: sessionID, Err: err} // nothing stored
 	}
 	if payload.SessionState == nil {
+		if expected != nil {
+			p.unanswer(sessionID, *expected, doc)
+		}
 		return &Error{Op: "Set", SessionID: sessionID,
 			Err: fmt.Errorf("%w: no sessionState and no userErrors", ErrBadResponse)}
 	}
 	p.remember(sessionID, payload.SessionState.Version)
+	p.answered(sessionID)
 	return nil
+}
+
+// mayHaveRun reports whether a request that failed with err may have been carried out:
+// anything but a refusal the server answered (a userError, or an HTTP status under 500:
+// 401, 403, 413, 429, ... run nothing).
+func mayHaveRun(err error) bool {
+	var herr *HTTPError
+	if errors.As(err, &herr) {
+		return herr.StatusCode >= 500
+	}
+	var gerr *GraphQLError
+	if errors.As(err, &gerr) {
+		return !gerr.UserError
+	}
+	return true
+}
+
+// ownLostWrite tells whether the session's latest checkpoint is one of this provider's
+// unanswered Sets that expected the version expected: the version after it, holding the
+// same document. If so it returns that version, and same tells whether doc is that
+// document too. Any failure to tell is a no.
+func (p *StateProvider) ownLostWrite(ctx, callCtx context.Context, sessionID string, expected int, doc json.RawMessage) (version int, same, ok bool) {
+	p.mu.Lock()
+	lost, found := p.unanswered[sessionID]
+	p.mu.Unlock()
+	if !found || lost.expected != expected {
+		return 0, false, false
+	}
+	version, state, err := p.latest(ctx, callCtx, "Set", sessionID)
+	if err != nil || state == nil || version != expected+1 {
+		return 0, false, false
+	}
+	stored, ok := documentDigest(state)
+	if !ok {
+		return 0, false, false
+	}
+	for _, d := range lost.digests {
+		if d == stored {
+			mine, ok := documentDigest(doc)
+			return version, ok && mine == stored, true
+		}
+	}
+	return 0, false, false
+}
+
+// unanswer remembers a conditional Set of the session that got no answer.
+func (p *StateProvider) unanswer(sessionID string, expected int, doc json.RawMessage) {
+	digest, ok := documentDigest(doc)
+	if !ok {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return
+	}
+	lost := p.unanswered[sessionID]
+	if lost.expected != expected {
+		lost = unansweredSets{expected: expected}
+	}
+	for _, d := range lost.digests {
+		if d == digest {
+			return
+		}
+	}
+	lost.digests = append(lost.digests, digest)
+	if len(lost.digests) > maxUnanswered {
+		lost.digests = lost.digests[1:]
+	}
+	p.unanswered[sessionID] = lost
+}
+
+// answered forgets the session's unanswered Sets: the provider has an answer that says what
+// the session holds (a Get, a stored Set, a Delete), and expects versions from there.
+func (p *StateProvider) answered(sessionID string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.unanswered, sessionID)
 }
 
 // Delete removes every stored version of the session's checkpoint. Deleting a session
@@ -219,6 +375,7 @@ func (p *StateProvider) Delete(ctx context.Context, sessionID string) error {
 	// The session has no state now: with conflict detection, the next Set expects none, so a
 	// checkpoint another process writes in between is not overwritten.
 	p.remember(sessionID, 0)
+	p.answered(sessionID)
 	return nil
 }
 
@@ -232,6 +389,7 @@ func (p *StateProvider) Close(ctx context.Context) error {
 	}
 	p.closed = true
 	p.versions = map[string]int{}
+	p.unanswered = map[string]unansweredSets{}
 	if p.ownClient {
 		p.client.CloseIdleConnections()
 	}
@@ -247,21 +405,37 @@ func (p *StateProvider) Version(sessionID string) (version int, ok bool) {
 
 // call runs one operation within the caller's context and the provider's timeout.
 func (p *StateProvider) call(ctx context.Context, op, sessionID, query string, vars, out any) error {
-	fail := func(err error) error { return &Error{Op: op, SessionID: sessionID, Err: err} }
+	callCtx, cancel := p.bound(ctx)
+	defer cancel()
+	return p.send(ctx, callCtx, op, sessionID, query, vars, out)
+}
+
+// bound is ctx bounded by the provider's timeout, for all the requests of one call.
+func (p *StateProvider) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if p.timeout > 0 {
+		return context.WithTimeout(ctx, p.timeout)
+	}
+	return context.WithCancel(ctx)
+}
+
+// usable is why no request can be sent: the provider is closed, its URL unusable, or the
+// caller's context done.
+func (p *StateProvider) usable(ctx context.Context) error {
 	if p.isClosed() {
-		return fail(ErrClosed)
+		return ErrClosed
 	}
 	if p.urlErr != nil {
-		return fail(p.urlErr)
+		return p.urlErr
 	}
-	if err := ctx.Err(); err != nil {
+	return ctx.Err()
+}
+
+// send runs one request of a call: ctx is the caller's context, callCtx the call's (ctx
+// bounded by the provider's timeout).
+func (p *StateProvider) send(ctx, callCtx context.Context, op, sessionID, query string, vars, out any) error {
+	fail := func(err error) error { return &Error{Op: op, SessionID: sessionID, Err: err} }
+	if err := p.usable(ctx); err != nil {
 		return fail(err)
-	}
-	callCtx := ctx
-	if p.timeout > 0 {
-		var cancel context.CancelFunc
-		callCtx, cancel = context.WithTimeout(ctx, p.timeout)
-		defer cancel()
 	}
 	err := p.post(callCtx, query, vars, out)
 	if err == nil {
