@@ -72,7 +72,12 @@ LIVE_TESTS = {
     "TestLiveADoneContextFailsWithItsError",
 }
 # The fault tests skip in the plain run; each is run below with the server it needs.
-FAULT_TESTS = {"TestFaultRevokedToken", "TestFaultServerDown", "TestFaultServerStalled"}
+FAULT_TESTS = {
+    "TestFaultRevokedToken",
+    "TestFaultServerDown",
+    "TestFaultServerStalled",
+    "TestFaultRateLimited",
+}
 
 
 @pytest.fixture(autouse=True)
@@ -281,6 +286,31 @@ async def test_a_revoked_token_is_a_clear_error(live_server: LiveServer, go_home
     logs = run.logs("TestFaultRevokedToken")
     assert len(logs) == 3, logs
     assert all("HTTP 401: missing, unknown or revoked bearer token" in line for line in logs), logs
+
+
+async def test_a_rate_limited_request_says_when_to_come_back(
+    live_servers: LiveServers, database_url: str, go_home: Path
+) -> None:
+    """Over the token's rate limit, a Set fails with ErrUnavailable and the server's
+    Retry-After, stores nothing, and goes through once that wait is over."""
+    server = await live_servers.start(
+        database_url,
+        env={"CONVOGRAPH_RATE_LIMIT_PER_SECOND": "1", "CONVOGRAPH_RATE_LIMIT_BURST": "1"},
+    )
+    run = await go_test(
+        go_home,
+        {
+            "CONVOGRAPH_RATE_LIMITED_URL": server.http_url,
+            "CONVOGRAPH_RATE_LIMITED_TOKEN": await server.token(),
+        },
+        "-run",
+        "^TestFaultRateLimited$",
+    )
+    assert run.returncode == 0, run.output
+    assert run.results() == {"TestFaultRateLimited": "pass"}, run.output
+    logs = run.logs("TestFaultRateLimited")
+    assert len(logs) == 1 and "HTTP 429 RATE_LIMITED" in logs[0], logs
+    assert "(retry after 1s)" in logs[0], logs
 
 
 async def test_a_stalled_then_stopped_server_fails_within_the_timeout(

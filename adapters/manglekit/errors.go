@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Sentinels for errors.Is. A *GraphQLError matches the one of its code, an *HTTPError
@@ -30,8 +31,9 @@ var (
 	ErrUnauthorized = errors.New("convograph: unauthorized")
 	// ErrTooLarge: the request body exceeds the server's limit (HTTP 413).
 	ErrTooLarge = errors.New("convograph: request too large")
-	// ErrUnavailable: the server could not be reached, or answered 502, 503 or 504
-	// (e.g. its database is down). Trying again later may succeed. A Set that fails so
+	// ErrUnavailable: the server could not be reached, answered 502, 503 or 504 (e.g. its
+	// database is down), or 429 (the token is over its rate limit). Trying again later may
+	// succeed; an *HTTPError's RetryAfter says when, if the server said. A Set that fails so
 	// may have been stored (its answer lost): calling Set again is safe, and with conflict
 	// detection it recognises that write as its own (see Set).
 	ErrUnavailable = errors.New("convograph: server unavailable")
@@ -108,6 +110,11 @@ type HTTPError struct {
 	Message string
 	// RequestID is the server's x-request-id header, for its logs.
 	RequestID string
+	// RetryAfter is how long the server asked the client to wait before trying again: its
+	// Retry-After header (seconds or a date), else the error's retryAfterSeconds; 0 when it
+	// did not say. A 429 (over the token's rate limit) always says; nothing of the request
+	// was run, and the same request sent after that wait gets in.
+	RetryAfter time.Duration
 }
 
 func (e *HTTPError) Error() string {
@@ -119,6 +126,9 @@ func (e *HTTPError) Error() string {
 	if e.Message != "" {
 		fmt.Fprintf(&b, ": %s", e.Message)
 	}
+	if e.RetryAfter > 0 {
+		fmt.Fprintf(&b, " (retry after %s)", e.RetryAfter)
+	}
 	if e.RequestID != "" {
 		fmt.Fprintf(&b, " (request %s)", e.RequestID)
 	}
@@ -126,7 +136,7 @@ func (e *HTTPError) Error() string {
 }
 
 // Is matches ErrUnauthorized (401), ErrForbidden (403), ErrTooLarge (413) and
-// ErrUnavailable (502, 503, 504).
+// ErrUnavailable (429, 502, 503, 504).
 func (e *HTTPError) Is(target error) bool {
 	switch target {
 	case ErrUnauthorized:
@@ -136,7 +146,7 @@ func (e *HTTPError) Is(target error) bool {
 	case ErrTooLarge:
 		return e.StatusCode == 413
 	case ErrUnavailable:
-		return e.StatusCode == 502 || e.StatusCode == 503 || e.StatusCode == 504
+		return e.StatusCode == 429 || e.StatusCode == 502 || e.StatusCode == 503 || e.StatusCode == 504
 	}
 	return false
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -54,6 +55,49 @@ func TestAnswersThatAreNotASuccess(t *testing.T) {
 				}
 			}},
 		{name: "403", status: 403, is: ErrForbidden, body: `{"errors":[{"message":"no"}]}`},
+		// Over the token's rate limit: nothing ran, and the server says when to come back.
+		{name: "429 rate limited", status: 429, is: ErrUnavailable,
+			body: `{"errors":[{"message":"rate limit exceeded for this token: 1 requests per second, burst 1; retry after 7 s",` +
+				`"extensions":{"code":"RATE_LIMITED","retryAfterSeconds":7}}]}`,
+			header: []string{"Retry-After", "7"},
+			check: func(t *testing.T, err error) {
+				herr := asHTTPError(t, err)
+				if herr.StatusCode != 429 || herr.Code != "RATE_LIMITED" || herr.RetryAfter != 7*time.Second {
+					t.Errorf("got %#v", herr)
+				}
+				if !strings.Contains(err.Error(), "HTTP 429 RATE_LIMITED: rate limit exceeded") ||
+					!strings.Contains(err.Error(), "(retry after 7s)") {
+					t.Errorf("message %q", err)
+				}
+			}},
+		{name: "429 Retry-After as a date", status: 429, is: ErrUnavailable, body: `{"errors":[{"message":"slow down"}]}`,
+			header: []string{"Retry-After", time.Now().Add(90 * time.Second).UTC().Format(http.TimeFormat)},
+			check: func(t *testing.T, err error) {
+				if wait := asHTTPError(t, err).RetryAfter; wait < 85*time.Second || wait > 90*time.Second {
+					t.Errorf("RetryAfter %s, want about 90s", wait)
+				}
+			}},
+		{name: "429 without Retry-After", status: 429, is: ErrUnavailable,
+			body: `{"errors":[{"message":"over","extensions":{"code":"RATE_LIMITED","retryAfterSeconds":3}}]}`,
+			check: func(t *testing.T, err error) {
+				if wait := asHTTPError(t, err).RetryAfter; wait != 3*time.Second {
+					t.Errorf("RetryAfter %s, want the error's 3s", wait)
+				}
+			}},
+		{name: "503 busy", status: 503, is: ErrUnavailable, body: `{"errors":[{"message":"busy"}]}`,
+			header: []string{"Retry-After", "1"},
+			check: func(t *testing.T, err error) {
+				if wait := asHTTPError(t, err).RetryAfter; wait != time.Second {
+					t.Errorf("RetryAfter %s, want 1s", wait)
+				}
+			}},
+		{name: "Retry-After unreadable", status: 503, is: ErrUnavailable, body: `{"errors":[{"message":"busy"}]}`,
+			header: []string{"Retry-After", "soon"},
+			check: func(t *testing.T, err error) {
+				if wait := asHTTPError(t, err).RetryAfter; wait != 0 {
+					t.Errorf("RetryAfter %s, want 0", wait)
+				}
+			}},
 		{name: "413", status: 413, is: ErrTooLarge,
 			body: `{"errors":[{"message":"request body exceeds 33554432 bytes"}]}`,
 			check: func(t *testing.T, err error) {
@@ -407,6 +451,27 @@ func TestSameDocument(t *testing.T) {
 	} {
 		if got := sameDocument([]byte(sent), []byte(stored)); got != same {
 			t.Errorf("sameDocument(sent, %s) = %v, want %v", stored, got, same)
+		}
+	}
+}
+
+func TestRetryAfterHeader(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for header, want := range map[string]time.Duration{
+		"":                              0,
+		"0":                             0,
+		" 12 ":                          12 * time.Second,
+		"99999999999999999999999":       maxRetryAfter,
+		"Fri, 02 Jan 2026 03:05:05 GMT": time.Minute,
+		"Fri, 02 Jan 2026 03:04:00 GMT": 0, // past
+		"-5":                            0,
+		"1.5":                           0,
+		"Inf":                           0,
+		"NaN":                           0,
+		"soon":                          0,
+	} {
+		if got := retryAfter(header, now); got != want {
+			t.Errorf("Retry-After %q: got %s, want %s", header, got, want)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -80,7 +81,8 @@ type graphQLResponse struct {
 	Errors []struct {
 		Message    string `json:"message"`
 		Extensions struct {
-			Code string `json:"code"`
+			Code              string  `json:"code"`
+			RetryAfterSeconds float64 `json:"retryAfterSeconds"` // with RATE_LIMITED
 		} `json:"extensions"`
 	} `json:"errors"`
 }
@@ -242,10 +244,14 @@ func decodeResponse(resp *http.Response, raw []byte, out any) error {
 	var body graphQLResponse
 	jsonErr := json.Unmarshal(raw, &body)
 	if resp.StatusCode != http.StatusOK {
-		herr := &HTTPError{StatusCode: resp.StatusCode, RequestID: resp.Header.Get("X-Request-Id")}
+		herr := &HTTPError{StatusCode: resp.StatusCode, RequestID: resp.Header.Get("X-Request-Id"),
+			RetryAfter: retryAfter(resp.Header.Get("Retry-After"), time.Now())}
 		if jsonErr == nil && len(body.Errors) > 0 {
 			herr.Message = body.Errors[0].Message
 			herr.Code = body.Errors[0].Extensions.Code
+			if herr.RetryAfter == 0 {
+				herr.RetryAfter = seconds(body.Errors[0].Extensions.RetryAfterSeconds)
+			}
 		} else {
 			herr.Message = snippet(raw)
 		}
@@ -266,6 +272,37 @@ func decodeResponse(resp *http.Response, raw []byte, out any) error {
 		return fmt.Errorf("%w: unexpected data: %v", ErrBadResponse, err)
 	}
 	return nil
+}
+
+// retryAfter reads a Retry-After header: whole seconds, or an HTTP date; 0 for none, a
+// date past, or anything else.
+func retryAfter(header string, now time.Time) time.Duration {
+	header = strings.TrimSpace(header)
+	if header == "" {
+		return 0
+	}
+	if strings.Trim(header, "0123456789") == "" { // delay-seconds (any length)
+		n, _ := strconv.ParseFloat(header, 64)
+		return seconds(n)
+	}
+	if at, err := http.ParseTime(header); err == nil && at.After(now) {
+		return at.Sub(now)
+	}
+	return 0
+}
+
+// maxRetryAfter caps a wait the server asks for, so that no number overflows a Duration.
+const maxRetryAfter = 24 * time.Hour
+
+// seconds is n seconds as a Duration, 0 for none or less, at most maxRetryAfter.
+func seconds(n float64) time.Duration {
+	switch {
+	case !(n > 0): // NaN included
+		return 0
+	case n >= maxRetryAfter.Seconds():
+		return maxRetryAfter
+	}
+	return time.Duration(n * float64(time.Second))
 }
 
 // snippet is the start of a body for an error message, as valid UTF-8 on one line.

@@ -118,3 +118,41 @@ func TestFaultServerStalled(t *testing.T) {
 	}
 	t.Logf("Set cancelled after %s: %v", elapsed.Round(time.Microsecond), err)
 }
+
+// CONVOGRAPH_RATE_LIMITED_URL and CONVOGRAPH_RATE_LIMITED_TOKEN: a server whose rate limit
+// is 1 request per second with a burst of 1, and a WRITE token of it. A Set over the
+// limit fails with ErrUnavailable and the server's Retry-After; it stored nothing, and
+// after that wait the same Set goes through.
+func TestFaultRateLimited(t *testing.T) {
+	url, token := os.Getenv("CONVOGRAPH_RATE_LIMITED_URL"), os.Getenv("CONVOGRAPH_RATE_LIMITED_TOKEN")
+	if url == "" || token == "" {
+		t.Skip("set CONVOGRAPH_RATE_LIMITED_URL and CONVOGRAPH_RATE_LIMITED_TOKEN (a server " +
+			"limited to 1 request per second, burst 1) to run it")
+	}
+	p := NewStateProvider(url, token, WithConflictDetection())
+	ctx := testContext(t)
+	id := "go-test-" + randomHex(t) + "-rate-limited"
+	if _, err := p.Get(ctx, id); err != nil { // the burst
+		t.Fatal(err)
+	}
+	err := p.Set(ctx, id, seedDocument(t, id))
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("over the rate limit: want ErrUnavailable, got %v", err)
+	}
+	herr := asHTTPError(t, err)
+	if herr.StatusCode != 429 || herr.Code != "RATE_LIMITED" {
+		t.Errorf("got %#v", herr)
+	}
+	if herr.RetryAfter < time.Second || herr.RetryAfter > 2*time.Second {
+		t.Fatalf("RetryAfter %s, want the server's 1s", herr.RetryAfter)
+	}
+	t.Logf("Set: %v", err)
+	time.Sleep(herr.RetryAfter)
+	// Conditional on no state: the refused Set stored nothing.
+	if err := p.Set(ctx, id, seedDocument(t, id)); err != nil {
+		t.Fatalf("after waiting %s: %v", herr.RetryAfter, err)
+	}
+	if v, _ := p.Version(id); v != 1 {
+		t.Errorf("version %d, want 1", v)
+	}
+}
