@@ -32,8 +32,9 @@ var (
 	// ErrTooLarge: the request body exceeds the server's limit (HTTP 413).
 	ErrTooLarge = errors.New("convograph: request too large")
 	// ErrUnavailable: the server could not be reached, answered 502, 503 or 504 (e.g. its
-	// database is down), or 429 (the token is over its rate limit). Trying again later may
-	// succeed; an *HTTPError's RetryAfter says when, if the server said. A Set that fails so
+	// database is down), or 429 (the token is over its rate limit), or its database went
+	// away while the operation ran (a *GraphQLError DATABASE_UNAVAILABLE). Trying again
+	// later may succeed; an *HTTPError's RetryAfter says when, if the server said. A Set that fails so
 	// may have been stored (its answer lost): calling Set again is safe, and with conflict
 	// detection it recognises that write as its own (see Set).
 	ErrUnavailable = errors.New("convograph: server unavailable")
@@ -94,8 +95,13 @@ func (e *GraphQLError) Error() string {
 	return b.String()
 }
 
-// Is reports whether target is the sentinel of e's code (ErrConflict for CONFLICT, ...).
+// Is reports whether target is the sentinel of e's code (ErrConflict for CONFLICT, ...),
+// and ErrUnavailable for DATABASE_UNAVAILABLE: the server's database went away while the
+// operation ran (under application/json that is an HTTP 200, not a 503).
 func (e *GraphQLError) Is(target error) bool {
+	if e.Code == "DATABASE_UNAVAILABLE" && !e.UserError {
+		return target == ErrUnavailable
+	}
 	sentinel, ok := codeErrors[e.Code]
 	return ok && sentinel == target
 }

@@ -120,6 +120,18 @@ func TestAnswersThatAreNotASuccess(t *testing.T) {
 		{name: "200 data without sessionState", status: 200, is: ErrBadResponse, body: `{"data": {}}`},
 		{name: "200 state null", status: 200, is: ErrBadResponse,
 			body: `{"data": {"sessionState": {"version": 1, "state": null}}}`},
+		// The database went away while the operation ran (the token was checked from the
+		// server's cache): under application/json that is a 200 whose error says so.
+		{name: "200 database unavailable", status: 200, is: ErrUnavailable,
+			body: `{"data":null,"errors":[{"message":"the database is unavailable; retry shortly",` +
+				`"locations":[{"line":1,"column":39}],"path":["sessionState"],` +
+				`"extensions":{"code":"DATABASE_UNAVAILABLE","requestId":"97cd9b03aacc4d6b"}}]}`,
+			check: func(t *testing.T, err error) {
+				gerr := asGraphQLError(t, err)
+				if gerr.Code != "DATABASE_UNAVAILABLE" || gerr.UserError {
+					t.Errorf("got %#v", gerr)
+				}
+			}},
 		{name: "200 GraphQL error", status: 200,
 			body: `{"data":null,"errors":[{"message":"Variable '$sessionId' got invalid value","extensions":{"code":"BAD_USER_INPUT"}}]}`,
 			check: func(t *testing.T, err error) {
