@@ -109,61 +109,220 @@ final class Convograph_Http {
 	}
 
 	/**
-	 * POST with PHP's own http:// stream wrapper (no extension needed; https needs openssl).
-	 * Its timeout bounds the connect and each read, not the exchange as a whole.
+	 * POST over a socket of PHP's own (`tcp://`; `ssl://` for https, which needs openssl): no
+	 * extension. The timeout bounds the whole exchange, as curl's does: the connect, every
+	 * write and every read get only what is left of it, and the call gives up once it has
+	 * passed, however slowly the answer trickles in. (PHP's http:// stream wrapper cannot do
+	 * this: its timeout bounds each read, so an answer arriving a byte at a time kept a call
+	 * waiting for as many timeouts as it had bytes.)
 	 *
 	 * @param array<string,string> $headers
 	 * @return array{status:int,body:string,error?:string}
 	 */
 	public static function streams( string $url, array $headers, string $body, float $timeout_seconds ): array {
-		$lines = array( 'Connection: close' );
+		$deadline = microtime( true ) + $timeout_seconds;
+		$parts    = parse_url( $url );
+		$scheme   = strtolower( (string) ( $parts['scheme'] ?? '' ) );
+		$host     = (string) ( $parts['host'] ?? '' );
+		if ( ! in_array( $scheme, array( 'http', 'https' ), true ) || '' === $host ) {
+			return self::no_response( 'not an http(s) URL' );
+		}
+		$port   = (int) ( $parts['port'] ?? ( 'https' === $scheme ? 443 : 80 ) );
+		$remote = ( 'https' === $scheme ? 'ssl://' : 'tcp://' ) . $host . ':' . $port; // An IPv6 host keeps its brackets.
+		$lines  = array(
+			'POST ' . ( $parts['path'] ?? '/' ) . ( isset( $parts['query'] ) ? '?' . $parts['query'] : '' ) . ' HTTP/1.1',
+			'Host: ' . $host . ( isset( $parts['port'] ) ? ':' . $port : '' ),
+			'Connection: close',
+			'Content-Length: ' . strlen( $body ),
+		);
 		foreach ( $headers as $name => $value ) {
 			$lines[] = $name . ': ' . $value;
 		}
 		$context = stream_context_create(
 			array(
-				'http' => array(
-					'method'           => 'POST',
-					'header'           => implode( "\r\n", $lines ),
-					'content'          => $body,
-					'timeout'          => $timeout_seconds,
-					'ignore_errors'    => true, // The body of a 4xx/5xx answer, not false.
-					'follow_location'  => 0,
-					'protocol_version' => 1.1,
+				'ssl' => array(
+					'peer_name'        => trim( $host, '[]' ),
+					'verify_peer'      => true,
+					'verify_peer_name' => true,
+					'SNI_enabled'      => true,
 				),
 			)
 		);
 
-		error_clear_last();
-		// The wrapper warns on failure; the warning becomes the returned error instead.
-		$response = @file_get_contents( $url, false, $context ); // phpcs:ignore WordPress.PHP.NoSilencedErrors.Discouraged
-		$status   = self::status_line( $http_response_header ?? array() );
-		if ( false === $response || 0 === $status ) {
-			$last = error_get_last();
-			return array(
-				'status' => 0,
-				'body'   => '',
-				'error'  => null !== $last ? $last['message'] : 'no response',
-			);
+		$errno    = 0;
+		$errstr   = '';
+		$warnings = array();
+		// A failed TLS handshake (an untrusted certificate) says why only in its warnings.
+		set_error_handler(
+			static function ( int $level, string $message ) use ( &$warnings ): bool {
+				$warnings[] = $message;
+				return true;
+			}
+		);
+		try {
+			// For ssl:// the TLS handshake shares this timeout with the TCP connect.
+			$socket = stream_socket_client( $remote, $errno, $errstr, max( 0.001, $deadline - microtime( true ) ), STREAM_CLIENT_CONNECT, $context );
+		} finally {
+			restore_error_handler();
+		}
+		if ( false === $socket ) {
+			$why = array_values( array_filter( array_merge( array( $errstr ), $warnings ) ) );
+			return self::no_response( 'connecting to ' . $remote . ' failed: ' . ( array() !== $why ? implode( '; ', $why ) : 'error ' . $errno ) );
+		}
+		try {
+			$unsent   = self::send( $socket, implode( "\r\n", $lines ) . "\r\n\r\n" . $body, $deadline );
+			$response = self::receive( $socket, $deadline, $timeout_seconds );
+		} finally {
+			fclose( $socket );
+		}
+		// A server may answer (413) and close before it has read the whole request: its answer
+		// counts. Only without one is the failed send the error.
+		return ( 0 === $response['status'] && null !== $unsent ) ? self::no_response( $unsent ) : $response;
+	}
+
+	/**
+	 * Write all of `$data` by `$deadline`; null when it was written, else why not.
+	 *
+	 * @param resource $socket
+	 */
+	private static function send( $socket, string $data, float $deadline ): ?string {
+		while ( '' !== $data ) {
+			if ( ! self::wait_until( $socket, $deadline ) ) {
+				return 'timed out sending the request';
+			}
+			$written = @fwrite( $socket, $data ); // phpcs:ignore WordPress.PHP.NoSilencedErrors.Discouraged
+			if ( false === $written || 0 === $written ) {
+				return stream_get_meta_data( $socket )['timed_out'] ? 'timed out sending the request' : 'the connection closed while the request was sent';
+			}
+			$data = substr( $data, $written );
+		}
+		return null;
+	}
+
+	/**
+	 * Read the answer until it is complete, the connection closes or `$deadline` passes.
+	 *
+	 * @param resource $socket
+	 * @return array{status:int,body:string,error?:string}
+	 */
+	private static function receive( $socket, float $deadline, float $timeout_seconds ): array {
+		$raw = '';
+		while ( true ) {
+			$response = self::parse_response( $raw, false );
+			if ( null !== $response ) {
+				return $response;
+			}
+			if ( ! self::wait_until( $socket, $deadline ) ) {
+				return self::no_response( sprintf( 'timed out after %.3F s waiting for the answer (%d bytes of it received)', $timeout_seconds, strlen( $raw ) ) );
+			}
+			$chunk = @fread( $socket, 65536 ); // phpcs:ignore WordPress.PHP.NoSilencedErrors.Discouraged
+			if ( is_string( $chunk ) && '' !== $chunk ) {
+				$raw .= $chunk;
+			} elseif ( ! stream_get_meta_data( $socket )['timed_out'] ) {
+				// The connection has ended (a read that timed out loops to the deadline check).
+				return self::parse_response( $raw, true ) ?? self::no_response( 'the connection closed' );
+			}
+		}
+	}
+
+	/**
+	 * Let the socket's next read or write wait only for what is left before `$deadline`;
+	 * false when nothing is left.
+	 *
+	 * @param resource $socket
+	 */
+	private static function wait_until( $socket, float $deadline ): bool {
+		$left = $deadline - microtime( true );
+		if ( $left <= 0.0 ) {
+			return false;
+		}
+		$seconds = (int) floor( $left );
+		stream_set_timeout( $socket, $seconds, max( 1, (int) ( ( $left - $seconds ) * 1000000 ) ) );
+		return true;
+	}
+
+	/**
+	 * The HTTP answer in `$raw`, once it is complete; null while more of it must come. With
+	 * `$closed` (the connection has ended) an answer without a length ends here, and an
+	 * incomplete one is no response.
+	 *
+	 * @return array{status:int,body:string,error?:string}|null
+	 */
+	private static function parse_response( string $raw, bool $closed ): ?array {
+		$offset = 0;
+		do {
+			$end = strpos( $raw, "\r\n\r\n", $offset );
+			if ( false === $end ) {
+				return $closed ? self::no_response( '' === $raw ? 'the connection closed without an answer' : 'the connection closed inside the answer\'s headers' ) : null;
+			}
+			$head = substr( $raw, $offset, $end - $offset );
+			if ( 1 !== preg_match( '#^HTTP/\d(?:\.\d)?\s+(\d{3})#', $head, $match ) ) {
+				return self::no_response( 'the answer is not HTTP' );
+			}
+			$status = (int) $match[1];
+			$offset = $end + 4;
+		} while ( $status < 200 ); // A `100 Continue` comes before the answer.
+		$rest = substr( $raw, $offset );
+
+		if ( 1 === preg_match( '/^transfer-encoding:[^\r\n]*chunked/im', $head ) ) {
+			$body = self::dechunked( $rest );
+			if ( false === $body ) {
+				return self::no_response( 'the answer\'s chunked body is malformed' );
+			}
+			if ( null === $body ) {
+				return $closed ? self::no_response( 'the connection closed inside the answer\'s body' ) : null;
+			}
+		} elseif ( 1 === preg_match( '/^content-length:[ \t]*(\d+)[ \t]*\r?$/im', $head, $match ) ) {
+			$length = (int) $match[1];
+			if ( strlen( $rest ) < $length ) {
+				return $closed ? self::no_response( 'the connection closed after ' . strlen( $rest ) . ' of the answer\'s ' . $length . ' bytes' ) : null;
+			}
+			$body = substr( $rest, 0, $length );
+		} elseif ( $closed ) {
+			$body = $rest; // No length: the answer ends with the connection.
+		} else {
+			return null;
 		}
 		return array(
 			'status' => $status,
-			'body'   => $response,
+			'body'   => $body,
 		);
 	}
 
 	/**
-	 * The status code of the last status line (after any `100 Continue`).
-	 *
-	 * @param array<int,string> $response_headers
+	 * A chunked body decoded: null while its last chunk has not arrived, false if malformed.
 	 */
-	private static function status_line( array $response_headers ): int {
-		$status = 0;
-		foreach ( $response_headers as $line ) {
-			if ( 1 === preg_match( '#^HTTP/\S+\s+(\d{3})#', $line, $match ) ) {
-				$status = (int) $match[1];
+	private static function dechunked( string $data ): string|false|null {
+		$body = '';
+		$at   = 0;
+		while ( true ) {
+			$eol = strpos( $data, "\r\n", $at );
+			if ( false === $eol ) {
+				return null;
 			}
+			$size = trim( explode( ';', substr( $data, $at, $eol - $at ), 2 )[0] );
+			if ( '' === $size || ! ctype_xdigit( $size ) || strlen( $size ) > 15 ) {
+				return false;
+			}
+			$size = (int) hexdec( $size );
+			$at   = $eol + 2;
+			if ( 0 === $size ) {
+				return $body; // Trailers, if any, are not needed.
+			}
+			if ( strlen( $data ) < $at + $size + 2 ) {
+				return null;
+			}
+			$body .= substr( $data, $at, $size );
+			$at   += $size + 2;
 		}
-		return $status;
+	}
+
+	/** @return array{status:int,body:string,error:string} */
+	private static function no_response( string $error ): array {
+		return array(
+			'status' => 0,
+			'body'   => '',
+			'error'  => $error,
+		);
 	}
 }

@@ -57,7 +57,7 @@ function contract_main(): int {
 		'concurrent writers (separate processes)' => 'contract_section_concurrency',
 		'bad input: invalid UTF-8, owners, workspace' => 'contract_section_bad_input',
 		'requests as sent; retries; transports'   => 'contract_section_requests',
-		'server down or silent'                   => 'contract_section_unreachable',
+		'server down, silent or trickling'        => 'contract_section_unreachable',
 		'refusals: revoked token, 413, non-SERVICE token' => 'contract_section_refusals',
 		'WordPress bootstrap and wp_remote_post'  => 'contract_section_wordpress',
 	);

@@ -1,7 +1,9 @@
 <?php
 /**
- * The server down (nothing listens) or silent (it accepts and never answers): every method
- * returns its failure value, logs one line and returns before its timeout, with every transport.
+ * The server down (nothing listens), silent (it accepts and never answers) or trickling (its
+ * answer comes a byte at a time): every method returns its failure value, logs one line and
+ * returns before its timeout, with every transport. A trickled answer that ends in time is
+ * read whole.
  *
  * @package Convograph
  */
@@ -50,6 +52,51 @@ function contract_section_unreachable( Contract_Run $t ): void {
 		}
 	}
 	fclose( $silent );
+
+	contract_trickling( $t );
+}
+
+/**
+ * A server that sends its answer (headers too) one byte at a time (tests/trickle_server.php).
+ */
+function contract_trickling( Contract_Run $t ): void {
+	$c   = $t->c;
+	$sid = '00000000-0000-4000-8000-000000000003';
+	foreach ( array( 'curl', 'streams' ) as $transport ) {
+		// A byte every 50 ms: the ~230 bytes would take 12 s. The call's 1 s bounds it all.
+		$timeout = 1.0;
+		[ $row, $lines, $took ] = contract_trickled( $t, $transport, '0.05', '', $timeout, $sid );
+		$c->same( null, $row, "trickling server ({$transport}): get_session's failure value" );
+		$c->check( 1 === count( $lines ) && str_contains( $lines[0], 'timed out' ), "trickling server ({$transport}): one log line saying 'timed out'", 'logged: ' . Contract_Checks::show( $lines ) );
+		$c->check( $took < $timeout + CONTRACT_SLACK, sprintf( 'trickling server (%s): get_session gave up by its %.1f s timeout (took %.3f s)', $transport, $timeout, $took ) );
+
+		// A byte every millisecond ends in well under the 3 s: read whole (chunk-encoded too, for
+		// the streams transport, which decodes it itself).
+		$modes = array( 'with a Content-Length' => '' ) + ( 'streams' === $transport ? array( 'chunked' => 'chunked' ) : array() );
+		foreach ( $modes as $name => $mode ) {
+			[ $row, $lines ] = contract_trickled( $t, $transport, '0.001', $mode, 3.0, $sid );
+			$c->same( array( 'trickled', array( 'via' => 'trickle' ) ), array( $row['title'] ?? null, $row['metadata'] ?? null ), "a trickled answer {$name} that ends in time ({$transport}): read whole" );
+			$c->same( array(), $lines, "a trickled answer {$name} that ends in time ({$transport}): nothing logged" );
+		}
+	}
+}
+
+/**
+ * get_session through `$transport` from a trickle server: the row, the log lines, the seconds.
+ *
+ * @return array{0:array<string,mixed>|null,1:list<string>,2:float}
+ */
+function contract_trickled( Contract_Run $t, string $transport, string $gap, string $mode, float $timeout, string $sid ): array {
+	$server = $t->spawn( 'trickle_server.php', array( $gap, '2', $mode ) ); // The retry's connection too.
+	$port   = (int) trim( (string) fgets( $server[1][1] ) );
+	$store  = new Convograph_Conversation_Store( "http://127.0.0.1:{$port}/graphql", $t->env->token, Convograph_Http::$transport( ... ) );
+	$store->set_timeout( $timeout );
+	$started        = microtime( true );
+	[ $row, $lines ] = $t->log->during( fn () => $store->get_session( $sid ) );
+	$took           = microtime( true ) - $started;
+	proc_terminate( $server[0] ); // It would wait for the retry that did not come.
+	Contract_Run::finish( $server );
+	return array( $row, $lines, $took );
 }
 
 /**
