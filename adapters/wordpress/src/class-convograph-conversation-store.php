@@ -11,6 +11,13 @@
  * Every method returns its interface's failure value ('' / null / false / array()) and writes
  * one `error_log` line when convograph cannot be asked or refuses; none throws.
  *
+ * update_session() is conditional on the version of the session this store object last saw
+ * (a read that returned its messages, or its own last save): if anyone has written the
+ * session since, it stores nothing and returns false (CONFLICT), instead of dropping their
+ * turn. A session this store has not read is written unconditionally, as the bundled store
+ * does. The plugin makes one store per PHP request (its `static $instance`), so Agents API's
+ * get, modify, update within one request is conditional.
+ *
  * @package Convograph
  */
 
@@ -36,11 +43,21 @@ final class Convograph_Conversation_Store implements WP_Agent_Principal_Conversa
 	private const PAGE_SIZE       = 100; // convograph's largest page.
 	private const MAX_LOCK_TTL    = 86400; // convograph's longest lock.
 	private const MAX_GRAPHQL_INT = 2147483647;
+	private const MAX_VERSIONS    = 10000; // Sessions whose version is remembered (the oldest go).
 
 	private Convograph_Graphql_Client $client;
 
 	/** The token's workspace key (`type:id`), asked for once. */
 	private ?string $token_workspace = null;
+
+	/**
+	 * Session id (lower case) => the version this store last saw it at: read with its messages,
+	 * or saved by update_session() on top of such a read. update_session() sends it as
+	 * expectedVersion.
+	 *
+	 * @var array<string,int>
+	 */
+	private array $versions = array();
 
 	/**
 	 * @param string        $endpoint      convograph's GraphQL URL, e.g. https://cg.example/graphql.
@@ -101,7 +118,29 @@ final class Convograph_Conversation_Store implements WP_Agent_Principal_Conversa
 				if ( null !== $provider_response_id ) {
 					$input['providerResponseId'] = $provider_response_id;
 				}
-				$this->mutate( Convograph_Operations::REPLACE_TRANSCRIPT, 'replaceTranscript', $input, null, true );
+				// Only if nobody has written the session since this store read it: a concurrent
+				// writer's turn is never overwritten (agents-api #74, #82).
+				$expected = $this->versions[ strtolower( $session_id ) ] ?? null;
+				if ( null === $expected ) {
+					$this->mutate( Convograph_Operations::REPLACE_TRANSCRIPT, 'replaceTranscript', $input, null, true );
+					return true; // Not read here: written unconditionally, last write wins.
+				}
+				$input['expectedVersion'] = $expected;
+				try {
+					$payload = $this->mutate( Convograph_Operations::REPLACE_TRANSCRIPT, 'replaceTranscript', $input, null, true );
+					$this->remember( $session_id, $payload['conversation']['version'] ?? null );
+				} catch ( Convograph_Failure $e ) {
+					if ( 'CONFLICT' !== $e->user_error ) {
+						throw $e;
+					}
+					throw new Convograph_Failure(
+						'CONFLICT: a concurrent writer saved session ' . $session_id . ' since this store read it at version ' . $expected
+						. ' (' . preg_replace( '/^CONFLICT[^:]*: /', '', $e->getMessage() ) . '); nothing was stored.'
+						. ' Read it again and apply the turn to what it holds, or hold acquire_session_lock() from the read to the update',
+						false,
+						'CONFLICT'
+					);
+				}
 				return true;
 			}
 		);
@@ -116,6 +155,7 @@ final class Convograph_Conversation_Store implements WP_Agent_Principal_Conversa
 			false,
 			function () use ( $session_id ): bool {
 				$this->mutate( Convograph_Operations::DELETE, 'deleteConversation', array( 'id' => $session_id ), null, true );
+				unset( $this->versions[ strtolower( $session_id ) ] );
 				return true; // Deleted now or before: either way it is gone.
 			}
 		);
@@ -135,7 +175,14 @@ final class Convograph_Conversation_Store implements WP_Agent_Principal_Conversa
 					'id'    => $session_id,
 					'title' => $title,
 				);
-				$this->mutate( Convograph_Operations::UPDATE_TITLE, 'updateConversation', $input, null, true );
+				$payload = $this->mutate( Convograph_Operations::UPDATE_TITLE, 'updateConversation', $input, null, true );
+				// A title bumps the version too. When this was the only write since the version
+				// this store holds, the next update_session() goes on from it; after anyone
+				// else's write too, it will be refused, as it must.
+				$version = $payload['conversation']['version'] ?? null;
+				if ( is_int( $version ) && ( $this->versions[ strtolower( $session_id ) ] ?? null ) === $version - 1 ) {
+					$this->remember( $session_id, $version );
+				}
 				return true;
 			}
 		);
@@ -211,7 +258,7 @@ final class Convograph_Conversation_Store implements WP_Agent_Principal_Conversa
 				);
 				$data = $this->client->execute( Convograph_Operations::RECENT_PENDING, $variables, Convograph_Owner::header( $owner ), true );
 				$node = $data['recentPendingConversation'] ?? null;
-				return is_array( $node ) ? Convograph_Session_Rows::from_node( $node, $owner, true ) : null;
+				return is_array( $node ) ? $this->row_read( $node, $owner, true ) : null;
 			}
 		);
 	}
@@ -333,7 +380,8 @@ final class Convograph_Conversation_Store implements WP_Agent_Principal_Conversa
 		}
 		$error = is_array( $errors[0] ) ? $errors[0] : array();
 		$field = is_array( $error['field'] ?? null ) ? ' (' . implode( '.', $error['field'] ) . ')' : '';
-		throw new Convograph_Failure( (string) ( $error['code'] ?? 'ERROR' ) . $field . ': ' . (string) ( $error['message'] ?? '' ) );
+		$code  = (string) ( $error['code'] ?? 'ERROR' );
+		throw new Convograph_Failure( $code . $field . ': ' . (string) ( $error['message'] ?? '' ), false, $code );
 	}
 
 	/**
@@ -372,7 +420,34 @@ final class Convograph_Conversation_Store implements WP_Agent_Principal_Conversa
 		$header = null !== $owner ? Convograph_Owner::header( $owner ) : null;
 		$data   = $this->client->execute( Convograph_Operations::GET, array( 'id' => $session_id ), $header, true );
 		$node   = $data['conversation'] ?? null;
-		return is_array( $node ) ? Convograph_Session_Rows::from_node( $node, $owner, true ) : null;
+		return is_array( $node ) ? $this->row_read( $node, $owner, true ) : null;
+	}
+
+	/**
+	 * The row of a node just read; with its messages, its version is what update_session()
+	 * will expect.
+	 *
+	 * @param array<string,mixed>                $node
+	 * @param array{type:string,key:string}|null $owner
+	 * @return array<string,mixed>
+	 */
+	private function row_read( array $node, ?array $owner, bool $with_messages ): array {
+		if ( $with_messages ) {
+			$this->remember( (string) ( $node['id'] ?? '' ), $node['version'] ?? null );
+		}
+		return Convograph_Session_Rows::from_node( $node, $owner, $with_messages );
+	}
+
+	private function remember( string $session_id, mixed $version ): void {
+		if ( '' === $session_id || ! is_int( $version ) ) {
+			return;
+		}
+		$key = strtolower( $session_id );
+		unset( $this->versions[ $key ] ); // The newest go last; the oldest are dropped first.
+		$this->versions[ $key ] = $version;
+		if ( count( $this->versions ) > self::MAX_VERSIONS ) {
+			unset( $this->versions[ array_key_first( $this->versions ) ] );
+		}
 	}
 
 	/**
@@ -412,7 +487,7 @@ final class Convograph_Conversation_Store implements WP_Agent_Principal_Conversa
 			$page      = $this->client->execute( $document, $variables, $header, true );
 			$nodes     = $page['conversations']['nodes'] ?? array();
 			foreach ( is_array( $nodes ) ? $nodes : array() as $node ) {
-				$rows[] = Convograph_Session_Rows::from_node( $node, $owner, $with_messages );
+				$rows[] = $this->row_read( $node, $owner, $with_messages );
 			}
 			$info = $page['conversations']['pageInfo'] ?? array();
 			if ( true !== ( $info['hasNextPage'] ?? null ) ) {

@@ -11,11 +11,13 @@ declare( strict_types=1 );
 final class Convograph_Failure extends RuntimeException {
 
 	/**
-	 * @param string $message     One line, without credentials.
-	 * @param bool   $no_response True when no HTTP response arrived (refused, reset, timeout):
-	 *                            the request may or may not have reached the server.
+	 * @param string      $message     One line, without credentials.
+	 * @param bool        $no_response True when no HTTP response arrived (refused, reset,
+	 *                                 timeout): the request may or may not have reached the server.
+	 * @param string|null $user_error  The code of the mutation's first user error (CONFLICT,
+	 *                                 NOT_FOUND, ...) when that is why.
 	 */
-	public function __construct( string $message, public readonly bool $no_response = false ) {
+	public function __construct( string $message, public readonly bool $no_response = false, public readonly ?string $user_error = null ) {
 		parent::__construct( $message );
 	}
 }

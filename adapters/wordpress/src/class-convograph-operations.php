@@ -39,10 +39,10 @@ final class Convograph_Operations {
 			' . Convograph_Session_Rows::FIELDS . ' transcript } }';
 
 	public const REPLACE_TRANSCRIPT = 'mutation ConvographUpdateSession($input: ReplaceTranscriptInput!) {
-		replaceTranscript(input: $input) { conversation { id } ' . self::ERRORS . ' } }';
+		replaceTranscript(input: $input) { conversation { id version } ' . self::ERRORS . ' } }';
 
 	public const UPDATE_TITLE = 'mutation ConvographUpdateTitle($input: UpdateConversationInput!) {
-		updateConversation(input: $input) { conversation { id } ' . self::ERRORS . ' } }';
+		updateConversation(input: $input) { conversation { id version } ' . self::ERRORS . ' } }';
 
 	public const DELETE = 'mutation ConvographDeleteSession($input: DeleteConversationInput!) {
 		deleteConversation(input: $input) { deleted ' . self::ERRORS . ' } }';

@@ -9,9 +9,12 @@ declare( strict_types=1 );
 
 final class Convograph_Session_Rows {
 
-	/** The Conversation fields a session row is made of (`transcript` is added when wanted). */
+	/**
+	 * The Conversation fields a session row is made of (`transcript` is added when wanted), and
+	 * `version`, which the store keeps for itself (update_session's expectedVersion).
+	 */
 	public const FIELDS = 'id title agentSlug context metadata provider model providerResponseId
-		workspace { type id } ownerType createdAt updatedAt lastReadAt expiresAt';
+		workspace { type id } ownerType createdAt updatedAt lastReadAt expiresAt version';
 
 	/**
 	 * The row Agents API's bundled store returns, from a Conversation node.

@@ -8,6 +8,9 @@
  *   php concurrent_writer.php append SESSION_ID WRITER TURNS START_AT
  *       appends TURNS turns, each under the session lock: acquire (retrying while contended),
  *       read, append, update_session, release
+ *   php concurrent_writer.php read_modify SESSION_ID WRITER 1 START_AT
+ *       reads the session at once, then at START_AT adds one turn and saves, unlocked (Agents
+ *       API's get, modify, update); says how many messages it read, and what it logged
  *
  * START_AT (a microtime) lines the writers up so that they really overlap.
  *
@@ -54,11 +57,29 @@ function writer_append( Convograph_Conversation_Store $store, string $sid, int $
 	);
 }
 
+/**
+ * @param array<mixed> $read The transcript as this writer read it, before START_AT.
+ * @return array<string,mixed>
+ */
+function writer_read_modify( Convograph_Conversation_Store $store, string $sid, int $writer, array $read ): array {
+	$messages          = $read;
+	$messages[]        = contract_envelope( 'text', 'assistant', "worker {$writer} read-modify turn" );
+	[ $saved, $logged ] = ( new Contract_Log() )->during( fn (): bool => $store->update_session( $sid, $messages ) );
+	return array(
+		'saved'  => $saved ? 1 : 0,
+		'read'   => count( $read ),
+		'logged' => $logged,
+	);
+}
+
 [ , $mode, $sid, $writer, $count, $start_at ] = $argv + array_fill( 0, 6, '' );
 $env   = Contract_Environment::from_env();
 $store = $env->store();
+$read  = 'read_modify' === $mode ? ( ( $store->get_session( $sid ) ?? array() )['messages'] ?? array() ) : array();
 time_sleep_until( max( microtime( true ) + 0.001, (float) $start_at ) );
-$result = 'append' === $mode
-	? writer_append( $store, $sid, (int) $writer, (int) $count )
-	: writer_replace( $store, $sid, (int) $writer, (int) $count );
+$result = match ( $mode ) {
+	'append'      => writer_append( $store, $sid, (int) $writer, (int) $count ),
+	'read_modify' => writer_read_modify( $store, $sid, (int) $writer, $read ),
+	default       => writer_replace( $store, $sid, (int) $writer, (int) $count ),
+};
 echo json_encode( $result + array( 'writer' => (int) $writer ) ), "\n";

@@ -2,6 +2,9 @@
 /**
  * Writers in separate PHP processes on one session: unlocked full-transcript writers end with
  * one writer's complete transcript (never a mix); writers that take the lock lose no turn.
+ * Writers that read, add a turn and save without the lock (Agents API's get, modify, update)
+ * lose no turn either: of those that read the same version, one saves and the others get
+ * false and store nothing (agents-api #74, #82). In this process too, store by store.
  *
  * @package Convograph
  */
@@ -47,6 +50,94 @@ function contract_section_concurrency( Contract_Run $t ): void {
 	$c->same( $base, array_slice( $final, 0, 2 ), 'the transcript still starts with the base turns' );
 	$c->same( $expected, $turns, 'every appended turn is there exactly once (' . count( $expected ) . ')' );
 	$t->record->expect( $sid, array( 'messageCount' => 2 + count( $expected ) ) );
+
+	contract_read_modify_processes( $t, $base );
+	contract_read_modify_in_turn( $t, $base );
+}
+
+/**
+ * Unlocked writer processes that each read the session, add a turn and save at the same time.
+ *
+ * @param list<array<string,mixed>> $base
+ */
+function contract_read_modify_processes( Contract_Run $t, array $base ): void {
+	$c   = $t->c;
+	$s   = $t->store;
+	$sid = $t->record->created( 'user:1', $s->create_session( $t->ws, 1, $t->tag . '-read-modify' ) );
+	$s->update_session( $sid, $base );
+	$results = contract_run_writers( $t, 'read_modify', $sid, 1, 1.0 );
+
+	// Writers that read the same transcript (normally all of them: they read a second before
+	// any saves): exactly one saves. The stored transcript holds every saved turn, no other.
+	$by_read = array();
+	foreach ( $results as $w => $result ) {
+		$by_read[ (int) ( $result['read'] ?? -1 ) ][ $w ] = $result;
+	}
+	ksort( $by_read );
+	$c->check( max( array_map( 'count', $by_read ) ) >= 2, 'at least two writers read the same transcript before either saved', 'messages read: ' . Contract_Checks::show( array_column( $results, 'read' ) ) );
+	$expected = $base;
+	foreach ( $by_read as $read => $group ) {
+		$saved = array_keys( array_filter( $group, static fn ( array $r ): bool => 1 === ( $r['saved'] ?? 0 ) ) );
+		$c->same( 1, count( $saved ), count( $group ) . ' unlocked writers that read ' . $read . ' messages: exactly one saves' );
+		foreach ( $saved as $w ) {
+			$expected[] = contract_envelope( 'text', 'assistant', "worker {$w} read-modify turn" );
+		}
+		foreach ( $group as $w => $result ) {
+			$logged = (array) ( $result['logged'] ?? array() );
+			if ( 1 === ( $result['saved'] ?? 0 ) ) {
+				$c->same( array(), $logged, "read-modify writer {$w} saved, logging nothing" );
+			} else {
+				$c->check( 1 === count( $logged ) && str_contains( (string) $logged[0], 'CONFLICT: a concurrent writer saved' ), "read-modify writer {$w} got false, with one log line naming the concurrent writer", 'logged: ' . Contract_Checks::show( $logged ) );
+			}
+		}
+	}
+	$final = ( $s->get_session( $sid ) ?? array() )['messages'] ?? null;
+	$c->same( array_column( $expected, 'content' ), array_column( (array) $final, 'content' ), 'no saved turn was lost: the transcript is the base and every saved turn' );
+	$t->record->expect( $sid, array( 'transcript' => contract_wire_messages( $expected ) ) );
+}
+
+/**
+ * Two workers' stores in turn, as the reviewer's repro: both read, both save.
+ *
+ * @param list<array<string,mixed>> $base
+ */
+function contract_read_modify_in_turn( Contract_Run $t, array $base ): void {
+	$c    = $t->c;
+	$ws   = $t->ws;
+	$sid  = $t->record->created( 'user:1', $t->store->create_session( $ws, 1, $t->tag . '-in-turn' ) );
+	$read = static fn ( Convograph_Conversation_Store $store ): array => ( $store->get_session_for_owner( $ws, Contract_Run::USER_1, $sid ) ?? array() )['messages'] ?? array();
+	$turn = static fn ( string $text ): array => contract_envelope( 'text', 'assistant', $text );
+	$t->store->update_session( $sid, $base );
+
+	$one  = $t->env->store();
+	$two  = $t->env->store();
+	$m1   = $read( $one );
+	$m2   = $read( $two );
+	$m1[] = $turn( 'turn from worker 1' );
+	$m2[] = $turn( 'turn from worker 2' );
+	$c->same( true, $t->quietly( fn () => $one->update_session( $sid, $m1 ), 'worker 1 saves' ), 'worker 1 and 2 read; worker 1 saves its turn' );
+	$t->fails_once( false, fn () => $two->update_session( $sid, $m2 ), 'worker 2 saves what it read before worker 1 saved', 'CONFLICT: a concurrent writer saved' );
+	$c->same( $m1, $read( $t->store ), "worker 1's turn is kept; worker 2 stored nothing" );
+
+	$m2   = $read( $two );
+	$m2[] = $turn( 'turn from worker 2' );
+	$c->same( true, $two->update_session( $sid, $m2 ), 'worker 2 reads again and saves its turn on top' );
+	$c->same( true, $two->update_title( $sid, 'in turn' ), 'worker 2 titles the session' );
+	$m2[] = $turn( 'worker 2, a second turn' );
+	$c->same( true, $t->quietly( fn () => $two->update_session( $sid, $m2 ), 'worker 2 saves again' ), 'and saves again without reading: its own save and title are not a concurrent writer' );
+	$m1[] = $turn( 'worker 1, a second turn' );
+	$t->fails_once( false, fn () => $one->update_session( $sid, $m1 ), 'worker 1 saves again on top of its first save', 'CONFLICT' );
+	$c->same( $m2, $read( $t->store ), 'every turn saved is kept, in order' );
+
+	$blind = $t->env->store();
+	$c->same( true, $t->quietly( fn () => $blind->update_session( $sid, $m2 ), 'a store that never read the session saves' ), 'a store that has not read the session writes unconditionally (last write wins)' );
+	$t->record->expect(
+		$sid,
+		array(
+			'transcript' => contract_wire_messages( $m2 ),
+			'title'      => 'in turn',
+		)
+	);
 }
 
 /**
@@ -54,8 +145,8 @@ function contract_section_concurrency( Contract_Run $t ): void {
  *
  * @return list<array<string,mixed>>
  */
-function contract_run_writers( Contract_Run $t, string $mode, string $sid, int $count ): array {
-	$start   = microtime( true ) + 0.5;
+function contract_run_writers( Contract_Run $t, string $mode, string $sid, int $count, float $lead = 0.5 ): array {
+	$start   = microtime( true ) + $lead;
 	$spawned = array();
 	for ( $w = 0; $w < CONTRACT_WRITERS; $w++ ) {
 		$spawned[] = $t->spawn( 'concurrent_writer.php', array( $mode, $sid, (string) $w, (string) $count, sprintf( '%.6F', $start ) ) );

@@ -67,7 +67,8 @@ function contract_section_requests( Contract_Run $t ): void {
 	$s->delete_session( $t->tag . '-no-such-id' );
 	$c->same( array_fill( 0, 7, null ), array_map( $owner_of, $sent ), 'get, update (reading the stored token_id first), title, locks and delete name no owner (the token reaches the id)' );
 	$update = $find( 'replaceTranscript' );
-	$c->same( array( 'conversationId', 'messages', 'metadata' ), array_keys( $update['body']['variables']['input'] ?? array() ), "update_session with '' / '' / null sends no provider, model or providerResponseId" );
+	$c->same( array( 'conversationId', 'messages', 'metadata', 'expectedVersion' ), array_keys( $update['body']['variables']['input'] ?? array() ), "update_session with '' / '' / null sends no provider, model or providerResponseId; after a read, the version read" );
+	$c->check( is_int( $update['body']['variables']['input']['expectedVersion'] ?? null ), 'expectedVersion is the version get_session read (an Int)' );
 	$c->check( str_contains( $update['raw'], '"messages":[{"role":"user"},{}]' ) && str_contains( $update['raw'], '"metadata":{}' ), 'an empty message and empty metadata travel as {}' );
 	$c->check( array() === array_filter( $sent, static fn ( array $r ): bool => ! ( $r['timeout'] > 0 && $r['timeout'] <= Convograph_Conversation_Store::DEFAULT_TIMEOUT_SECONDS ) ), 'every request gets what is left of the 10 s budget' );
 	$sent = array();
