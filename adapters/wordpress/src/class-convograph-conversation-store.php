@@ -133,13 +133,7 @@ final class Convograph_Conversation_Store implements WP_Agent_Principal_Conversa
 					if ( 'CONFLICT' !== $e->user_error ) {
 						throw $e;
 					}
-					throw new Convograph_Failure(
-						'CONFLICT: a concurrent writer saved session ' . $session_id . ' since this store read it at version ' . $expected
-						. ' (' . preg_replace( '/^CONFLICT[^:]*: /', '', $e->getMessage() ) . '); nothing was stored.'
-						. ' Read it again and apply the turn to what it holds, or hold acquire_session_lock() from the read to the update',
-						false,
-						'CONFLICT'
-					);
+					$this->own_lost_save( $session_id, $input['messages'], $expected, $e );
 				}
 				return true;
 			}
@@ -448,6 +442,36 @@ final class Convograph_Conversation_Store implements WP_Agent_Principal_Conversa
 		if ( count( $this->versions ) > self::MAX_VERSIONS ) {
 			unset( $this->versions[ array_key_first( $this->versions ) ] );
 		}
+	}
+
+	/**
+	 * update_session() got CONFLICT. When its request went out twice (the first answer was
+	 * lost), the conflict may be the first attempt's own save: it was, if the session is one
+	 * version on and holds exactly this transcript. Otherwise a concurrent writer saved first,
+	 * and that is the failure.
+	 *
+	 * @param list<object> $messages As sent.
+	 * @throws Convograph_Failure
+	 */
+	private function own_lost_save( string $session_id, array $messages, int $expected, Convograph_Failure $conflict ): void {
+		$why  = 'CONFLICT: a concurrent writer saved session ' . $session_id . ' since this store read it at version '
+			. $expected . ' (' . preg_replace( '/^CONFLICT[^:]*: /', '', $conflict->getMessage() ) . ')';
+		$next = ' Read it again and apply the turn to what it holds, or hold acquire_session_lock() from the read to the update';
+		if ( ! $this->client->retried() ) {
+			throw new Convograph_Failure( $why . '; nothing was stored.' . $next, false, 'CONFLICT' );
+		}
+		try {
+			$data   = $this->client->execute( Convograph_Operations::GET_VERSION_AND_TRANSCRIPT, array( 'id' => $session_id ), null, true );
+			$node   = is_array( $data['conversation'] ?? null ) ? $data['conversation'] : array();
+			$mine   = json_decode( json_encode( $messages, JSON_PRESERVE_ZERO_FRACTION | JSON_THROW_ON_ERROR ), true, 512, JSON_THROW_ON_ERROR );
+			$landed = ( $node['version'] ?? null ) === $expected + 1 && ( $node['transcript'] ?? null ) === $mine;
+		} catch ( Throwable $e ) {
+			throw new Convograph_Failure( $why . '; the first attempt\'s answer was lost, and whether it was saved could not be read (' . $e->getMessage() . ').' . $next, false, 'CONFLICT' );
+		}
+		if ( ! $landed ) {
+			throw new Convograph_Failure( $why . '; the first attempt\'s answer was lost, and the session holds another transcript, with or without this one\'s turn.' . $next, false, 'CONFLICT' );
+		}
+		$this->remember( $session_id, $expected + 1 ); // The conflict was this call's own first attempt.
 	}
 
 	/**

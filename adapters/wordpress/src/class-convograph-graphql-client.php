@@ -23,6 +23,9 @@ final class Convograph_Graphql_Client {
 	/** When the current store call must have returned (microtime), or null outside one. */
 	private ?float $deadline = null;
 
+	/** Whether the last execute() sent its request a second time (the first got no answer). */
+	private bool $retried = false;
+
 	public function __construct(
 		private readonly string $endpoint,
 		private readonly string $token,
@@ -85,15 +88,25 @@ final class Convograph_Graphql_Client {
 			$headers[ self::OWNER_HEADER ] = $owner;
 		}
 
-		$deadline = $this->deadline ?? microtime( true ) + $this->timeout_seconds;
+		$deadline      = $this->deadline ?? microtime( true ) + $this->timeout_seconds;
+		$this->retried = false;
 		try {
 			return $this->attempt( $headers, $body, $deadline );
 		} catch ( Convograph_Failure $first ) {
 			if ( ! $first->no_response || ! $retry_safe || $deadline - microtime( true ) < self::MIN_RETRY_SECONDS ) {
 				throw $first;
 			}
+			$this->retried = true;
 			return $this->attempt( $headers, $body, $deadline );
 		}
+	}
+
+	/**
+	 * True when the last execute() sent its request twice: the first attempt got no answer,
+	 * so it may have been carried out as well.
+	 */
+	public function retried(): bool {
+		return $this->retried;
 	}
 
 	/**

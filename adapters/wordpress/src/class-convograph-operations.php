@@ -41,6 +41,10 @@ final class Convograph_Operations {
 	public const REPLACE_TRANSCRIPT = 'mutation ConvographUpdateSession($input: ReplaceTranscriptInput!) {
 		replaceTranscript(input: $input) { conversation { id version } ' . self::ERRORS . ' } }';
 
+	/** After a CONFLICT on a retried update_session: did the lost first attempt land? */
+	public const GET_VERSION_AND_TRANSCRIPT = 'query ConvographGetSessionVersion($id: ID!) {
+		conversation(id: $id) { version transcript } }';
+
 	public const UPDATE_TITLE = 'mutation ConvographUpdateTitle($input: UpdateConversationInput!) {
 		updateConversation(input: $input) { conversation { id version } ' . self::ERRORS . ' } }';
 

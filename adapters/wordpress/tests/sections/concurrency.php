@@ -4,7 +4,8 @@
  * one writer's complete transcript (never a mix); writers that take the lock lose no turn.
  * Writers that read, add a turn and save without the lock (Agents API's get, modify, update)
  * lose no turn either: of those that read the same version, one saves and the others get
- * false and store nothing (agents-api #74, #82). In this process too, store by store.
+ * false and store nothing (agents-api #74, #82). In this process too, store by store, with
+ * the answer to a save lost on the way.
  *
  * @package Convograph
  */
@@ -53,6 +54,7 @@ function contract_section_concurrency( Contract_Run $t ): void {
 
 	contract_read_modify_processes( $t, $base );
 	contract_read_modify_in_turn( $t, $base );
+	contract_read_modify_lost_answer( $t, $base );
 }
 
 /**
@@ -138,6 +140,75 @@ function contract_read_modify_in_turn( Contract_Run $t, array $base ): void {
 			'title'      => 'in turn',
 		)
 	);
+}
+
+/**
+ * update_session gets no answer and sends its request again. When the first attempt was saved
+ * (its answer lost), the retry's CONFLICT is that save: true. When it never reached the
+ * server and someone saved before the retry: false, and their turn is kept.
+ *
+ * @param list<array<string,mixed>> $base
+ */
+function contract_read_modify_lost_answer( Contract_Run $t, array $base ): void {
+	$c       = $t->c;
+	$ws      = $t->ws;
+	$forward = $t->env->transport();
+	$read    = static fn ( Convograph_Conversation_Store $store, string $sid ): array => ( $store->get_session_for_owner( $ws, Contract_Run::USER_1, $sid ) ?? array() )['messages'] ?? array();
+
+	$sid = $t->record->created( 'user:1', $t->store->create_session( $ws, 1, $t->tag . '-lost-save' ) );
+	$t->store->update_session( $sid, $base );
+	$attempts = array();
+	$lossy    = new Convograph_Conversation_Store( $t->env->url, $t->env->token, contract_losing( 'replaceTranscript', $forward, $attempts ) );
+	$mine     = $read( $lossy, $sid );
+	$mine[]   = contract_envelope( 'text', 'assistant', 'saved, answer lost' );
+	$c->same( true, $t->quietly( fn () => $lossy->update_session( $sid, $mine ), 'a save whose answer is lost' ), 'a save whose answer was lost: the retry finds its own save, true' );
+	$c->same( 2, count( $attempts ), 'the save was sent twice' );
+	$c->same( $mine, $read( $t->store, $sid ), 'the transcript is the one saved' );
+	$mine[] = contract_envelope( 'text', 'user', 'and the next turn' );
+	$c->same( true, $lossy->update_session( $sid, $mine ), 'the next save goes on from it' );
+	$t->record->expect( $sid, array( 'transcript' => contract_wire_messages( $mine ) ) );
+
+	$sid = $t->record->created( 'user:1', $t->store->create_session( $ws, 1, $t->tag . '-lost-save-2' ) );
+	$t->store->update_session( $sid, $base );
+	$other    = $t->env->store();
+	$theirs   = $read( $other, $sid );
+	$theirs[] = contract_envelope( 'text', 'assistant', 'saved between the attempts' );
+	$attempts = array();
+	$lossy    = new Convograph_Conversation_Store(
+		$t->env->url,
+		$t->env->token,
+		contract_unsent( 'replaceTranscript', $forward, $attempts, static fn () => $other->update_session( $sid, $theirs ) )
+	);
+	$mine   = $read( $lossy, $sid );
+	$mine[] = contract_envelope( 'text', 'assistant', 'not sent, then overtaken' );
+	$t->fails_once( false, fn () => $lossy->update_session( $sid, $mine ), 'a save that never reached the server, another saving before the retry', 'the first attempt\'s answer was lost' );
+	$c->same( 2, count( $attempts ), 'the save was tried twice' );
+	$c->same( $theirs, $read( $t->store, $sid ), 'the turn saved between the attempts is kept' );
+	$t->record->expect( $sid, array( 'transcript' => contract_wire_messages( $theirs ) ) );
+}
+
+/**
+ * A transport whose first request mentioning `$operation` never reaches the server (a reset
+ * connection); `$meanwhile` runs in its place. Each such attempt's body is recorded.
+ *
+ * @param list<string> $attempts
+ */
+function contract_unsent( string $operation, callable $forward, array &$attempts, callable $meanwhile ): callable {
+	return static function ( string $url, array $headers, string $body, float $timeout ) use ( $operation, $forward, &$attempts, $meanwhile ): array {
+		if ( ! str_contains( $body, $operation . '(' ) ) {
+			return $forward( $url, $headers, $body, $timeout );
+		}
+		$attempts[] = $body;
+		if ( 1 < count( $attempts ) ) {
+			return $forward( $url, $headers, $body, $timeout );
+		}
+		$meanwhile();
+		return array(
+			'status' => 0,
+			'body'   => '',
+			'error'  => 'connection reset (request not sent, on purpose)',
+		);
+	};
 }
 
 /**
