@@ -278,7 +278,12 @@ final class Convograph_Conversation_Store implements WP_Agent_Principal_Conversa
 
 	/* -------------------------- WP_Agent_Conversation_Lock -------------------------- */
 
-	/** A lock token, or null while someone else holds an unexpired lock. TTL 1..86400 s. */
+	/**
+	 * A lock token, or null while someone else holds an unexpired lock. TTL 1..86400 s.
+	 *
+	 * The interface has no other failure value: when convograph cannot be asked or refuses, this
+	 * is null too, and only the log line (which says so) tells it from contention.
+	 */
 	public function acquire_session_lock( string $session_id, int $ttl_seconds = 300 ): ?string {
 		return $this->guarded(
 			__FUNCTION__,
@@ -289,16 +294,27 @@ final class Convograph_Conversation_Store implements WP_Agent_Principal_Conversa
 					'ttlSeconds'     => min( self::MAX_LOCK_TTL, max( 1, $ttl_seconds ) ),
 				);
 				// Never retried: a lost answer to a granted lock would make the retry see LOCKED.
-				$data    = $this->client->execute( Convograph_Operations::ACQUIRE_LOCK, array( 'input' => $input ), null, false );
-				$payload = is_array( $data['acquireLock'] ?? null ) ? $data['acquireLock'] : array();
-				$codes   = array_column( is_array( $payload['userErrors'] ?? null ) ? $payload['userErrors'] : array(), 'code' );
-				if ( array( 'LOCKED' ) === $codes ) {
-					return null; // Contention is an answer, not a failure.
-				}
-				self::refuse_user_errors( $payload );
-				$token = $payload['token'] ?? null;
-				if ( ! is_string( $token ) || '' === $token ) {
-					throw new Convograph_Failure( 'acquireLock returned no token' );
+				try {
+					$data    = $this->client->execute( Convograph_Operations::ACQUIRE_LOCK, array( 'input' => $input ), null, false );
+					$payload = is_array( $data['acquireLock'] ?? null ) ? $data['acquireLock'] : array();
+					$codes   = array_column( is_array( $payload['userErrors'] ?? null ) ? $payload['userErrors'] : array(), 'code' );
+					if ( array( 'LOCKED' ) === $codes ) {
+						return null; // Contention is an answer, not a failure.
+					}
+					self::refuse_user_errors( $payload );
+					$token = $payload['token'] ?? null;
+					if ( ! is_string( $token ) || '' === $token ) {
+						throw new Convograph_Failure( 'acquireLock returned no token' );
+					}
+				} catch ( Convograph_Failure $e ) {
+					// The caller sees null, as for contention: the log line tells them apart.
+					throw new Convograph_Failure(
+						$e->getMessage() . ( $e->no_response
+							? '; null, not contention: this caller has no lock, but the server may have granted one that nobody holds until its TTL (' . $input['ttlSeconds'] . ' s) ends'
+							: '; null, not contention: no lock was taken' ),
+						$e->no_response,
+						$e->user_error
+					);
 				}
 				return $token;
 			}

@@ -1,7 +1,8 @@
 <?php
 /**
- * Locks: one holder; contention is null (and not logged); a stale token releases nothing,
- * even after the lock expired and was taken over (agents-api #470).
+ * Locks: one holder; contention is null (and not logged); a failure is null too, with a log
+ * line that says it is not contention; a stale token releases nothing, even after the lock
+ * expired and was taken over (agents-api #470).
  *
  * @package Convograph
  */
@@ -42,5 +43,6 @@ function contract_section_locks( Contract_Run $t ): void {
 
 	$missing = '00000000-0000-4000-8000-000000000001';
 	$t->fails_once( null, fn () => $s->acquire_session_lock( $missing ), 'acquire_session_lock(unknown id)', 'NOT_FOUND' );
+	$t->fails_once( null, fn () => $s->acquire_session_lock( $missing ), 'acquire_session_lock(unknown id) again', 'null, not contention: no lock was taken' );
 	$t->fails_once( false, fn () => $s->release_session_lock( $missing, 'x' ), 'release_session_lock(unknown id)', 'NOT_FOUND' );
 }
