@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 
@@ -17,6 +19,13 @@ namespace {
 
 constexpr int kPollMs = 50;
 
+long long now_ms() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+// Listens on 127.0.0.1:`port` (0: any free port, written back).
 int listen_local(int& port) {
     const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0) {
@@ -27,7 +36,7 @@ int listen_local(int& port) {
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = 0;
+    addr.sin_port = htons(static_cast<std::uint16_t>(port));
     socklen_t len = sizeof addr;
     if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
         ::listen(fd, 64) != 0 ||
@@ -59,37 +68,81 @@ int connect_to(const std::string& host, int port) {
     return fd;
 }
 
-bool send_all(int fd, const char* data, std::size_t size) {
+bool send_all(int fd, const std::string& data) {
+    const char* at = data.data();
+    std::size_t size = data.size();
     while (size > 0) {
-        const ssize_t n = ::send(fd, data, size, MSG_NOSIGNAL);
+        const ssize_t n = ::send(fd, at, size, MSG_NOSIGNAL);
         if (n <= 0) {
             return false;
         }
-        data += n;
+        at += n;
         size -= static_cast<std::size_t>(n);
     }
     return true;
 }
 
-// Waits for `fd` to become readable; false on timeout (so the caller can look at stop_).
+// Waits for `fd` to become readable; false on timeout (so the caller can look at stop).
 bool readable(int fd) {
     pollfd p{fd, POLLIN, 0};
     return ::poll(&p, 1, kPollMs) > 0;
 }
 
-// Whether `request` holds a complete HTTP request (headers and Content-Length bytes).
-bool complete_request(const std::string& request) {
-    const std::size_t end = request.find("\r\n\r\n");
+// The length of the HTTP message `buffer` starts with (headers and Content-Length bytes of
+// body), or 0 while it is incomplete.
+std::size_t message_size(const std::string& buffer) {
+    const std::size_t end = buffer.find("\r\n\r\n");
     if (end == std::string::npos) {
-        return false;
+        return 0;
     }
-    std::string headers = request.substr(0, end);
+    std::string headers = buffer.substr(0, end);
     std::transform(headers.begin(), headers.end(), headers.begin(),
                    [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
     const std::size_t at = headers.find("\r\ncontent-length:");
-    const std::size_t length =
-        at == std::string::npos ? 0 : std::stoul(headers.substr(at + 17));
-    return request.size() >= end + 4 + length;
+    const std::size_t length = at == std::string::npos ? 0 : std::stoul(headers.substr(at + 17));
+    const std::size_t total = end + 4 + length;
+    return buffer.size() >= total ? total : 0;
+}
+
+// Reads the next whole message from `fd` into `message`; `pending` keeps what came after it.
+// False on end of stream, an error, or `stop`.
+bool read_message(int fd, std::string& pending, std::string& message,
+                  const std::atomic<bool>& stop) {
+    char buffer[16384];
+    for (;;) {
+        const std::size_t size = message_size(pending);
+        if (size > 0) {
+            message = pending.substr(0, size);
+            pending.erase(0, size);
+            return true;
+        }
+        if (stop) {
+            return false;
+        }
+        if (!readable(fd)) {
+            continue;
+        }
+        const ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
+        if (n <= 0) {
+            return false;
+        }
+        pending.append(buffer, static_cast<std::size_t>(n));
+    }
+}
+
+// Reads and drops whatever the client sends until it closes (or stop): a client kept waiting.
+void hold(int client, const std::atomic<bool>& stop) {
+    char buffer[16384];
+    while (!stop) {
+        if (readable(client) && ::recv(client, buffer, sizeof buffer, 0) <= 0) {
+            return;
+        }
+    }
+}
+
+std::string answer(const char* status, const std::string& body, const std::string& extra) {
+    return std::string("HTTP/1.1 ") + status + "\r\nContent-Type: application/json\r\n" + extra +
+           "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 
 }  // namespace
@@ -101,11 +154,23 @@ int closed_port() {
     return port;
 }
 
+namespace {
+FaultOptions first_requests(int faulty) {
+    FaultOptions o;
+    o.faulty = faulty;
+    return o;
+}
+}  // namespace
+
 FaultProxy::FaultProxy(std::string upstream_host, int upstream_port, Fault fault, int faulty)
+    : FaultProxy(std::move(upstream_host), upstream_port, fault, first_requests(faulty)) {}
+
+FaultProxy::FaultProxy(std::string upstream_host, int upstream_port, Fault fault,
+                       FaultOptions options)
     : upstream_host_(std::move(upstream_host)),
       upstream_port_(upstream_port),
       fault_(fault),
-      faulty_(faulty) {
+      options_(std::move(options)) {
     listener_ = listen_local(port_);
     acceptor_ = std::thread([this] { accept_loop(); });
 }
@@ -117,7 +182,9 @@ FaultProxy::~FaultProxy() {
     for (std::thread& t : workers_) {
         t.join();
     }
-    ::close(listener_);
+    if (listening_) {
+        ::close(listener_);
+    }
 }
 
 std::string FaultProxy::url() const {
@@ -126,6 +193,24 @@ std::string FaultProxy::url() const {
 
 void FaultProxy::accept_loop() {
     while (!stop_) {
+        if (refuse_until_ms_ > now_ms()) {
+            if (listening_) {
+                ::close(listener_);  // a connection now is refused, as by a server that is down
+                listening_ = false;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(2));
+            continue;
+        }
+        if (!listening_) {
+            try {
+                int port = port_;
+                listener_ = listen_local(port);  // back on the same port, as a restarted server
+                listening_ = true;
+            } catch (const std::runtime_error&) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(10));
+                continue;
+            }
+        }
         if (!readable(listener_)) {
             continue;
         }
@@ -133,102 +218,122 @@ void FaultProxy::accept_loop() {
         if (client < 0) {
             continue;
         }
-        const bool faulty = ++connections_ <= faulty_;
+        ++connections_;
         std::lock_guard<std::mutex> lock(mutex_);
-        workers_.emplace_back([this, client, faulty] {
-            serve(client, faulty);
+        workers_.emplace_back([this, client] {
+            serve(client);
             ::close(client);
         });
     }
 }
 
-void FaultProxy::serve(int client, bool faulty) {
-    if (!faulty) {
-        pass(client, /*drop_answers=*/false);
-        return;
+bool FaultProxy::claim(const std::string& request) {
+    const std::size_t body = request.find("\r\n\r\n");
+    if (!options_.match.empty() && request.find(options_.match, body) == std::string::npos) {
+        return false;
     }
-    switch (fault_) {
-        case Fault::SwallowAnswer:
-            pass(client, /*drop_answers=*/true);
-            break;
-        case Fault::Reply503:
-            reply_503(client);
-            break;
-        case Fault::Blackhole:
-            blackhole(client);
-            break;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (fault_ == Fault::Reply429) {
+        const auto now = std::chrono::steady_clock::now();
+        if (claimed_++ == 0) {
+            limited_since_ = now;
+        }
+        return now - limited_since_ < std::chrono::seconds(options_.retry_after_s);
+    }
+    if (claimed_ >= options_.faulty) {
+        return false;
+    }
+    ++claimed_;
+    return true;
+}
+
+void FaultProxy::refuse_connections() {
+    refuse_until_ms_ = now_ms() + options_.refuse_ms;
+    // The client must find the listener closed when it reconnects after the cut.
+    while (listening_ && !stop_) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
 }
 
-void FaultProxy::pass(int client, bool drop_answers) {
-    const int upstream = connect_to(upstream_host_, upstream_port_);
-    if (upstream < 0) {
-        return;
-    }
-    bool dropped = false;
-    bool upstream_open = true;
-    char buffer[16384];
-    while (!stop_) {
-        pollfd p[2] = {{client, POLLIN, 0}, {upstream, POLLIN, 0}};
-        if (::poll(p, upstream_open ? 2 : 1, kPollMs) <= 0) {
+void FaultProxy::serve(int client) {
+    int upstream = -1;
+    std::string from_client;
+    std::string from_upstream;
+    // Forwards `request` and reads the server's whole answer.
+    const auto exchange = [&](const std::string& request, std::string& reply) {
+        if (upstream < 0) {
+            upstream = connect_to(upstream_host_, upstream_port_);
+        }
+        return upstream >= 0 && send_all(upstream, request) &&
+               read_message(upstream, from_upstream, reply, stop_);
+    };
+    std::string request;
+    std::string reply;
+    while (read_message(client, from_client, request, stop_)) {
+        ++requests_;
+        if (!claim(request)) {
+            if (!exchange(request, reply) || !send_all(client, reply)) {
+                break;
+            }
             continue;
         }
-        if (p[0].revents != 0) {
-            const ssize_t n = ::recv(client, buffer, sizeof buffer, 0);
-            if (n <= 0 || !send_all(upstream, buffer, static_cast<std::size_t>(n))) {
+        ++faults_;
+        if (fault_ == Fault::Reply429) {
+            const std::string body =
+                R"({"errors":[{"message":"rate limit exceeded for this token (fault proxy); retry after )" +
+                std::to_string(options_.retry_after_s) +
+                R"( s","extensions":{"code":"RATE_LIMITED","retryAfterSeconds":)" +
+                std::to_string(options_.retry_after_s) + "}}]}";
+            if (!send_all(client, answer("429 Too Many Requests", body,
+                                         "Retry-After: " + std::to_string(options_.retry_after_s) +
+                                             "\r\n"))) {
                 break;
             }
+            continue;
         }
-        if (upstream_open && p[1].revents != 0) {
-            const ssize_t n = ::recv(upstream, buffer, sizeof buffer, 0);
-            if (n <= 0) {
-                if (drop_answers) {
-                    upstream_open = false;  // keep the client waiting until it gives up
-                    continue;
-                }
+        if (fault_ == Fault::Reply503BeforeExecution) {
+            const std::string body =
+                R"({"errors":[{"message":"The database is unavailable; retry.","extensions":)"
+                R"({"code":"DATABASE_UNAVAILABLE","requestId":"fault-proxy"}}]})";
+            if (!send_all(client, answer("503 Service Unavailable", body, ""))) {
                 break;
             }
-            if (drop_answers) {
-                if (!dropped) {
-                    dropped = true;
+            continue;
+        }
+        switch (fault_) {
+            case Fault::SwallowAnswer:
+                if (exchange(request, reply)) {
                     ++answers_dropped_;
                 }
-                continue;
-            }
-            if (!send_all(client, buffer, static_cast<std::size_t>(n))) {
+                hold(client, stop_);
                 break;
-            }
+            case Fault::CutAnswer:
+                if (exchange(request, reply)) {
+                    ++answers_dropped_;
+                }
+                break;
+            case Fault::CrashAfterAnswer:
+                if (exchange(request, reply)) {
+                    ++answers_dropped_;
+                }
+                refuse_connections();
+                break;
+            case Fault::Reply503:
+                send_all(client, answer("503 Service Unavailable",
+                                        R"({"errors":[{"message":"no healthy upstream"}]})",
+                                        "Connection: close\r\n"));
+                break;
+            case Fault::Blackhole:
+                hold(client, stop_);
+                break;
+            case Fault::Reply429:
+            case Fault::Reply503BeforeExecution:
+                break;
         }
+        break;  // the fault ends the connection (the caller closes it)
     }
-    ::close(upstream);
-}
-
-void FaultProxy::reply_503(int client) {
-    std::string request;
-    char buffer[16384];
-    while (!stop_ && !complete_request(request)) {
-        if (!readable(client)) {
-            continue;
-        }
-        const ssize_t n = ::recv(client, buffer, sizeof buffer, 0);
-        if (n <= 0) {
-            return;
-        }
-        request.append(buffer, static_cast<std::size_t>(n));
-    }
-    static const char kAnswer[] =
-        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-        "Content-Length: 46\r\nConnection: close\r\n\r\n"
-        "{\"errors\":[{\"message\":\"no healthy upstream\"}]}";
-    send_all(client, kAnswer, sizeof kAnswer - 1);
-}
-
-void FaultProxy::blackhole(int client) {
-    char buffer[16384];
-    while (!stop_) {
-        if (readable(client) && ::recv(client, buffer, sizeof buffer, 0) <= 0) {
-            return;
-        }
+    if (upstream >= 0) {
+        ::close(upstream);
     }
 }
 
