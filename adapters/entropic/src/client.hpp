@@ -17,6 +17,7 @@ struct Client {
     ~Client() { magic = 0; }
 
     std::uint64_t magic = kMagic;
+    int max_attempts;  // Config::max_attempts: also how many times an append reads and tries
     Logger log;
     GraphQL gql;
 

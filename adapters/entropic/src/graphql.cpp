@@ -2,6 +2,7 @@
 
 #include "exact_json.hpp"
 
+#include <algorithm>
 #include <random>
 #include <thread>
 
@@ -9,6 +10,7 @@ namespace convograph::detail {
 namespace {
 
 constexpr std::size_t kMaxBodyInReason = 200;
+constexpr const char* kNotRepeated = "; not repeated";
 
 // The server's own error message in an error response, else the start of the body.
 std::string http_reason(const HttpResult& r) {
@@ -27,38 +29,46 @@ std::string http_reason(const HttpResult& r) {
 
 bool retryable_status(long status) { return status == 408 || status == 429 || status >= 500; }
 
-void sleep_backoff(std::chrono::milliseconds base, int retry_number) {
+// The n-th retry's backoff: between half and all of `base` doubled (n - 1) times, so that
+// threads failing together spread.
+std::chrono::milliseconds backoff(std::chrono::milliseconds base, int retry_number) {
     if (base.count() <= 0) {
-        return;
+        return std::chrono::milliseconds(0);
     }
     const long long full = base.count() << std::min(retry_number - 1, 10);
     thread_local std::minstd_rand jitter{std::random_device{}()};
-    // Between half and all of the doubled backoff, so that threads failing together spread.
     std::uniform_int_distribution<long long> pick(full / 2, full);
-    std::this_thread::sleep_for(std::chrono::milliseconds(pick(jitter)));
+    return std::chrono::milliseconds(pick(jitter));
 }
 
-// One attempt's answer. Sets `retry` when another attempt may help and is allowed.
-Outcome interpret(const HttpResult& r, Repeat repeat, bool& retry, bool& maybe_applied) {
+// One attempt's answer, and what it says about another attempt.
+struct Attempt {
     Outcome out;
-    retry = false;
-    maybe_applied = false;
+    bool transient = false;      // another attempt may succeed (timeout, cut, 408, 429, 5xx)
+    bool ran_nothing = false;    // the server certainly did not run it: any request may repeat
+    bool maybe_applied = false;  // the server may have run it although the call failed
+};
+
+Attempt interpret(const HttpResult& r) {
+    Attempt a;
+    Outcome& out = a.out;
     if (r.code != CURLE_OK) {
         out.error = std::string(r.maybe_sent ? "request failed: " : "no connection: ") + r.error;
-        retry = !r.maybe_sent || repeat == Repeat::Safe;
-        maybe_applied = r.maybe_sent;
-        return out;
+        a.transient = true;
+        a.ran_nothing = !r.maybe_sent;
+        a.maybe_applied = r.maybe_sent;
+        return a;
     }
     if (r.status != 200) {
         out.error = http_reason(r);
-        retry = retryable_status(r.status) && repeat == Repeat::Safe;
-        maybe_applied = r.status >= 500;
-        return out;
+        a.transient = retryable_status(r.status);
+        a.maybe_applied = r.status >= 500;
+        return a;
     }
     json parsed = parse_exact(r.body);  // a stored message's numbers as they were sent
     if (!parsed.is_object()) {
         out.error = "the server's answer is not a JSON object";
-        return out;
+        return a;
     }
     if (parsed.contains("errors") && parsed["errors"].is_array() && !parsed["errors"].empty()) {
         out.errors = parsed["errors"];
@@ -67,15 +77,15 @@ Outcome interpret(const HttpResult& r, Repeat repeat, bool& retry, bool& maybe_a
         out.error += first.is_object() && first.contains("message") && first["message"].is_string()
                          ? first["message"].get<std::string>()
                          : first.dump();
-        return out;
+        return a;
     }
     if (!parsed.contains("data") || !parsed["data"].is_object()) {
         out.error = "the server's answer has no `data`";
-        return out;
+        return a;
     }
     out.ok = true;
     out.data = std::move(parsed["data"]);
-    return out;
+    return a;
 }
 
 std::string join_path(const json& field) {
@@ -100,22 +110,40 @@ GraphQL::GraphQL(const std::string& url, const std::string& token,
     : http_(url, token, connect_timeout, timeout), retry_(retry) {}
 
 Outcome GraphQL::run(const std::string& body, Repeat repeat) const {
+    const Connection connection = repeat == Repeat::Safe ? Connection::Reuse : Connection::Fresh;
     bool maybe_applied_before = false;
     for (int attempt = 1;; ++attempt) {
-        const HttpResult r = http_.post(body);
-        bool retry = false;
-        bool maybe_applied = false;
-        Outcome out = interpret(r, repeat, retry, maybe_applied);
+        Attempt a = interpret(http_.post(body, connection));
+        Outcome out = std::move(a.out);
         out.attempts = attempt;
         out.earlier_attempt_maybe_applied = maybe_applied_before;
-        if (out.ok || !retry || attempt >= retry_.max_attempts) {
-            if (!out.ok && attempt > 1) {
-                out.error += " (" + std::to_string(attempt) + " attempts)";
-            }
+        if (out.ok) {
             return out;
         }
-        maybe_applied_before = maybe_applied_before || maybe_applied;
-        sleep_backoff(retry_.backoff, attempt);
+        // Said when the call gives up on a write: the caller must not take false for "not
+        // stored".
+        const bool may_have_stored =
+            repeat != Repeat::Safe && (maybe_applied_before || a.maybe_applied);
+        const auto give_up = [&](const std::string& why) {
+            if (attempt > 1) {
+                out.error += " (" + std::to_string(attempt) + " attempts)";
+            }
+            out.error += why;
+            if (may_have_stored) {
+                out.error += why == kNotRepeated ? ": " : "; ";
+                out.error += "the write may have been stored";
+            }
+            return out;
+        };
+        const bool repeatable = a.ran_nothing || (a.transient && repeat != Repeat::IfNotSent);
+        if (!repeatable) {
+            return give_up(a.transient ? kNotRepeated : "");
+        }
+        if (attempt >= retry_.max_attempts) {
+            return give_up("");
+        }
+        maybe_applied_before = maybe_applied_before || a.maybe_applied;
+        std::this_thread::sleep_for(backoff(retry_.backoff, attempt));
     }
 }
 

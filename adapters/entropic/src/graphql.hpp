@@ -14,11 +14,20 @@ namespace convograph::detail {
 // Answers keep the order of their object keys (a stored message reads back as it was sent).
 using json = nlohmann::ordered_json;
 
+// When an attempt may be repeated. Whatever the kind, a request that certainly never left (no
+// connection, no byte written) is repeated.
 enum class Repeat {
-    // Retry only when the request certainly did not reach the server (no connection).
-    IfNotSent,
-    // Also after a timeout, a dropped connection, 408, 429 or 5xx: repeating it is safe.
+    // Also after a timeout, a cut answer, 408 or 5xx: running it twice does no harm (a read, a
+    // create with an idempotency key). Its connection may be reused.
     Safe,
+    // Repeated as Safe, but each attempt over a connection of its own, so that libcurl never
+    // re-sends it unseen: the caller reconciles a repeat's refusal (CONFLICT over an expected
+    // version, INVALID_TRANSITION) using earlier_attempt_maybe_applied, which must then count
+    // every attempt that may have reached the server.
+    Reconciled,
+    // Not repeated once the server may have run it (it would store twice), and never re-sent by
+    // libcurl: each attempt over a connection of its own.
+    IfNotSent,
 };
 
 struct Outcome {

@@ -31,17 +31,10 @@ size_t append_body(char* data, size_t size, size_t count, void* target) noexcept
     }
 }
 
-bool certainly_not_sent(CURLcode code, CURL* handle) {
-    switch (code) {
-        case CURLE_COULDNT_RESOLVE_HOST:
-        case CURLE_COULDNT_RESOLVE_PROXY:
-        case CURLE_COULDNT_CONNECT:
-        case CURLE_UNSUPPORTED_PROTOCOL:
-        case CURLE_URL_MALFORMAT:
-            return true;
-        default:
-            break;
-    }
+// Whether no byte of the request was written. CURLINFO_REQUEST_SIZE counts every send of the
+// transfer, libcurl's own re-send on a new connection included: a "could not connect" after
+// such a re-send follows a request that did go out, and must not read as "never sent".
+bool certainly_not_sent(CURL* handle) {
     long request_bytes = 0;  // bytes of request headers written so far
     return curl_easy_getinfo(handle, CURLINFO_REQUEST_SIZE, &request_bytes) == CURLE_OK &&
            request_bytes == 0;
@@ -117,7 +110,7 @@ void HttpClient::release(CURL* handle) const noexcept {
     curl_easy_cleanup(handle);
 }
 
-HttpResult HttpClient::post(const std::string& body) const {
+HttpResult HttpClient::post(const std::string& body, Connection connection) const {
     struct Lease {
         const HttpClient& owner;
         CURL* handle;
@@ -137,6 +130,8 @@ HttpResult HttpClient::post(const std::string& body) const {
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, connect_timeout_ms_);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms_);
     curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    // The connection stays in the handle's cache afterwards, for requests that may reuse one.
+    curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, connection == Connection::Fresh ? 1L : 0L);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers_);
     curl_easy_setopt(h, CURLOPT_POST, 1L);
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, body.data());
@@ -151,7 +146,7 @@ HttpResult HttpClient::post(const std::string& body) const {
         result.maybe_sent = true;
     } else {
         result.error = error[0] != '\0' ? error : curl_easy_strerror(result.code);
-        result.maybe_sent = !certainly_not_sent(result.code, h);
+        result.maybe_sent = !certainly_not_sent(h);
     }
     return result;
 }

@@ -2,6 +2,11 @@
 //
 // Each request has an easy handle to itself: handles wait in a small pool between requests
 // so that connections are reused, and a handle is never used by two threads at once.
+//
+// libcurl re-sends a request by itself when a reused connection dies before any byte of the
+// answer ("Connection died, retrying a fresh connect"), even a POST the server may already
+// have run: a request that must not run twice goes over a connection of its own
+// (Connection::Fresh), where libcurl never does that.
 #pragma once
 
 #include <chrono>
@@ -18,9 +23,15 @@ struct HttpResult {
     long status = 0;           // its status code
     std::string body;          // its body
     std::string error;         // libcurl's message when code != CURLE_OK
-    // False when the request certainly never reached the server (no connection, nothing
-    // sent): then repeating it is safe whatever it does.
+    // False when the request certainly never reached the server (no byte of it written, in
+    // this attempt or in a re-send libcurl made by itself): then repeating it is safe whatever
+    // it does.
     bool maybe_sent = true;
+};
+
+enum class Connection {
+    Reuse,  // an idle connection may carry it: libcurl may re-send it on its own
+    Fresh,  // a new connection: libcurl sends it once; each attempt is the adapter's own
 };
 
 class HttpClient {
@@ -33,7 +44,7 @@ public:
     HttpClient& operator=(const HttpClient&) = delete;
 
     // One POST of a JSON body. Throws only std::bad_alloc.
-    HttpResult post(const std::string& body) const;
+    HttpResult post(const std::string& body, Connection connection) const;
 
 private:
     CURL* acquire() const;

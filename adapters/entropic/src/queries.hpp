@@ -9,13 +9,18 @@ inline constexpr const char* kCreateConversation =
     "mutation($input: CreateConversationInput!) { createConversation(input: $input) {"
     " conversation { id }" CONVOGRAPH_USER_ERRORS " } }";
 
+// A batch, only over the version read (`v`): a repeat of it can never store it twice.
 inline constexpr const char* kAppendMessages =
-    "mutation($id: ID!, $messages: [JSON!]!) {"
-    " appendMessages(input: {conversationId: $id, messages: $messages}) {"
+    "mutation($id: ID!, $messages: [JSON!]!, $v: Int!) {"
+    " appendMessages(input: {conversationId: $id, messages: $messages, expectedVersion: $v}) {"
     " messages { seq }" CONVOGRAPH_USER_ERRORS " } }";
 
 inline constexpr const char* kTranscriptState =
     "query($id: ID!) { conversation(id: $id) { messageCount version } }";
+
+// The transcript from one position on: whether a batch whose answer was lost is there.
+inline constexpr const char* kTranscriptFrom =
+    "query($id: ID!, $from: Int!) { conversation(id: $id) { transcript(fromSeq: $from) } }";
 
 // A whole transcript, only over the version read (`v`).
 inline constexpr const char* kReplaceTranscript =

@@ -32,7 +32,8 @@ namespace convograph {
 namespace detail {
 
 Client::Client(const Config& config)
-    : log(config.log),
+    : max_attempts(config.max_attempts),
+      log(config.log),
       gql(config.url, config.token, config.connect_timeout, config.timeout,
           RetryPolicy{config.max_attempts, config.retry_backoff}) {}
 
@@ -176,66 +177,166 @@ bool refused_for_length(const Payload& p) {
     return p.codes.size() == 1 && p.codes[0] == "LIMIT_EXCEEDED" && p.fields[0] == "messages";
 }
 
+// The write's expectedVersion no longer held: the transcript changed since it was read.
+bool version_moved(const Payload& p) {
+    return p.codes.size() == 1 && p.codes[0] == "CONFLICT" && p.fields[0] == "expectedVersion";
+}
+
+// A conversation's transcript as read just before a write to it.
+struct TranscriptState {
+    json version;          // what the write expects (expectedVersion)
+    long long count = 0;   // messages held: a batch appended over `version` starts after them
+};
+
+// Reads it; a failure (or an unknown conversation) is returned as the callback's answer.
+Verdict read_state(Client& c, const std::string& id, TranscriptState& state) {
+    const Outcome out =
+        c.gql.run(request_body(queries::kTranscriptState, {{"id", id}}), Repeat::Safe);
+    if (!out.ok) {
+        return failure("reading the conversation failed: " + out.error);
+    }
+    const json& conversation = member(out.data, "conversation");
+    if (conversation.is_null()) {
+        return failure("NOT_FOUND (conversationId): conversation not found; nothing was sent");
+    }
+    const json& count = member(conversation, "messageCount");
+    state.version = member(conversation, "version");
+    if (!count.is_number_integer() || !state.version.is_number_integer()) {
+        throw std::runtime_error("the answer has no messageCount and version");
+    }
+    state.count = count.get<long long>();
+    return success();
+}
+
+enum class Found { Yes, No, Unknown };
+
+// After a CONFLICT that may follow this call's own attempt (its answer lost): whether the
+// transcript holds `messages` from position `from` on. Compared as values (key order and
+// number spelling aside), as the server hands them back.
+Found stored_from(Client& c, const std::string& id, long long from, std::string_view messages) {
+    const Outcome out = c.gql.run(
+        request_body(queries::kTranscriptFrom, {{"id", id}, {"from", from}}), Repeat::Safe);
+    const json& transcript = member(member(out.data, "conversation"), "transcript");
+    if (!out.ok || !transcript.is_array()) {
+        return Found::Unknown;
+    }
+    const nlohmann::json sent = nlohmann::json::parse(messages);
+    const nlohmann::json held = nlohmann::json::parse(exact_dump(transcript));
+    if (held.size() < sent.size()) {
+        return Found::No;
+    }
+    for (std::size_t i = 0; i < sent.size(); ++i) {
+        if (held[i] != sent[i]) {
+            return Found::No;
+        }
+    }
+    return Found::Yes;
+}
+
+// A CONFLICT answer to a write over `state`: success when this call's own earlier attempt
+// stored `messages` (from `from` on); else the conflict stands (`Found::No`).
+Found own_earlier_write(Client& c, const Outcome& out, const std::string& id, long long from,
+                        std::string_view messages) {
+    if (!out.earlier_attempt_maybe_applied) {
+        return Found::No;  // every attempt of it was answered: another writer moved the version
+    }
+    return stored_from(c, id, from, messages);
+}
+
 // A batch longer than one append may hold, into a conversation that holds no message yet (a
 // resume through the callbacks seeds its new child so): the whole transcript, saved as one
 // (its bound is a hundred appends'), over the version just read, so that a writer in between
 // makes it fail instead of mixing with it. Else the append's refusal stands.
 Verdict save_whole_transcript(Client& c, const std::string& id, std::string_view messages,
-                              const std::string& refused) {
-    const Outcome state =
-        c.gql.run(request_body(queries::kTranscriptState, {{"id", id}}), Repeat::Safe);
-    if (!state.ok) {
-        return failure(refused + "; reading the conversation failed: " + state.error);
-    }
-    const json& conversation = member(state.data, "conversation");
-    const json& count = member(conversation, "messageCount");
-    const json& version = member(conversation, "version");
-    if (!count.is_number_integer() || count.get<long long>() != 0 ||
-        !version.is_number_integer()) {
+                              const TranscriptState& state, const std::string& refused) {
+    if (state.count != 0) {
         return failure(refused);
     }
     const Outcome out = c.gql.run(
-        splice_messages_body(queries::kReplaceTranscript, id, messages, version),
-        Repeat::IfNotSent);
+        splice_messages_body(queries::kReplaceTranscript, id, messages, state.version),
+        Repeat::Reconciled);
     const Payload p = payload_of(out, "replaceTranscript");
-    if (!p.ok) {
-        return failure(p.why);
+    if (p.ok) {
+        return success();
     }
-    return success();
+    if (version_moved(p)) {
+        switch (own_earlier_write(c, out, id, 1, messages)) {
+            case Found::Yes:
+                return success();
+            case Found::Unknown:
+                return failure(p.why + "; reading it back failed: the write may have been stored");
+            case Found::No:
+                break;
+        }
+    }
+    return failure(p.why);
 }
 
-Verdict save_messages(Client& c, const char* query, const char* field, const char* conversation_id,
-                      const char* messages_json, bool empty_is_noop) {
-    const std::string id = text_arg(conversation_id, "conversation_id");
-    bool empty = false;
-    const std::string_view messages = messages_arg(messages_json, empty);
-    if (empty && empty_is_noop) {
-        return success();  // the server refuses an empty batch; the engine means "nothing new"
-    }
-    // Not repeated once the request may have arrived: a second append would store the batch
-    // twice, a second snapshot would be a duplicate.
-    const Outcome out = c.gql.run(splice_messages_body(query, id, messages), Repeat::IfNotSent);
-    const Payload p = payload_of(out, field);
-    if (!p.ok) {
-        if (query == queries::kAppendMessages && refused_for_length(p)) {
-            return save_whole_transcript(c, id, messages, p.why);
+// save_conversation: the batch appended over the version just read (expectedVersion). A lost
+// answer is then safe to repeat: if the first attempt stored it, the repeat is refused with
+// CONFLICT and the batch is found where it was to go. A CONFLICT that is not this call's own
+// write (another writer in between) reads the version again and appends after it.
+Verdict append_batch(Client& c, const std::string& id, std::string_view messages) {
+    for (int round = 1;; ++round) {
+        TranscriptState state;
+        const Verdict read = read_state(c, id, state);
+        if (!read.ok) {
+            return read;
         }
-        return failure(p.why);
+        const Outcome out = c.gql.run(
+            splice_messages_body(queries::kAppendMessages, id, messages, state.version),
+            Repeat::Reconciled);
+        const Payload p = payload_of(out, "appendMessages");
+        if (p.ok) {
+            return success();
+        }
+        if (refused_for_length(p)) {
+            return save_whole_transcript(c, id, messages, state, p.why);
+        }
+        if (!version_moved(p)) {
+            return failure(p.why);
+        }
+        switch (own_earlier_write(c, out, id, state.count + 1, messages)) {
+            case Found::Yes:
+                return success();
+            case Found::Unknown:
+                return failure(p.why + "; reading it back failed: the write may have been stored");
+            case Found::No:
+                break;
+        }
+        if (round >= c.max_attempts) {
+            return failure(p.why + " (" + std::to_string(round) +
+                           " rounds: other writers kept changing the conversation)");
+        }
     }
-    return success();
 }
 
 bool save_conversation(const char* conversation_id, const char* messages_json, void* user_data) {
     return guarded("save_conversation", user_data, [&](Client& c) {
-        return save_messages(c, queries::kAppendMessages, "appendMessages", conversation_id,
-                             messages_json, /*empty_is_noop=*/true);
+        const std::string id = text_arg(conversation_id, "conversation_id");
+        bool empty = false;
+        const std::string_view messages = messages_arg(messages_json, empty);
+        if (empty) {
+            return success();  // the server refuses an empty batch; the engine means "nothing new"
+        }
+        return append_batch(c, id, messages);
     });
 }
 
 bool save_snapshot(const char* conversation_id, const char* messages_json, void* user_data) {
     return guarded("save_snapshot", user_data, [&](Client& c) {
-        return save_messages(c, queries::kSaveSnapshot, "saveSnapshot", conversation_id,
-                             messages_json, /*empty_is_noop=*/false);
+        const std::string id = text_arg(conversation_id, "conversation_id");
+        bool empty = false;
+        const std::string_view messages = messages_arg(messages_json, empty);
+        // Not repeated once the request may have arrived: saveSnapshot takes no key and no
+        // version, and a second snapshot would be a duplicate.
+        const Outcome out = c.gql.run(
+            splice_messages_body(queries::kSaveSnapshot, id, messages), Repeat::IfNotSent);
+        const Payload p = payload_of(out, "saveSnapshot");
+        if (!p.ok) {
+            return failure(p.why);
+        }
+        return success();
     });
 }
 
@@ -321,8 +422,10 @@ bool complete_delegation(const char* delegation_id, const char* status, const ch
         const std::string wanted = given == "completed" ? "COMPLETED" : "FAILED";
         const json summary_value = optional_text_arg(summary, "summary");
         const json input = {{"delegationId", id}, {"status", wanted}, {"summary", summary_value}};
-        const Outcome out =
-            c.gql.run(request_body(queries::kCompleteDelegation, {{"input", input}}), Repeat::Safe);
+        // Reconciled: a repeat after a lost answer is refused (INVALID_TRANSITION) when the
+        // first attempt completed it, and every attempt must be seen to tell so.
+        const Outcome out = c.gql.run(
+            request_body(queries::kCompleteDelegation, {{"input", input}}), Repeat::Reconciled);
         const Payload p = payload_of(out, "completeDelegation");
         if (p.ok) {
             return success();

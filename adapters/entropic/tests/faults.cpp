@@ -1,5 +1,6 @@
 // Faults: what each callback does when the server is down, hangs, refuses the caller or the
-// body, or answers through a gateway that loses answers or says 503.
+// body, or answers through a gateway that loses answers or says 503; when a kept-alive
+// connection dies after the server's commit (a cut, a crash and restart).
 #include <chrono>
 #include <stdexcept>
 #include <string>
@@ -73,6 +74,32 @@ int delegation_count(Context& ctx, const std::string& conversation_id) {
         .get<int>();
 }
 
+json transcript_of(Context& ctx, const std::string& conversation_id) {
+    return ctx.probe("query($id: ID!) { conversation(id: $id) { transcript } }",
+                     {{"id", conversation_id}})["conversation"]["transcript"];
+}
+
+int snapshot_count(Context& ctx, const std::string& conversation_id) {
+    return ctx.probe("query($id: ID!) { conversation(id: $id) { snapshots { totalCount } } }",
+                     {{"id", conversation_id}})["conversation"]["snapshots"]["totalCount"]
+        .get<int>();
+}
+
+json delegation_state(Context& ctx, const std::string& delegation_id) {
+    return ctx.probe("query($id: ID!) { delegation(id: $id) { status summary } }",
+                     {{"id", delegation_id}})["delegation"];
+}
+
+// A root conversation made through `st` (over its proxy): the request that follows may reuse
+// the connection this one used.
+std::string session_through(Context& ctx, Storage& st, const std::string& what) {
+    std::string id;
+    ctx.check(st.api().create_conversation("session", id, st.user_data()),
+              what + ": create_conversation through the proxy");
+    ctx.created_root(id);
+    return id;
+}
+
 void one_line(Context& ctx, const Storage& st, const std::string& what, const std::string& says) {
     ctx.check(st.log().size() == 1, what + ": exactly one log line");
     ctx.check(st.log().last().find(says) != std::string::npos,
@@ -121,13 +148,36 @@ void server_hangs(Context& ctx, const Endpoint& upstream, const std::string& roo
         Storage st(cfg);
         const auto began = std::chrono::steady_clock::now();
         const int before = proxy.connections();
-        ctx.check(!st.api().save_conversation(root.c_str(), R"([{"role":"user","content":"x"}])",
-                                              st.user_data()),
-                  "server hangs: save_conversation is false");
+        ctx.check(!st.api().save_snapshot(root.c_str(), R"([{"role":"user","content":"x"}])",
+                                          st.user_data()),
+                  "server hangs: save_snapshot is false");
         ctx.check(proxy.connections() == before + 1,
-                  "server hangs: save_conversation is not repeated once sent");
-        ctx.summary["measured_ms"]["server_hangs_save_1_attempt_of_400ms"] = ms_since(began);
+                  "server hangs: save_snapshot is not repeated once sent");
+        one_line(ctx, st, "server hangs: save_snapshot", "timed out");
+        one_line(ctx, st, "server hangs: save_snapshot", "not repeated: the write may have been stored");
+        ctx.summary["measured_ms"]["server_hangs_snapshot_1_attempt_of_400ms"] = ms_since(began);
     }
+}
+
+// Only the append hangs (its version was read): repeated, since a repeat of an append over an
+// expected version cannot store it twice; false once the attempts are spent, and said so.
+void append_hangs(Context& ctx, const Endpoint& upstream, const std::string& root) {
+    FaultOptions hang;
+    hang.faulty = 1000;
+    hang.match = "appendMessages";
+    FaultProxy proxy(upstream.host, upstream.port, Fault::Blackhole, hang);
+    const auto cfg = with(ctx.config, proxy.url(), milliseconds(400), 2);
+    Storage st(cfg);
+    const json before = transcript_of(ctx, root);
+    const auto began = std::chrono::steady_clock::now();
+    ctx.check(!st.api().save_conversation(root.c_str(), R"([{"role":"user","content":"x"}])",
+                                          st.user_data()),
+              "append hangs: save_conversation is false");
+    ctx.check(ms_since(began) <= 2 * bound_ms(cfg), "append hangs: false within its timeouts");
+    ctx.check(proxy.faults() == 2, "append hangs: the append over its version is repeated once");
+    one_line(ctx, st, "append hangs", "timed out");
+    one_line(ctx, st, "append hangs", "the write may have been stored");
+    ctx.check(transcript_of(ctx, root) == before, "append hangs: nothing reached the server");
 }
 
 void refused_tokens(Context& ctx) {
@@ -208,16 +258,20 @@ void lost_answers(Context& ctx, const Endpoint& upstream) {
         ctx.check(st.log().size() == 0, "lost answer: complete_delegation logs nothing");
     }
     {
-        FaultProxy proxy(upstream.host, upstream.port, Fault::SwallowAnswer, 1);
+        FaultOptions append;
+        append.match = "appendMessages";
+        FaultProxy proxy(upstream.host, upstream.port, Fault::SwallowAnswer, append);
         Storage st(config_for(proxy));
         const json batch = json::array({{{"role", "user"}, {"content", "stored once"}},
                                         {{"role", "assistant"}, {"content", "not twice"}}});
-        ctx.check(!st.api().save_conversation(conversation.c_str(), batch.dump().c_str(),
-                                              st.user_data()),
-                  "lost answer: save_conversation reports the failure");
-        ctx.check(proxy.connections() == 1, "lost answer: save_conversation is not repeated");
-        one_line(ctx, st, "lost answer: save_conversation", "timed out");
-        ctx.stored(conversation, batch);  // the server did store it, once
+        ctx.check(st.api().save_conversation(conversation.c_str(), batch.dump().c_str(),
+                                             st.user_data()),
+                  "lost answer: save_conversation finds its own first attempt");
+        ctx.check(proxy.answers_dropped() == 1, "lost answer: the server stored the first one");
+        ctx.check(transcript_of(ctx, conversation) == batch,
+                  "lost answer: the batch is stored once (the repeat met CONFLICT)");
+        ctx.check(st.log().size() == 0, "lost answer: save_conversation logs nothing");
+        ctx.stored(conversation, batch);
     }
     ctx.summary["lost_answers"] = {
         {"conversation", conversation}, {"delegation", delegation}, {"child", child}};
@@ -254,6 +308,78 @@ void gateway_503(Context& ctx, const Endpoint& upstream) {
                   "503: save_snapshot is false");
         ctx.check(again.connections() == 1, "503: save_snapshot is not repeated");
         one_line(ctx, st2, "503: save_snapshot", "HTTP 503");
+    }
+}
+
+// The connection dies after the server committed, with no byte of the answer: the write came
+// over a kept-alive connection, where libcurl would re-send it by itself, unseen. Each write
+// must be stored once, and a callback must say true exactly when its write is stored.
+void cut_connections(Context& ctx, const Endpoint& upstream) {
+    const auto cut = [](const char* match) {
+        FaultOptions o;
+        o.match = match;
+        return o;
+    };
+    {
+        FaultProxy proxy(upstream.host, upstream.port, Fault::CutAnswer, cut("appendMessages"));
+        Storage st(with(ctx.config, proxy.url(), milliseconds(1500), 3));
+        const std::string id = session_through(ctx, st, "cut append");
+        const json batch = json::array({{{"role", "user"}, {"content", "cut after commit"}}});
+        ctx.check(st.api().save_conversation(id.c_str(), batch.dump().c_str(), st.user_data()),
+                  "cut append: save_conversation is true");
+        ctx.check(proxy.answers_dropped() == 1, "cut append: the server stored it, then the cut");
+        ctx.check(transcript_of(ctx, id) == batch, "cut append: the batch is stored once");
+        ctx.check(st.log().size() == 0, "cut append: nothing logged");
+        ctx.stored(id, batch);
+    }
+    {
+        FaultProxy proxy(upstream.host, upstream.port, Fault::CutAnswer, cut("saveSnapshot"));
+        Storage st(with(ctx.config, proxy.url(), milliseconds(1500), 3));
+        const std::string id = session_through(ctx, st, "cut snapshot");
+        const json history = json::array({{{"role", "user"}, {"content", "snapshot, cut"}}});
+        ctx.check(!st.api().save_snapshot(id.c_str(), history.dump().c_str(), st.user_data()),
+                  "cut snapshot: save_snapshot is false (its answer never came)");
+        ctx.check(snapshot_count(ctx, id) == 1, "cut snapshot: one snapshot, not re-sent");
+        one_line(ctx, st, "cut snapshot", "the write may have been stored");
+    }
+    {
+        // A server killed right after its commit, refusing connections while it restarts:
+        // the attempts after the cut are refused, then one gets in.
+        FaultOptions crash = cut("appendMessages");
+        crash.refuse_ms = 250;
+        FaultProxy proxy(upstream.host, upstream.port, Fault::CrashAfterAnswer, crash);
+        auto cfg = with(ctx.config, proxy.url(), milliseconds(1500), 5);
+        cfg.retry_backoff = milliseconds(100);  // 350 ms at least before the fourth attempt
+        Storage st(cfg);
+        const std::string id = session_through(ctx, st, "crash and restart");
+        const json batch = json::array({{{"role", "user"}, {"content", "across a restart"}}});
+        const auto began = std::chrono::steady_clock::now();
+        ctx.check(st.api().save_conversation(id.c_str(), batch.dump().c_str(), st.user_data()),
+                  "crash and restart: save_conversation is true");
+        ctx.summary["measured_ms"]["crash_and_restart_save"] = ms_since(began);
+        ctx.check(proxy.answers_dropped() == 1, "crash and restart: the server had stored it");
+        ctx.check(transcript_of(ctx, id) == batch, "crash and restart: the batch is stored once");
+        ctx.check(st.log().size() == 0, "crash and restart: nothing logged");
+        ctx.stored(id, batch);
+    }
+    {
+        FaultProxy proxy(upstream.host, upstream.port, Fault::CutAnswer,
+                         cut("completeDelegation"));
+        Storage st(with(ctx.config, proxy.url(), milliseconds(1500), 3));
+        const std::string id = session_through(ctx, st, "cut completion");
+        std::string delegation;
+        std::string child;
+        ctx.check(st.api().create_delegation(id.c_str(), "lead", "cut-completion", "task", 0,
+                                             delegation, child, st.user_data()),
+                  "cut completion: create_delegation");
+        ctx.check(st.api().complete_delegation(delegation.c_str(), "completed", "cut summary",
+                                               st.user_data()),
+                  "cut completion: complete_delegation recognises its own first attempt");
+        ctx.check(proxy.answers_dropped() == 1, "cut completion: completed, then the cut");
+        ctx.check(delegation_state(ctx, delegation) ==
+                      json({{"status", "COMPLETED"}, {"summary", "cut summary"}}),
+                  "cut completion: completed with this call's summary");
+        ctx.check(st.log().size() == 0, "cut completion: nothing logged");
     }
 }
 
@@ -302,8 +428,10 @@ void run_faults(Context& ctx) {
         return;
     }
     server_hangs(ctx, upstream, root);
+    append_hangs(ctx, upstream, root);
     lost_answers(ctx, upstream);
     gateway_503(ctx, upstream);
+    cut_connections(ctx, upstream);
 }
 
 }  // namespace flow
