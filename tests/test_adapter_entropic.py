@@ -7,8 +7,8 @@ resume, latest, followup; from several threads at once) and then the faults: the
 down or hanging, a revoked token, a body over the server's limit (413), invalid UTF-8,
 answers lost after the server did the work (retries must not duplicate anything), a
 kept-alive connection cut after the server's commit (libcurl must not re-send a write
-unseen), a crash and restart, and a gateway's 503. It prints a JSON summary of what it
-stored; this test reads all of it back through GraphQL.
+unseen), a crash and restart, a gateway's 503 and a rate limit's 429 with Retry-After. It
+prints a JSON summary of what it stored; this test reads all of it back through GraphQL.
 
 Without g++, make, pkg-config, libcurl or nlohmann-json (Debian: apt-get install g++ make
 pkg-config libcurl4-openssl-dev nlohmann-json3-dev) every test here skips, loudly.
@@ -199,12 +199,12 @@ async def test_the_engine_flow_through_the_native_adapter(
 
 async def check_roots(gql: GraphQLClient, summary: dict[str, Any]) -> None:
     """Exactly the root conversations the program reports: retries made no duplicates (the
-    engine's, the lost answer's and the 503's, and one per cut and crash case)."""
+    engine's, the lost answer's and the 503's, and one per cut, crash and rate-limit case)."""
     data = await gql(
         "{ conversations(filter: {rootOnly: true}, first: 100) { totalCount nodes { id title } } }"
     )
     roots = data["conversations"]
-    assert roots["totalCount"] == len(summary["root_conversations"]) == 11
+    assert roots["totalCount"] == len(summary["root_conversations"]) == 13
     assert sorted(n["id"] for n in roots["nodes"]) == sorted(summary["root_conversations"])
     assert {n["title"] for n in roots["nodes"]} == {"session"}
 
@@ -333,7 +333,7 @@ def check_child_transcript(transcript: list[dict[str, Any]], sent: list[dict[str
 async def check_every_transcript(gql: GraphQLClient, summary: dict[str, Any]) -> None:
     """Every conversation the program wrote to holds exactly what it sent, once, in order."""
     sent: dict[str, list[Any]] = summary["sent"]
-    assert len(sent) == 22
+    assert len(sent) == 23
     for conversation_id, messages in sent.items():
         data = await gql(TRANSCRIPT, {"id": conversation_id})
         assert data["conversation"]["transcript"] == messages, conversation_id

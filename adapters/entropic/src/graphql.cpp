@@ -29,6 +29,28 @@ std::string http_reason(const HttpResult& r) {
 
 bool retryable_status(long status) { return status == 408 || status == 429 || status >= 500; }
 
+// convograph's own 503 for a request stopped before execution (its token's check found the
+// database away): no `data`, and every error DATABASE_UNAVAILABLE without a `path`. A 503
+// from anything else (a gateway) may follow a request that ran.
+bool stopped_before_execution(const HttpResult& r) {
+    if (r.status != 503) {
+        return false;
+    }
+    const json parsed = json::parse(r.body, nullptr, /*allow_exceptions=*/false);
+    if (!parsed.is_object() || parsed.contains("data") || !parsed.contains("errors") ||
+        !parsed["errors"].is_array() || parsed["errors"].empty()) {
+        return false;
+    }
+    for (const json& e : parsed["errors"]) {
+        if (!e.is_object() || e.contains("path") || !e.contains("extensions") ||
+            !e["extensions"].is_object() || !e["extensions"].contains("code") ||
+            e["extensions"]["code"] != "DATABASE_UNAVAILABLE") {
+            return false;
+        }
+    }
+    return true;
+}
+
 // The n-th retry's backoff: between half and all of `base` doubled (n - 1) times, so that
 // threads failing together spread.
 std::chrono::milliseconds backoff(std::chrono::milliseconds base, int retry_number) {
@@ -47,6 +69,7 @@ struct Attempt {
     bool transient = false;      // another attempt may succeed (timeout, cut, 408, 429, 5xx)
     bool ran_nothing = false;    // the server certainly did not run it: any request may repeat
     bool maybe_applied = false;  // the server may have run it although the call failed
+    std::chrono::seconds retry_after{0};  // how long the server asks to be left alone
 };
 
 Attempt interpret(const HttpResult& r) {
@@ -62,7 +85,10 @@ Attempt interpret(const HttpResult& r) {
     if (r.status != 200) {
         out.error = http_reason(r);
         a.transient = retryable_status(r.status);
-        a.maybe_applied = r.status >= 500;
+        // A rate limit runs nothing of a request it refuses (429 and its Retry-After).
+        a.ran_nothing = r.status == 429 || stopped_before_execution(r);
+        a.maybe_applied = r.status >= 500 && !a.ran_nothing;
+        a.retry_after = std::chrono::seconds(r.retry_after_s);
         return a;
     }
     json parsed = parse_exact(r.body);  // a stored message's numbers as they were sent
@@ -88,6 +114,8 @@ Attempt interpret(const HttpResult& r) {
     return a;
 }
 
+std::string seconds_text(std::chrono::seconds s) { return std::to_string(s.count()) + " s"; }
+
 std::string join_path(const json& field) {
     if (!field.is_array()) {
         return {};
@@ -105,11 +133,13 @@ std::string join_path(const json& field) {
 }  // namespace
 
 GraphQL::GraphQL(const std::string& url, const std::string& token,
-                 std::chrono::milliseconds connect_timeout, std::chrono::milliseconds timeout,
-                 RetryPolicy retry)
-    : http_(url, token, connect_timeout, timeout), retry_(retry) {}
+                 std::chrono::milliseconds connect_timeout, RetryPolicy retry)
+    : http_(url, token, connect_timeout, retry.attempt_timeout), retry_(retry) {}
 
 Outcome GraphQL::run(const std::string& body, Repeat repeat) const {
+    using std::chrono::milliseconds;
+    const auto began = std::chrono::steady_clock::now();
+    const milliseconds budget = retry_.attempt_timeout * retry_.max_attempts;
     const Connection connection = repeat == Repeat::Safe ? Connection::Reuse : Connection::Fresh;
     bool maybe_applied_before = false;
     for (int attempt = 1;; ++attempt) {
@@ -142,8 +172,21 @@ Outcome GraphQL::run(const std::string& body, Repeat repeat) const {
         if (attempt >= retry_.max_attempts) {
             return give_up("");
         }
+        // What the server asks (Retry-After), plus the backoff, so that threads refused
+        // together do not come back together.
+        const milliseconds wait = a.retry_after + backoff(retry_.backoff, attempt);
+        if (a.retry_after.count() > 0) {
+            const auto elapsed = std::chrono::duration_cast<milliseconds>(
+                std::chrono::steady_clock::now() - began);
+            if (elapsed + wait + retry_.attempt_timeout > budget) {
+                return give_up("; not repeated: the server asks to wait " +
+                               seconds_text(a.retry_after) + ", past this call's budget (" +
+                               std::to_string(retry_.max_attempts) + " attempts of " +
+                               std::to_string(retry_.attempt_timeout.count()) + " ms)");
+            }
+        }
         maybe_applied_before = maybe_applied_before || a.maybe_applied;
-        std::this_thread::sleep_for(backoff(retry_.backoff, attempt));
+        std::this_thread::sleep_for(wait);
     }
 }
 

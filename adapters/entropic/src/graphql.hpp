@@ -14,8 +14,9 @@ namespace convograph::detail {
 // Answers keep the order of their object keys (a stored message reads back as it was sent).
 using json = nlohmann::ordered_json;
 
-// When an attempt may be repeated. Whatever the kind, a request that certainly never left (no
-// connection, no byte written) is repeated.
+// When an attempt may be repeated. Whatever the kind, a request the server certainly did not
+// run is repeated: one that never left (no connection), one refused with 429 (a rate limit runs
+// nothing), one answered 503 by convograph's own check before execution.
 enum class Repeat {
     // Also after a timeout, a cut answer, 408 or 5xx: running it twice does no harm (a read, a
     // create with an idempotency key). Its connection may be reused.
@@ -43,13 +44,17 @@ struct Outcome {
 struct RetryPolicy {
     int max_attempts = 3;
     std::chrono::milliseconds backoff{100};
+    // One attempt's timeout. A call's attempts, waits included, end within max_attempts of
+    // them (plus the backoffs): a Retry-After that would not leave room for one more attempt
+    // is not waited for.
+    std::chrono::milliseconds attempt_timeout{10000};
 };
 
 class GraphQL {
 public:
+    // retry.attempt_timeout is the HTTP timeout of each attempt.
     GraphQL(const std::string& url, const std::string& token,
-            std::chrono::milliseconds connect_timeout, std::chrono::milliseconds timeout,
-            RetryPolicy retry);
+            std::chrono::milliseconds connect_timeout, RetryPolicy retry);
 
     // POSTs `body` (a complete {"query", "variables"} document). Throws only std::bad_alloc.
     Outcome run(const std::string& body, Repeat repeat) const;

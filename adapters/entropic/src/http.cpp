@@ -40,6 +40,18 @@ bool certainly_not_sent(CURL* handle) {
            request_bytes == 0;
 }
 
+long long retry_after_seconds(CURL* handle) {
+#if LIBCURL_VERSION_NUM >= 0x074200  // 7.66.0
+    curl_off_t seconds = 0;
+    if (curl_easy_getinfo(handle, CURLINFO_RETRY_AFTER, &seconds) == CURLE_OK && seconds > 0) {
+        return static_cast<long long>(seconds);  // a date in the past is negative before 8.12
+    }
+#else
+    (void)handle;
+#endif
+    return 0;
+}
+
 }  // namespace
 
 std::string graphql_endpoint(const std::string& url) {
@@ -144,6 +156,7 @@ HttpResult HttpClient::post(const std::string& body, Connection connection) cons
     if (result.code == CURLE_OK) {
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &result.status);
         result.maybe_sent = true;
+        result.retry_after_s = retry_after_seconds(h);
     } else {
         result.error = error[0] != '\0' ? error : curl_easy_strerror(result.code);
         result.maybe_sent = !certainly_not_sent(h);

@@ -27,6 +27,8 @@ struct HttpResult {
     // this attempt or in a re-send libcurl made by itself): then repeating it is safe whatever
     // it does.
     bool maybe_sent = true;
+    // The answer's Retry-After in seconds (a date already turned into seconds); 0 when none.
+    long long retry_after_s = 0;
 };
 
 enum class Connection {

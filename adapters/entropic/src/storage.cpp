@@ -34,8 +34,8 @@ namespace detail {
 Client::Client(const Config& config)
     : max_attempts(config.max_attempts),
       log(config.log),
-      gql(config.url, config.token, config.connect_timeout, config.timeout,
-          RetryPolicy{config.max_attempts, config.retry_backoff}) {}
+      gql(config.url, config.token, config.connect_timeout,
+          RetryPolicy{config.max_attempts, config.retry_backoff, config.timeout}) {}
 
 Client* client_from(void* user_data) noexcept {
     auto* client = static_cast<Client*>(user_data);

@@ -1,6 +1,6 @@
 // Faults: what each callback does when the server is down, hangs, refuses the caller or the
 // body, or answers through a gateway that loses answers or says 503; when a kept-alive
-// connection dies after the server's commit (a cut, a crash and restart).
+// connection dies after the server's commit (a cut, a crash and restart); under a rate limit.
 #include <chrono>
 #include <stdexcept>
 #include <string>
@@ -309,6 +309,22 @@ void gateway_503(Context& ctx, const Endpoint& upstream) {
         ctx.check(again.connections() == 1, "503: save_snapshot is not repeated");
         one_line(ctx, st2, "503: save_snapshot", "HTTP 503");
     }
+    {
+        // convograph's own 503 before execution (its token check found the database away):
+        // nothing ran, so even a snapshot is repeated.
+        FaultOptions first_snapshot;
+        first_snapshot.match = "saveSnapshot";
+        FaultProxy proxy(upstream.host, upstream.port, Fault::Reply503BeforeExecution,
+                         first_snapshot);
+        Storage st(with(ctx.config, proxy.url(), milliseconds(5000), 3));
+        const std::string id = session_through(ctx, st, "503 before execution");
+        const json history = json::array({{{"role", "user"}, {"content", "repeated"}}});
+        ctx.check(st.api().save_snapshot(id.c_str(), history.dump().c_str(), st.user_data()),
+                  "503 before execution: save_snapshot is true on its repeat");
+        ctx.check(proxy.faults() == 1 && snapshot_count(ctx, id) == 1,
+                  "503 before execution: one refusal, one snapshot");
+        ctx.check(st.log().size() == 0, "503 before execution: nothing logged");
+    }
 }
 
 // The connection dies after the server committed, with no byte of the answer: the write came
@@ -383,6 +399,64 @@ void cut_connections(Context& ctx, const Endpoint& upstream) {
     }
 }
 
+// A rate limit answers 429 with Retry-After and runs nothing: every call waits that long and
+// repeats, an append included; a wait past the call's budget gives up at once, saying why.
+void rate_limited(Context& ctx, const Endpoint& upstream) {
+    const auto limit = [](const char* match, int retry_after_s) {
+        FaultOptions o;
+        o.match = match;
+        o.retry_after_s = retry_after_s;
+        return o;
+    };
+    std::string id;
+    {
+        FaultProxy proxy(upstream.host, upstream.port, Fault::Reply429,
+                         limit("appendMessages", 1));
+        Storage st(with(ctx.config, proxy.url(), milliseconds(2000), 3));
+        id = session_through(ctx, st, "429");
+        const json batch = json::array({{{"role", "user"}, {"content", "after the wait"}}});
+        const auto began = std::chrono::steady_clock::now();
+        ctx.check(st.api().save_conversation(id.c_str(), batch.dump().c_str(), st.user_data()),
+                  "429: save_conversation is true once it waited");
+        const double took = ms_since(began);
+        ctx.summary["measured_ms"]["rate_limited_save_retry_after_1s"] = took;
+        ctx.check(took >= 1000.0, "429: it waited the Retry-After second");
+        ctx.check(proxy.faults() == 1, "429: refused once, then let in");
+        ctx.check(transcript_of(ctx, id) == batch, "429: the batch is stored, once");
+        ctx.check(st.log().size() == 0, "429: nothing logged");
+        ctx.stored(id, batch);
+    }
+    {
+        FaultProxy proxy(upstream.host, upstream.port, Fault::Reply429, limit("", 1));
+        Storage st(with(ctx.config, proxy.url(), milliseconds(2000), 3));
+        std::string delegation;
+        std::string child;
+        const auto began = std::chrono::steady_clock::now();
+        ctx.check(st.api().create_delegation(id.c_str(), "lead", "rate-limited", "task", 0,
+                                             delegation, child, st.user_data()),
+                  "429: create_delegation is true once it waited");
+        ctx.check(ms_since(began) >= 1000.0, "429: create_delegation waited the Retry-After");
+        ctx.check(delegation_count(ctx, id) == 1, "429: one delegation");
+    }
+    {
+        FaultProxy proxy(upstream.host, upstream.port, Fault::Reply429,
+                         limit("appendMessages", 30));
+        const auto cfg = with(ctx.config, proxy.url(), milliseconds(2000), 3);
+        Storage st(cfg);
+        const json before = transcript_of(ctx, id);
+        const auto began = std::chrono::steady_clock::now();
+        ctx.check(!st.api().save_conversation(id.c_str(), R"([{"role":"user","content":"x"}])",
+                                              st.user_data()),
+                  "429 past the budget: save_conversation is false");
+        ctx.check(ms_since(began) < 2000.0, "429 past the budget: false at once, no wait");
+        ctx.check(proxy.faults() == 1, "429 past the budget: not repeated");
+        one_line(ctx, st, "429 past the budget", "HTTP 429");
+        one_line(ctx, st, "429 past the budget",
+                 "the server asks to wait 30 s, past this call's budget (3 attempts of 2000 ms)");
+        ctx.check(transcript_of(ctx, id) == before, "429 past the budget: nothing stored");
+    }
+}
+
 // A config make_storage_interface must refuse, and storage used after destroy.
 void misuse(Context& ctx) {
     const auto refused = [&](const char* what, auto change) {
@@ -432,6 +506,7 @@ void run_faults(Context& ctx) {
     lost_answers(ctx, upstream);
     gateway_503(ctx, upstream);
     cut_connections(ctx, upstream);
+    rate_limited(ctx, upstream);
 }
 
 }  // namespace flow

@@ -59,9 +59,9 @@ struct Probe::Impl {
 };
 
 Probe::Probe(std::string url, std::string token)
-    : impl_(new Impl{convograph::detail::GraphQL(url, token, std::chrono::seconds(5),
-                                                 std::chrono::seconds(30),
-                                                 convograph::detail::RetryPolicy{1, {}})}) {}
+    : impl_(new Impl{convograph::detail::GraphQL(
+          url, token, std::chrono::seconds(5),
+          convograph::detail::RetryPolicy{1, {}, std::chrono::seconds(30)})}) {}
 
 Probe::~Probe() = default;
 
