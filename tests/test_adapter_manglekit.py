@@ -66,6 +66,7 @@ LIVE_TESTS = {
     "TestLiveConflictsAfterItsOwnDelete",
     "TestLiveConflictsWithoutAVersionSeen",
     "TestLiveALostAnswerIsNotAConflictWithItself",
+    "TestLiveTheDigestKeepsApartWhatTheServerDoes",
     "TestLiveRefusedDocuments",
     "TestLiveABodyOverTheLimitIs413",
     "TestLiveInvalidUTF8",

@@ -454,7 +454,9 @@ func TestSameDocument(t *testing.T) {
 	          "m": {"b": "\u00e9", "a": true}}`
 	for stored, same := range map[string]bool{
 		`{"session_id":"s","n":[1.1,100.0,0,12345678901234567890,0.30000000000000000001],"m":{"b":"é","a":true}}`: true,
-		`{"m":{"a":true,"b":"é"},"session_id":"s","n":[1.1,100,0,12345678901234567890,0.30000000000000000001]}`:   true,
+		`{"m":{"a":true,"b":"é"},"session_id":"s","n":[1.1,100.0,0,12345678901234567890,0.30000000000000000001]}`: true,
+		`{"session_id":"s","n":[1.1,100,0,12345678901234567890,0.30000000000000000001],"m":{"b":"é","a":true}}`:   false, // 1e2 is 100.0
+		`{"session_id":"s","n":[1.1,100.0,0,12345678901234567890,0.3],"m":{"b":"é","a":true}}`:                    false,
 		`{"session_id":"s","n":[1.1,100.0,0,12345678901234567891,0.30000000000000000001],"m":{"b":"é","a":true}}`: false,
 		`{"session_id":"s","n":[1.2,100.0,0,12345678901234567890,0.30000000000000000001],"m":{"b":"é","a":true}}`: false,
 		`{"session_id":"s","n":[1.1,100.0,0,12345678901234567890,0.30000000000000000001],"m":{"b":"e","a":true}}`: false,
@@ -463,6 +465,82 @@ func TestSameDocument(t *testing.T) {
 	} {
 		if got := sameDocument([]byte(sent), []byte(stored)); got != same {
 			t.Errorf("sameDocument(sent, %s) = %v, want %v", stored, got, same)
+		}
+	}
+}
+
+// The server's rule for a number (graph/domain/jsoncodec.py): an integer literal is kept
+// exactly; any other number is stored as its double's shortest form when that denotes the
+// same decimal value as the text (2.50 is 2.5, 1e2 is 100.0), and otherwise as the text
+// itself (0.30000000000000000001). Two texts the server stores differently are never the
+// same document: a Set whose answer was lost would take another writer's state for its own.
+func TestSameDocumentKeepsWhatTheServerKeepsApart(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		same bool
+	}{
+		// Found by a review: each was the same document.
+		{`0.30000000000000000001`, `0.3`, false},
+		{`100`, `100.0`, false},
+		{`12345678901234567890.5`, `12345678901234567890.4`, false},
+		{`"\ud800"`, `"\ufffd"`, false}, // a lone surrogate: the server refuses it
+		{`"\ud800"`, `"\ud800"`, false},
+		// Integers: their exact value, whatever their size.
+		{`-0`, `0`, true},
+		{`123456789012345678901`, `123456789012345678901`, true},
+		{`12345678901234567890`, `12345678901234567891`, false},
+		{`10000000000000000`, `1e16`, false},
+		{`100`, `1e2`, false},
+		{`123456789012345678901`, `123456789012345678901.0`, false},
+		// Numbers whose text is their double's value: stored in its shortest form.
+		{`2.50`, `2.5`, true},
+		{`1e5`, `100000.0`, true},
+		{`1E+5`, `100000.0`, true},
+		{`1e0000000000000000005`, `100000.0`, true},
+		{`1e2`, `100.0`, true},
+		{`1e16`, `1e+16`, true},
+		{`10000000000000000.0`, `1e+16`, true},
+		{`1.0e-7`, `1e-07`, true},
+		{`1.00000000000000020`, `1.0000000000000002`, true},
+		{`-0.0`, `-0e5`, true},
+		{`-0.0`, `0.0`, false},
+		{`0e-400`, `0.0`, true},
+		{`5e-324`, `4.9406564584124654e-324`, false}, // the double's exact value is not its shortest form
+		// Numbers whose double says less than the text: stored as the text, exactly.
+		{`0.30000000000000000001`, `0.30000000000000000001`, true},
+		{`0.30000000000000000001`, `0.300000000000000000010`, false},
+		{`0.30000000000000000001`, `0.30000000000000000001e0`, false},
+		{`0.10000000000000000555`, `0.1`, false},
+		{`9007199254740993.0`, `9007199254740992.0`, false},
+		{`1e-400`, `0.0`, false},
+		{`4e-324`, `5e-324`, false},
+		{`1e-99999999999999999999`, `0.0`, false}, // an exponent past 64 bits
+		// Strings, compared unescaped.
+		{`"\u00e9"`, `"é"`, true},
+		{`"\ud83d\ude00"`, `"😀"`, true},
+		{`"a\/b"`, `"a/b"`, true},
+		{`"1"`, `1`, false},
+		// Objects: keys in any order; of a key given twice the last value counts, as the
+		// server reads it.
+		{`{"a":1,"b":2}`, `{"b":2,"a":1}`, true},
+		{`{"a":1,"a":2}`, `{"a":2}`, true},
+		{`{"a":1,"a":2}`, `{"a":1}`, false},
+		{`{"\u0061":1}`, `{"a":1}`, true},
+		{`{"a":1}`, `{"A":1}`, false},
+		{`{"a":"b","c":"d"}`, `{"a":"b\",\"c\":\"d"}`, false},
+		// Structure.
+		{`[1,2]`, `[2,1]`, false},
+		{`[["a"],"b"]`, `[["a","b"]]`, false},
+		{`[]`, `{}`, false},
+		{`null`, `false`, false},
+		{`[null, true, false]`, `[null,true,false]`, true},
+		{`{"a":1} {"a":1}`, `{"a":1}`, false}, // not one document
+	} {
+		if got := sameDocument([]byte(c.a), []byte(c.b)); got != c.same {
+			t.Errorf("sameDocument(%s, %s) = %v, want %v", c.a, c.b, got, c.same)
+		}
+		if got := sameDocument([]byte(c.b), []byte(c.a)); got != c.same {
+			t.Errorf("sameDocument(%s, %s) = %v, want %v", c.b, c.a, got, c.same)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package convograph
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -9,6 +10,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -172,6 +174,11 @@ func unstorableJSON(text []byte) string {
 			}
 		}
 	}
+	return loneSurrogate(text)
+}
+
+// loneSurrogate describes the first lone UTF-16 surrogate escape in JSON text, "" for none.
+func loneSurrogate(text []byte) string {
 	for i := 0; i < len(text); i++ {
 		if text[i] != '\\' {
 			continue
@@ -314,23 +321,35 @@ func snippet(raw []byte) string {
 	return strings.Join(strings.Fields(text), " ")
 }
 
-// documentDigest identifies a JSON document by what it says, not how it is written: the
-// server stores a state compact, with its numbers in their shortest form (1.10 as 1.1,
-// 1e2 as 100.0) and integers of any size exact, so the state it returns is another text
-// of the one sent. Objects are compared as key sets (their order aside), integers by their
-// digits, other numbers as doubles; ok is false for text that is not JSON.
+// documentDigest identifies a JSON document by what the server keeps of it, not by how it
+// is written: the server stores a state compact, so the state it returns is another text
+// of the one sent, and two texts have the same digest only if the server stores them
+// alike. Objects are compared as key sets (their order aside; of a key given twice the
+// last value, as the server reads it), strings unescaped, numbers as canonicalNumber says.
+// ok is false for text that is not one JSON document the server would store.
 func documentDigest(text []byte) (digest [sha256.Size]byte, ok bool) {
+	// encoding/json reads a lone surrogate escape, and invalid UTF-8, as U+FFFD: the
+	// server refuses both.
+	if !utf8.Valid(text) || loneSurrogate(text) != "" {
+		return digest, false
+	}
 	dec := json.NewDecoder(bytes.NewReader(text))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
 		return digest, false
 	}
-	canonical, err := json.Marshal(canonicalNumbers(v)) // object keys sorted
-	if err != nil {
+	if _, err := dec.Token(); err != io.EOF {
+		return digest, false // more than one document
+	}
+	h := sha256.New()
+	w := bufio.NewWriter(h)
+	writeCanonical(w, v)
+	if err := w.Flush(); err != nil {
 		return digest, false
 	}
-	return sha256.Sum256(canonical), true
+	copy(digest[:], h.Sum(nil))
+	return digest, true
 }
 
 // sameDocument reports whether a and b are the same JSON document (see documentDigest).
@@ -340,34 +359,128 @@ func sameDocument(a, b []byte) bool {
 	return okA && okB && da == db
 }
 
-func canonicalNumbers(v any) any {
+// writeCanonical writes v, as decoded with UseNumber, in a form of which no two values
+// share a text: every scalar is tagged and a string carries its length.
+func writeCanonical(w *bufio.Writer, v any) {
 	switch x := v.(type) {
-	case map[string]any:
-		for k, item := range x {
-			x[k] = canonicalNumbers(item)
+	case nil:
+		w.WriteByte('n')
+	case bool:
+		if x {
+			w.WriteByte('t')
+		} else {
+			w.WriteByte('f')
 		}
-	case []any:
-		for i, item := range x {
-			x[i] = canonicalNumbers(item)
-		}
+	case string:
+		writeTagged(w, 's', x)
 	case json.Number:
-		return json.Number(canonicalNumber(string(x)))
+		tag, text := canonicalNumber(string(x))
+		writeTagged(w, tag, text)
+	case []any:
+		w.WriteByte('[')
+		for _, item := range x {
+			writeCanonical(w, item)
+		}
+		w.WriteByte(']')
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		w.WriteByte('{')
+		for _, k := range keys {
+			writeTagged(w, 's', k)
+			writeCanonical(w, x[k])
+		}
+		w.WriteByte('}')
 	}
-	return v
 }
 
-// canonicalNumber is one way of writing the number n: an integer with its digits (-0 is
-// 0), any other number as the shortest text of its double.
-func canonicalNumber(n string) string {
+func writeTagged(w *bufio.Writer, tag byte, text string) {
+	w.WriteByte(tag)
+	w.WriteString(strconv.Itoa(len(text)))
+	w.WriteByte(':')
+	w.WriteString(text)
+}
+
+// canonicalNumber is the JSON number n as the server stores it (graph/domain/jsoncodec.py),
+// with a tag that keeps the kinds apart:
+//   - 'i': an integer literal (no '.', 'e' or 'E'), by its exact value whatever its size
+//     (-0 is 0);
+//   - 'd': any other number whose decimal value is that of its double's shortest form, by
+//     that double (1e2, 100.0 and 100.00 alike; not the integer 100; -0.0 is not 0.0);
+//   - 'x': any other number (0.30000000000000000001, a double's digits and more), by its
+//     text as sent, which the server keeps as it is: a number of the same value spelled
+//     otherwise is another text.
+//
+// Where the server's rule is not known from the document alone, the digest tells apart
+// rather than conflates: a request with no run of 16 digits is read by the server's fast
+// parser, which stores a number too small for a double to hold exactly (below 2.2e-308:
+// 1e-400, 4e-324) as its double (0.0, 5e-324), not as its text. A Set of such a state whose answer was lost is then not
+// recognised, and fails with ErrConflict, as it did before lost answers were looked for.
+func canonicalNumber(n string) (tag byte, text string) {
 	if !strings.ContainsAny(n, ".eE") {
 		if n == "-0" {
-			return "0"
+			return 'i', "0"
 		}
-		return n
+		return 'i', n
 	}
 	f, err := strconv.ParseFloat(n, 64)
 	if err != nil {
-		return n // out of a double's range: refused before any request
+		return 'x', n // out of a double's range: refused before any request
 	}
-	return strconv.FormatFloat(f, 'g', -1, 64)
+	shortest := strconv.FormatFloat(f, 'g', -1, 64)
+	if sameDecimal(n, shortest) {
+		return 'd', shortest
+	}
+	return 'x', n
+}
+
+// sameDecimal reports whether the JSON numbers a and b have the same decimal value
+// (2.50 and 2.5e0 do; -0.0 and 0 do, as Python's Decimal compares them).
+func sameDecimal(a, b string) bool {
+	negA, digitsA, expA, okA := decimal(a)
+	negB, digitsB, expB, okB := decimal(b)
+	if !okA || !okB {
+		return false
+	}
+	if digitsA == "" || digitsB == "" { // a zero
+		return digitsA == digitsB
+	}
+	return negA == negB && digitsA == digitsB && expA == expB
+}
+
+// decimal is the JSON number n as ±digits×10^exp, digits without leading or trailing
+// zeros ("" for zero); ok is false for an exponent past 64 bits (of a number other than 0).
+func decimal(n string) (neg bool, digits string, exp int64, ok bool) {
+	neg = strings.HasPrefix(n, "-")
+	n = strings.TrimPrefix(n, "-")
+	mantissa, exponent := n, "0"
+	if i := strings.IndexAny(n, "eE"); i >= 0 {
+		mantissa, exponent = n[:i], n[i+1:]
+	}
+	whole, fraction := mantissa, ""
+	if i := strings.IndexByte(mantissa, '.'); i >= 0 {
+		whole, fraction = mantissa[:i], mantissa[i+1:]
+	}
+	digits = strings.TrimLeft(whole+fraction, "0")
+	significant := strings.TrimRight(digits, "0")
+	if significant == "" {
+		return neg, "", 0, true
+	}
+	negExp := strings.HasPrefix(exponent, "-")
+	exponent = strings.TrimLeft(strings.TrimLeft(exponent, "+-"), "0")
+	if len(exponent) > 18 {
+		return neg, significant, 0, false
+	}
+	e, err := strconv.ParseInt("0"+exponent, 10, 64)
+	if err != nil {
+		return neg, significant, 0, false
+	}
+	if negExp {
+		e = -e
+	}
+	// len(fraction) and the zeros trimmed are at most the text's length: no overflow.
+	return neg, significant, e - int64(len(fraction)) + int64(len(digits)-len(significant)), true
 }
