@@ -667,6 +667,21 @@ async def test_numbers_with_more_digits_than_a_float_holds_are_stored_as_written
     assert b'"metadata":' + EXACT in made.content, made.text
 
 
+async def test_a_number_with_an_exponent_past_what_decimal_holds_is_stored_not_a_500(
+    gql: GraphQLClient,
+) -> None:
+    # Beside a long number (the exact parser's path) it raised decimal's InvalidOperation.
+    cid = await create(gql)
+    body = b'{"query": %s, "variables": {"id": "%s", "m": [{"role": "user", "content": %s}]}}'
+    content = b'[0e99999999999999999999,1e-99999999999999999999,1234567890123456]'
+    sent = body % (orjson.dumps(APPEND), cid.encode(), content)
+    response = await gql.post_body(sent)
+    assert response.status_code == 200, response.text
+    assert response.json()["data"]["appendMessages"]["userErrors"] == []
+    read = await gql.post(READ, {"id": cid})
+    assert b'"content":[0.0,1e-99999999999999999999,1234567890123456]' in read.content
+
+
 WITH_METADATA = """mutation($m: JSON) { createConversation(input: {metadata: $m}) {
   conversation { id metadata } userErrors { code } } }"""
 RECENT = "query($t: ID) { recentPendingConversation(tokenId: $t) { id } }"

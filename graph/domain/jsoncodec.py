@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 import secrets
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import orjson
@@ -29,7 +29,13 @@ _NULL = re.compile(rb"null")
 
 
 def _has_long_number(raw: bytes) -> bool:
-    if _LONG_NUMBER not in raw.translate(_DIGITS_AS_ZERO):
+    zeros = raw.translate(_DIGITS_AS_ZERO)
+    # An exponent of -100 or less: orjson rounds a number past a float's smallest (1e-400,
+    # 4e-324) to the float, where the exact parser keeps its text; both paths must store a
+    # document alike, whatever else it holds.
+    if b"0e-000" in zeros or b"0E-000" in zeros:
+        return True
+    if _LONG_NUMBER not in zeros:
         return False
     # 16 digits and points in a row: a long number, unless most are points (the leader dots
     # of a table of contents, which need no exact parse).
@@ -75,7 +81,7 @@ def exact_float(text: str) -> float:
     if value != value or value in (_INFINITY, -_INFINITY):
         return value
     shortest = repr(value)
-    if shortest == text or Decimal(shortest) == Decimal(text):  # 2.50, 1e5: the same number
+    if shortest == text or _same_number(shortest, text):  # 2.50, 1e5: the same number
         return value
     exact = ExactFloat(value)
     exact.text = text.encode("ascii")
@@ -83,6 +89,16 @@ def exact_float(text: str) -> float:
 
 
 _INFINITY = float("inf")
+_ZERO_MANTISSA = re.compile(r"-?[0.]+(?:[eE].*)?")
+
+
+def _same_number(shortest: str, text: str) -> bool:
+    try:
+        return Decimal(shortest) == Decimal(text)
+    except InvalidOperation:
+        # An exponent past what Decimal holds (more than 18 digits): the float is 0.0 (an
+        # infinity is refused before), and the text is that number only when it is a zero.
+        return _ZERO_MANTISSA.fullmatch(text) is not None
 
 
 def _reject_constant(name: str) -> Any:

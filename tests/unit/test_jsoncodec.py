@@ -256,6 +256,28 @@ def test_a_document_with_an_integer_past_64_bits_is_written_as_before() -> None:
     assert jsoncodec.dumps(value) == b'{"i":1180591620717411303424,"f":1e-07,"s":"\\u0000"}'
 
 
+@pytest.mark.parametrize(
+    ("text", "stored"),
+    [
+        # orjson rounded these to their float where the exact parser kept their text: the
+        # same document was stored two ways, by whether a long number stood beside it.
+        (b"1e-400", b"1e-400"),
+        (b"4e-324", b"4e-324"),
+        (b"1.5E-310", b"1.5e-310"),
+        (b"1e-100", b"1e-100"),
+        # An exponent past what Decimal holds was an InvalidOperation (a 500 over HTTP).
+        (b"0e99999999999999999999", b"0.0"),
+        (b"-0.00e-99999999999999999999", b"-0.0"),
+        (b"1e-99999999999999999999", b"1e-99999999999999999999"),
+    ],
+)
+def test_a_number_is_stored_alike_on_both_paths(text: bytes, stored: bytes) -> None:
+    alone = jsoncodec.dumps_document(jsoncodec.loads(b"[" + text + b"]"))
+    beside = jsoncodec.dumps_document(jsoncodec.loads(b"[" + text + b",1234567890123456]"))
+    assert alone == b"[" + stored + b"]"
+    assert beside == b"[" + stored + b",1234567890123456]"
+
+
 def test_leader_dots_take_the_fast_path() -> None:
     assert jsoncodec.loads(b'{"toc":"Chapter 1 ................ 5"}')["toc"].endswith("5")
     assert not jsoncodec._has_long_number(b'"Chapter 1 ................ 5"')
