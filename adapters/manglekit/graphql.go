@@ -413,12 +413,6 @@ func writeTagged(w *bufio.Writer, tag byte, text string) {
 //   - 'x': any other number (0.30000000000000000001, a double's digits and more), by its
 //     text as sent, which the server keeps as it is: a number of the same value spelled
 //     otherwise is another text.
-//
-// Where the server's rule is not known from the document alone, the digest tells apart
-// rather than conflates: a request with no run of 16 digits is read by the server's fast
-// parser, which stores a number too small for a double to hold exactly (below 2.2e-308:
-// 1e-400, 4e-324) as its double (0.0, 5e-324), not as its text. A Set of such a state whose answer was lost is then not
-// recognised, and fails with ErrConflict, as it did before lost answers were looked for.
 func canonicalNumber(n string) (tag byte, text string) {
 	if !strings.ContainsAny(n, ".eE") {
 		if n == "-0" {

@@ -348,9 +348,6 @@ func TestLiveTheDigestKeepsApartWhatTheServerDoes(t *testing.T) {
 		`9007199254740993.0`, `1e-7`, `1.0e-7`, `1e-400`, `4e-324`, `5e-324`,
 		`"\u00e9"`, `"é"`, `{"a":1,"a":2}`, `{"a":2}`, `{"a":1}`,
 	}
-	// Too small for a double to hold exactly: the fast parser stores the double, and the
-	// digest tells the Set's own state from it (a conflict, not a false claim).
-	rounded := map[string]bool{`1e-400`: true, `4e-324`: true}
 	for _, path := range []struct{ name, pad string }{
 		{"numbers", ""},
 		{"numbers-exact", `, "pad": "1234567890123456"`},
@@ -372,7 +369,7 @@ func TestLiveTheDigestKeepsApartWhatTheServerDoes(t *testing.T) {
 			stored[i] = mustBytes(t, got)
 		}
 		for i, v := range values {
-			if !sameDocument(sent[i], stored[i]) && !(path.pad == "" && rounded[v]) {
+			if !sameDocument(sent[i], stored[i]) {
 				t.Errorf("%s: %s was stored as %s, a document the digest tells apart", path.name, v, stored[i])
 			}
 			for j, w := range values {
