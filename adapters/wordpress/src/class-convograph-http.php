@@ -15,7 +15,12 @@
 
 declare( strict_types=1 );
 
+require_once __DIR__ . '/class-convograph-http-answer.php';
+
 final class Convograph_Http {
+
+	/** The most one read of the streams transport asks for. */
+	private const READ_BYTES = 65536;
 
 	/**
 	 * WordPress's HTTP API when it is loaded, else the curl extension, else PHP's streams.
@@ -206,23 +211,20 @@ final class Convograph_Http {
 	 * @return array{status:int,body:string,error?:string}
 	 */
 	private static function receive( $socket, float $deadline, float $timeout_seconds ): array {
-		$raw = '';
-		while ( true ) {
-			$response = self::parse_response( $raw, false );
-			if ( null !== $response ) {
-				return $response;
-			}
+		$answer = new Convograph_Http_Answer();
+		while ( ! $answer->done() ) {
 			if ( ! self::wait_until( $socket, $deadline ) ) {
-				return self::no_response( sprintf( 'timed out after %.3F s waiting for the answer (%d bytes of it received)', $timeout_seconds, strlen( $raw ) ) );
+				return self::no_response( sprintf( 'timed out after %.3F s waiting for the answer (%d bytes of it received)', $timeout_seconds, $answer->received() ) );
 			}
-			$chunk = @fread( $socket, 65536 ); // phpcs:ignore WordPress.PHP.NoSilencedErrors.Discouraged
+			$chunk = @fread( $socket, self::READ_BYTES ); // phpcs:ignore WordPress.PHP.NoSilencedErrors.Discouraged
 			if ( is_string( $chunk ) && '' !== $chunk ) {
-				$raw .= $chunk;
+				$answer->feed( $chunk );
 			} elseif ( ! stream_get_meta_data( $socket )['timed_out'] ) {
 				// The connection has ended (a read that timed out loops to the deadline check).
-				return self::parse_response( $raw, true ) ?? self::no_response( 'the connection closed' );
+				return $answer->result( true );
 			}
 		}
+		return $answer->result();
 	}
 
 	/**
@@ -239,82 +241,6 @@ final class Convograph_Http {
 		$seconds = (int) floor( $left );
 		stream_set_timeout( $socket, $seconds, max( 1, (int) ( ( $left - $seconds ) * 1000000 ) ) );
 		return true;
-	}
-
-	/**
-	 * The HTTP answer in `$raw`, once it is complete; null while more of it must come. With
-	 * `$closed` (the connection has ended) an answer without a length ends here, and an
-	 * incomplete one is no response.
-	 *
-	 * @return array{status:int,body:string,error?:string}|null
-	 */
-	private static function parse_response( string $raw, bool $closed ): ?array {
-		$offset = 0;
-		do {
-			$end = strpos( $raw, "\r\n\r\n", $offset );
-			if ( false === $end ) {
-				return $closed ? self::no_response( '' === $raw ? 'the connection closed without an answer' : 'the connection closed inside the answer\'s headers' ) : null;
-			}
-			$head = substr( $raw, $offset, $end - $offset );
-			if ( 1 !== preg_match( '#^HTTP/\d(?:\.\d)?\s+(\d{3})#', $head, $match ) ) {
-				return self::no_response( 'the answer is not HTTP' );
-			}
-			$status = (int) $match[1];
-			$offset = $end + 4;
-		} while ( $status < 200 ); // A `100 Continue` comes before the answer.
-		$rest = substr( $raw, $offset );
-
-		if ( 1 === preg_match( '/^transfer-encoding:[^\r\n]*chunked/im', $head ) ) {
-			$body = self::dechunked( $rest );
-			if ( false === $body ) {
-				return self::no_response( 'the answer\'s chunked body is malformed' );
-			}
-			if ( null === $body ) {
-				return $closed ? self::no_response( 'the connection closed inside the answer\'s body' ) : null;
-			}
-		} elseif ( 1 === preg_match( '/^content-length:[ \t]*(\d+)[ \t]*\r?$/im', $head, $match ) ) {
-			$length = (int) $match[1];
-			if ( strlen( $rest ) < $length ) {
-				return $closed ? self::no_response( 'the connection closed after ' . strlen( $rest ) . ' of the answer\'s ' . $length . ' bytes' ) : null;
-			}
-			$body = substr( $rest, 0, $length );
-		} elseif ( $closed ) {
-			$body = $rest; // No length: the answer ends with the connection.
-		} else {
-			return null;
-		}
-		return array(
-			'status' => $status,
-			'body'   => $body,
-		);
-	}
-
-	/**
-	 * A chunked body decoded: null while its last chunk has not arrived, false if malformed.
-	 */
-	private static function dechunked( string $data ): string|false|null {
-		$body = '';
-		$at   = 0;
-		while ( true ) {
-			$eol = strpos( $data, "\r\n", $at );
-			if ( false === $eol ) {
-				return null;
-			}
-			$size = trim( explode( ';', substr( $data, $at, $eol - $at ), 2 )[0] );
-			if ( '' === $size || ! ctype_xdigit( $size ) || strlen( $size ) > 15 ) {
-				return false;
-			}
-			$size = (int) hexdec( $size );
-			$at   = $eol + 2;
-			if ( 0 === $size ) {
-				return $body; // Trailers, if any, are not needed.
-			}
-			if ( strlen( $data ) < $at + $size + 2 ) {
-				return null;
-			}
-			$body .= substr( $data, $at, $size );
-			$at   += $size + 2;
-		}
 	}
 
 	/** @return array{status:int,body:string,error:string} */
