@@ -133,7 +133,7 @@ final class Convograph_Conversation_Store implements WP_Agent_Principal_Conversa
 					if ( 'CONFLICT' !== $e->user_error ) {
 						throw $e;
 					}
-					$this->own_lost_save( $session_id, $input['messages'], $expected, $e );
+					$this->own_lost_save( $session_id, $input, $expected, $e );
 				}
 				return true;
 			}
@@ -463,13 +463,14 @@ final class Convograph_Conversation_Store implements WP_Agent_Principal_Conversa
 	/**
 	 * update_session() got CONFLICT. When its request went out twice (the first answer was
 	 * lost), the conflict may be the first attempt's own save: it was, if the session is one
-	 * version on and holds exactly this transcript. Otherwise a concurrent writer saved first,
-	 * and that is the failure.
+	 * version on and holds everything this save wrote (the transcript, the metadata with the
+	 * token_id it kept, and the provider, model and response id it sent). Otherwise a
+	 * concurrent writer saved first, and that is the failure.
 	 *
-	 * @param list<object> $messages As sent.
+	 * @param array<string,mixed> $input The replaceTranscript input, as sent.
 	 * @throws Convograph_Failure
 	 */
-	private function own_lost_save( string $session_id, array $messages, int $expected, Convograph_Failure $conflict ): void {
+	private function own_lost_save( string $session_id, array $input, int $expected, Convograph_Failure $conflict ): void {
 		$why  = 'CONFLICT: a concurrent writer saved session ' . $session_id . ' since this store read it at version '
 			. $expected . ' (' . preg_replace( '/^CONFLICT[^:]*: /', '', $conflict->getMessage() ) . ')';
 		$next = ' Read it again and apply the turn to what it holds, or hold acquire_session_lock() from the read to the update';
@@ -477,17 +478,53 @@ final class Convograph_Conversation_Store implements WP_Agent_Principal_Conversa
 			throw new Convograph_Failure( $why . '; nothing was stored.' . $next, false, 'CONFLICT' );
 		}
 		try {
-			$data   = $this->client->execute( Convograph_Operations::GET_VERSION_AND_TRANSCRIPT, array( 'id' => $session_id ), null, true );
+			$data   = $this->client->execute( Convograph_Operations::GET_SAVED, array( 'id' => $session_id ), null, true );
 			$node   = is_array( $data['conversation'] ?? null ) ? $data['conversation'] : array();
-			$mine   = json_decode( json_encode( $messages, JSON_PRESERVE_ZERO_FRACTION | JSON_THROW_ON_ERROR ), true, 512, JSON_THROW_ON_ERROR );
-			$landed = ( $node['version'] ?? null ) === $expected + 1 && ( $node['transcript'] ?? null ) === $mine;
+			$landed = ( $node['version'] ?? null ) === $expected + 1 && self::holds( $node, $input );
 		} catch ( Throwable $e ) {
 			throw new Convograph_Failure( $why . '; the first attempt\'s answer was lost, and whether it was saved could not be read (' . $e->getMessage() . ').' . $next, false, 'CONFLICT' );
 		}
 		if ( ! $landed ) {
-			throw new Convograph_Failure( $why . '; the first attempt\'s answer was lost, and the session holds another transcript, with or without this one\'s turn.' . $next, false, 'CONFLICT' );
+			throw new Convograph_Failure( $why . '; the first attempt\'s answer was lost, and the session holds another save, with or without this one\'s turn.' . $next, false, 'CONFLICT' );
 		}
 		$this->remember( $session_id, $expected + 1 ); // The conflict was this call's own first attempt.
+	}
+
+	/**
+	 * Whether the session `$node` (as read) holds every value the replaceTranscript `$input`
+	 * wrote. A provider, model or response id that was not sent was not written (the stored
+	 * one was kept), so it is not compared. JSON objects compare whatever their key order.
+	 *
+	 * @param array<string,mixed> $node
+	 * @param array<string,mixed> $input
+	 * @throws JsonException
+	 */
+	private static function holds( array $node, array $input ): bool {
+		$wrote = array(
+			'transcript' => $input['messages'],
+			'metadata'   => $input['metadata'],
+		);
+		foreach ( array( 'provider', 'model', 'providerResponseId' ) as $field ) {
+			if ( array_key_exists( $field, $input ) ) {
+				$wrote[ $field ] = $input[ $field ];
+			}
+		}
+		foreach ( $wrote as $field => $value ) {
+			$sent = json_decode( json_encode( $value, JSON_PRESERVE_ZERO_FRACTION | JSON_THROW_ON_ERROR ), true, 512, JSON_THROW_ON_ERROR );
+			if ( ! array_key_exists( $field, $node ) || self::key_sorted( $sent ) !== self::key_sorted( $node[ $field ] ) ) {
+				return false;
+			}
+		}
+		return true;
+	}
+
+	/** `$value` with the keys of every array in it sorted (as strings), to compare JSON objects. */
+	private static function key_sorted( mixed $value ): mixed {
+		if ( ! is_array( $value ) ) {
+			return $value;
+		}
+		ksort( $value, SORT_STRING );
+		return array_map( self::key_sorted( ... ), $value );
 	}
 
 	/**

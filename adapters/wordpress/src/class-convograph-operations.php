@@ -42,8 +42,8 @@ final class Convograph_Operations {
 		replaceTranscript(input: $input) { conversation { id version } ' . self::ERRORS . ' } }';
 
 	/** After a CONFLICT on a retried update_session: did the lost first attempt land? */
-	public const GET_VERSION_AND_TRANSCRIPT = 'query ConvographGetSessionVersion($id: ID!) {
-		conversation(id: $id) { version transcript } }';
+	public const GET_SAVED = 'query ConvographGetSessionSaved($id: ID!) {
+		conversation(id: $id) { version transcript metadata provider model providerResponseId } }';
 
 	public const UPDATE_TITLE = 'mutation ConvographUpdateTitle($input: UpdateConversationInput!) {
 		updateConversation(input: $input) { conversation { id version } ' . self::ERRORS . ' } }';

@@ -155,18 +155,59 @@ function contract_read_modify_lost_answer( Contract_Run $t, array $base ): void 
 	$forward = $t->env->transport();
 	$read    = static fn ( Convograph_Conversation_Store $store, string $sid ): array => ( $store->get_session_for_owner( $ws, Contract_Run::USER_1, $sid ) ?? array() )['messages'] ?? array();
 
-	$sid = $t->record->created( 'user:1', $t->store->create_session( $ws, 1, $t->tag . '-lost-save' ) );
+	$sid = $t->record->created( 'user:1', $t->store->create_session( $ws, 1, $t->tag . '-lost-save', array( 'token_id' => 9 ) ) );
 	$t->store->update_session( $sid, $base );
 	$attempts = array();
 	$lossy    = new Convograph_Conversation_Store( $t->env->url, $t->env->token, contract_losing( 'replaceTranscript', $forward, $attempts ) );
 	$mine     = $read( $lossy, $sid );
 	$mine[]   = contract_envelope( 'text', 'assistant', 'saved, answer lost' );
-	$c->same( true, $t->quietly( fn () => $lossy->update_session( $sid, $mine ), 'a save whose answer is lost' ), 'a save whose answer was lost: the retry finds its own save, true' );
+	$meta     = array(
+		'step' => 'lost',
+		'nested' => array( 'b' => 1.0, 'a' => array() ),
+	);
+	$c->same( true, $t->quietly( fn () => $lossy->update_session( $sid, $mine, $meta, 'prov', 'mod', 'resp-lost' ), 'a save whose answer is lost' ), 'a save whose answer was lost (with metadata keeping the stored token_id, provider, model, response id): the retry finds its own save, true' );
 	$c->same( 2, count( $attempts ), 'the save was sent twice' );
 	$c->same( $mine, $read( $t->store, $sid ), 'the transcript is the one saved' );
 	$mine[] = contract_envelope( 'text', 'user', 'and the next turn' );
-	$c->same( true, $lossy->update_session( $sid, $mine ), 'the next save goes on from it' );
-	$t->record->expect( $sid, array( 'transcript' => contract_wire_messages( $mine ) ) );
+	$c->same( true, $lossy->update_session( $sid, $mine, $meta ), 'the next save goes on from it' );
+	$t->record->expect(
+		$sid,
+		array(
+			'transcript'         => contract_wire_messages( $mine ),
+			'metadata'           => (object) ( $meta + array( 'token_id' => 9 ) ),
+			'providerResponseId' => 'resp-lost',
+		)
+	);
+
+	// The reviewer's case: the first attempt never arrives; another writer saves the same
+	// transcript with its own metadata, provider, model and response id; the retry meets
+	// CONFLICT. The session is one version on with this transcript, but not this save.
+	$others = array(
+		'other metadata, provider, model and response id' => array( array( 'k' => 'from B' ), 'provider-B', 'model-B', 'resp-B' ),
+		'the same metadata but another provider'         => array( array( 'k' => 'from A', 'token_id' => 5 ), 'provider-B', 'model-A', 'resp-A' ),
+	);
+	foreach ( $others as $what => [ $their_meta, $their_provider, $their_model, $their_response ] ) {
+		$sid = $t->record->created( 'user:1', $t->store->create_session( $ws, 1, $t->tag . '-lost-meta', array( 'k' => 'v0' ) ) );
+		$t->store->update_session( $sid, $base, array( 'k' => 'v0' ) );
+		$other    = $t->env->store();
+		$same     = $read( $other, $sid );
+		$attempts = array();
+		$lossy    = new Convograph_Conversation_Store(
+			$t->env->url,
+			$t->env->token,
+			contract_unsent( 'replaceTranscript', $forward, $attempts, static fn () => $other->update_session( $sid, $same, $their_meta, $their_provider, $their_model, $their_response ) )
+		);
+		$t->fails_once( false, fn () => $lossy->update_session( $sid, $read( $lossy, $sid ), array( 'k' => 'from A', 'token_id' => 5 ), 'provider-A', 'model-A', 'resp-A' ), "a save that never arrived, another writer saving the same transcript with {$what} before the retry", 'the first attempt\'s answer was lost' );
+		$stored = $t->store->get_session( $sid ) ?? array();
+		$c->same( array( $their_meta, $their_provider, $their_model, $their_response ), array( $stored['metadata'] ?? null, $stored['provider'] ?? null, $stored['model'] ?? null, $stored['provider_response_id'] ?? null ), "the other writer's values are kept ({$what})" );
+		$t->record->expect(
+			$sid,
+			array(
+				'metadata' => (object) $their_meta,
+				'provider' => $their_provider,
+			)
+		);
+	}
 
 	$sid = $t->record->created( 'user:1', $t->store->create_session( $ws, 1, $t->tag . '-lost-save-2' ) );
 	$t->store->update_session( $sid, $base );
