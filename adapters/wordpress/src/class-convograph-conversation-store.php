@@ -14,8 +14,10 @@
  * update_session() is conditional on the version of the session this store object last saw
  * (a read that returned its messages, or its own last save): if anyone has written the
  * session since, it stores nothing and returns false (CONFLICT), instead of dropping their
- * turn. A session this store has not read is written unconditionally, as the bundled store
- * does. The plugin makes one store per PHP request (its `static $instance`), so Agents API's
+ * turn. update_title() is sent on that version too, so that its retry is never applied twice
+ * and the store knows when the title was the only write since; after another writer's write
+ * the title is set anyway. A session this store has not read is written unconditionally, as
+ * the bundled store does. The plugin makes one store per PHP request (its `static $instance`), so Agents API's
  * get, modify, update within one request is conditional.
  *
  * @package Convograph
@@ -58,6 +60,14 @@ final class Convograph_Conversation_Store implements WP_Agent_Principal_Conversa
 	 * @var array<string,int>
 	 */
 	private array $versions = array();
+
+	/**
+	 * Session id (lower case) => its title at the version in `$versions` (null: none), so that
+	 * update_title() can tell its own lost first attempt from another writer's.
+	 *
+	 * @var array<string,string|null>
+	 */
+	private array $titles = array();
 
 	/**
 	 * @param string        $endpoint      convograph's GraphQL URL, e.g. https://cg.example/graphql.
@@ -149,7 +159,7 @@ final class Convograph_Conversation_Store implements WP_Agent_Principal_Conversa
 			false,
 			function () use ( $session_id ): bool {
 				$this->mutate( Convograph_Operations::DELETE, 'deleteConversation', array( 'id' => $session_id ), null, true );
-				unset( $this->versions[ strtolower( $session_id ) ] );
+				unset( $this->versions[ strtolower( $session_id ) ], $this->titles[ strtolower( $session_id ) ] );
 				return true; // Deleted now or before: either way it is gone.
 			}
 		);
@@ -165,18 +175,35 @@ final class Convograph_Conversation_Store implements WP_Agent_Principal_Conversa
 			__FUNCTION__,
 			false,
 			function () use ( $session_id, $title ): bool {
-				$input = array(
+				$input    = array(
 					'id'    => $session_id,
 					'title' => $title,
 				);
-				$payload = $this->mutate( Convograph_Operations::UPDATE_TITLE, 'updateConversation', $input, null, true );
-				// A title bumps the version too. When this was the only write since the version
-				// this store holds, the next update_session() goes on from it; after anyone
-				// else's write too, it will be refused, as it must.
-				$version = $payload['conversation']['version'] ?? null;
-				if ( is_int( $version ) && ( $this->versions[ strtolower( $session_id ) ] ?? null ) === $version - 1 ) {
-					$this->remember( $session_id, $version );
+				$expected = $this->versions[ strtolower( $session_id ) ] ?? null;
+				if ( null === $expected ) {
+					$this->mutate( Convograph_Operations::UPDATE_TITLE, 'updateConversation', $input, null, true );
+					return true; // Not read here: no version to follow.
 				}
+				// A title bumps the version too. Sent on the version this store holds, it moves
+				// that version on when it was the only write since, and a retry after a lost
+				// answer is never applied twice (which left the store a version behind, so that
+				// its next update_session() blamed a concurrent writer that did not exist).
+				try {
+					$payload = $this->mutate( Convograph_Operations::UPDATE_TITLE, 'updateConversation', $input + array( 'expectedVersion' => $expected ), null, true );
+					$this->remember( $session_id, $payload['conversation']['version'] ?? null, $title );
+					return true;
+				} catch ( Convograph_Failure $e ) {
+					if ( 'CONFLICT' !== $e->user_error ) {
+						throw $e;
+					}
+				}
+				if ( $this->client->retried() && $this->own_lost_title( $session_id, $title, $expected ) ) {
+					return true;
+				}
+				// Someone else wrote since this store read the session. A title is not a turn:
+				// it is set anyway (last write wins, as before), and the version this store holds
+				// stays, so that its next update_session() is refused, as it must be.
+				$this->mutate( Convograph_Operations::UPDATE_TITLE, 'updateConversation', $input, null, true );
 				return true;
 			}
 		);
@@ -443,21 +470,52 @@ final class Convograph_Conversation_Store implements WP_Agent_Principal_Conversa
 	 */
 	private function row_read( array $node, ?array $owner, bool $with_messages ): array {
 		if ( $with_messages ) {
-			$this->remember( (string) ( $node['id'] ?? '' ), $node['version'] ?? null );
+			$this->remember( (string) ( $node['id'] ?? '' ), $node['version'] ?? null, is_string( $node['title'] ?? null ) ? $node['title'] : null );
 		}
 		return Convograph_Session_Rows::from_node( $node, $owner, $with_messages );
 	}
 
-	private function remember( string $session_id, mixed $version ): void {
+	/**
+	 * The session is at `$version` (with `$title`; false: the title has not changed).
+	 */
+	private function remember( string $session_id, mixed $version, string|null|false $title = false ): void {
 		if ( '' === $session_id || ! is_int( $version ) ) {
 			return;
 		}
-		$key = strtolower( $session_id );
-		unset( $this->versions[ $key ] ); // The newest go last; the oldest are dropped first.
+		$key   = strtolower( $session_id );
+		$title = false === $title ? ( $this->titles[ $key ] ?? null ) : $title;
+		unset( $this->versions[ $key ], $this->titles[ $key ] ); // The newest go last; the oldest are dropped first.
 		$this->versions[ $key ] = $version;
+		$this->titles[ $key ]   = $title;
 		if ( count( $this->versions ) > self::MAX_VERSIONS ) {
-			unset( $this->versions[ array_key_first( $this->versions ) ] );
+			$oldest = array_key_first( $this->versions );
+			unset( $this->versions[ $oldest ], $this->titles[ $oldest ] );
 		}
+	}
+
+	/**
+	 * update_title()'s request went out twice (the first answer was lost) and met CONFLICT:
+	 * true when the title is stored. It is this call's own first attempt, whose version the
+	 * store then follows, if the session is one version on and holds this title where it held
+	 * another at the version this store held: only a title update sets a title, and a title
+	 * update writes no turn. When the title was already this one, that one version may be
+	 * another writer's turn: the version this store holds stays (its next save may then be
+	 * refused, never a turn lost). False when the title is not stored (or cannot be read).
+	 */
+	private function own_lost_title( string $session_id, string $title, int $expected ): bool {
+		try {
+			$data = $this->client->execute( Convograph_Operations::GET_TITLE, array( 'id' => $session_id ), null, true );
+		} catch ( Convograph_Failure $e ) {
+			return false;
+		}
+		$node = is_array( $data['conversation'] ?? null ) ? $data['conversation'] : array();
+		if ( ( $node['title'] ?? null ) !== $title ) {
+			return false;
+		}
+		if ( ( $node['version'] ?? null ) === $expected + 1 && ( $this->titles[ strtolower( $session_id ) ] ?? null ) !== $title ) {
+			$this->remember( $session_id, $expected + 1, $title );
+		}
+		return true;
 	}
 
 	/**

@@ -45,6 +45,9 @@ final class Convograph_Operations {
 	public const GET_SAVED = 'query ConvographGetSessionSaved($id: ID!) {
 		conversation(id: $id) { version transcript metadata provider model providerResponseId } }';
 
+	/** After a CONFLICT on a retried conditional update_title: did the lost first attempt land? */
+	public const GET_TITLE = 'query ConvographGetSessionTitle($id: ID!) { conversation(id: $id) { version title } }';
+
 	public const UPDATE_TITLE = 'mutation ConvographUpdateTitle($input: UpdateConversationInput!) {
 		updateConversation(input: $input) { conversation { id version } ' . self::ERRORS . ' } }';
 

@@ -55,6 +55,7 @@ function contract_section_concurrency( Contract_Run $t ): void {
 	contract_read_modify_processes( $t, $base );
 	contract_read_modify_in_turn( $t, $base );
 	contract_read_modify_lost_answer( $t, $base );
+	contract_title_between( $t, $base );
 }
 
 /**
@@ -271,4 +272,89 @@ function contract_run_writers( Contract_Run $t, string $mode, string $sid, int $
 		$results[] = is_array( $line ) ? $line : array( 'saved' => 0, 'lock_waits' => 0 );
 	}
 	return $results;
+}
+
+/**
+ * update_title() between a read and a save: a title whose answer is lost is applied once and
+ * the save goes on from it; a title while another writer saves a turn never lets the save
+ * drop that turn.
+ *
+ * @param list<array<string,mixed>> $base
+ */
+function contract_title_between( Contract_Run $t, array $base ): void {
+	$c       = $t->c;
+	$ws      = $t->ws;
+	$forward = $t->env->transport();
+	$read    = static fn ( Convograph_Conversation_Store $store, string $sid ): array => ( $store->get_session_for_owner( $ws, Contract_Run::USER_1, $sid ) ?? array() )['messages'] ?? array();
+	$title   = static fn ( string $sid ): ?string => ( $t->store->get_session( $sid ) ?? array() )['title'] ?? null;
+
+	// The reviewer's case: read, title (its answer lost: the request is sent again), save.
+	$sid = $t->record->created( 'user:1', $t->store->create_session( $ws, 1, $t->tag . '-title-lost' ) );
+	$t->store->update_session( $sid, $base );
+	$attempts = array();
+	$lossy    = new Convograph_Conversation_Store( $t->env->url, $t->env->token, contract_losing( 'updateConversation', $forward, $attempts ) );
+	$mine     = $read( $lossy, $sid );
+	$c->same( true, $t->quietly( fn () => $lossy->update_title( $sid, 'titled, answer lost' ), 'a title whose answer is lost' ), 'a title whose answer was lost: true' );
+	$c->same( 2, count( $attempts ), 'the title was sent twice' );
+	$mine[] = contract_envelope( 'text', 'assistant', 'the turn after the title' );
+	$c->same( true, $t->quietly( fn () => $lossy->update_session( $sid, $mine ), 'the save after a title whose answer was lost' ), 'the next save goes on from the title: no concurrent writer is blamed' );
+	$c->same( array( $mine, 'titled, answer lost' ), array( $read( $t->store, $sid ), $title( $sid ) ), 'the turn and the title are stored' );
+	$t->record->expect(
+		$sid,
+		array(
+			'transcript' => contract_wire_messages( $mine ),
+			'title'      => 'titled, answer lost',
+		)
+	);
+
+	// Another writer saves a turn between this store's read and its save, while its title
+	// never arrives the first time (the title already this one, or another): the title is
+	// stored, and the save is refused rather than drop that turn.
+	foreach ( array( 'another title' => 'an old title', 'the same title' => 'the title' ) as $what => $before ) {
+		$sid = $t->record->created( 'user:1', $t->store->create_session( $ws, 1, $t->tag . '-title-race' ) );
+		$t->store->update_session( $sid, $base );
+		$t->store->update_title( $sid, $before );
+		$other    = $t->env->store();
+		$theirs   = $read( $other, $sid );
+		$theirs[] = contract_envelope( 'text', 'assistant', 'saved while the title was lost' );
+		$attempts = array();
+		$lossy    = new Convograph_Conversation_Store(
+			$t->env->url,
+			$t->env->token,
+			contract_unsent( 'updateConversation', $forward, $attempts, static fn () => $other->update_session( $sid, $theirs ) )
+		);
+		$mine   = $read( $lossy, $sid );
+		$mine[] = contract_envelope( 'text', 'assistant', 'built on the old transcript' );
+		$c->same( true, $t->quietly( fn () => $lossy->update_title( $sid, 'the title' ), "a title that never arrived ({$what} before), another writer saving a turn meanwhile" ), "a title that never arrived ({$what} before), another writer saving a turn meanwhile: true" );
+		$t->fails_once( false, fn () => $lossy->update_session( $sid, $mine ), "then the save built on the read before that turn ({$what} before)", 'CONFLICT: a concurrent writer saved' );
+		$c->same( array( $theirs, 'the title' ), array( $read( $t->store, $sid ), $title( $sid ) ), "the other writer's turn is kept, and the title is stored ({$what} before)" );
+		$t->record->expect(
+			$sid,
+			array(
+				'transcript' => contract_wire_messages( $theirs ),
+				'title'      => 'the title',
+			)
+		);
+	}
+
+	// A title after another writer's save (no answer lost): stored, and the save refused.
+	$sid = $t->record->created( 'user:1', $t->store->create_session( $ws, 1, $t->tag . '-title-after' ) );
+	$t->store->update_session( $sid, $base );
+	$one      = $t->env->store();
+	$two      = $t->env->store();
+	$mine     = $read( $one, $sid );
+	$theirs   = $read( $two, $sid );
+	$theirs[] = contract_envelope( 'text', 'assistant', 'saved before the title' );
+	$two->update_session( $sid, $theirs );
+	$c->same( true, $t->quietly( fn () => $one->update_title( $sid, 'after their save' ), 'a title after another writer saved' ), 'a title after another writer saved since this store read: true (a title is not a turn)' );
+	$mine[] = contract_envelope( 'text', 'assistant', 'built on the old transcript' );
+	$t->fails_once( false, fn () => $one->update_session( $sid, $mine ), 'then the save built on the old read', 'CONFLICT: a concurrent writer saved' );
+	$c->same( array( $theirs, 'after their save' ), array( $read( $t->store, $sid ), $title( $sid ) ), "the other writer's turn is kept, and the title is stored" );
+	$t->record->expect(
+		$sid,
+		array(
+			'transcript' => contract_wire_messages( $theirs ),
+			'title'      => 'after their save',
+		)
+	);
 }
