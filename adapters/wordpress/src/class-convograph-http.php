@@ -68,7 +68,9 @@ final class Convograph_Http {
 	}
 
 	/**
-	 * POST with the curl extension; the timeout bounds the whole exchange.
+	 * POST with the curl extension; the timeout bounds the whole exchange, but for a host name's
+	 * lookup that hangs: curl's threaded resolver gives up on time, then waits for the lookup
+	 * to end (curl/curl#2975), as long as the system resolver takes.
 	 *
 	 * @param array<string,string> $headers
 	 * @return array{status:int,body:string,error?:string}
@@ -115,11 +117,17 @@ final class Convograph_Http {
 
 	/**
 	 * POST over a socket of PHP's own (`tcp://`; `ssl://` for https, which needs openssl): no
-	 * extension. The timeout bounds the whole exchange, as curl's does: the connect, every
-	 * write and every read get only what is left of it, and the call gives up once it has
-	 * passed, however slowly the answer trickles in. (PHP's http:// stream wrapper cannot do
-	 * this: its timeout bounds each read, so an answer arriving a byte at a time kept a call
-	 * waiting for as many timeouts as it had bytes.)
+	 * extension. The timeout bounds the exchange: the connect (and TLS handshake), every write
+	 * and every read get only what is left of it, and the call gives up once it has passed,
+	 * however slowly the answer trickles in. (PHP's http:// stream wrapper cannot do this: its
+	 * timeout bounds each read, so an answer arriving a byte at a time kept a call waiting for
+	 * as many timeouts as it had bytes.)
+	 *
+	 * But not the host name's lookup: stream_socket_client resolves it with the system
+	 * resolver (a blocking getaddrinfo, before its timeout starts), and no PHP code can cut
+	 * that short. A DNS server that does not answer holds the call for the resolver's own
+	 * timeout (glibc, one nameserver: `options timeout:` seconds times `attempts:`, 5 x 2 by
+	 * default). See README.md (Timeouts).
 	 *
 	 * @param array<string,string> $headers
 	 * @return array{status:int,body:string,error?:string}
