@@ -17,8 +17,10 @@
  * turn. update_title() is sent on that version too, so that its retry is never applied twice
  * and the store knows when the title was the only write since; after another writer's write
  * the title is set anyway. A session this store has not read is written unconditionally, as
- * the bundled store does. The plugin makes one store per PHP request (its `static $instance`), so Agents API's
- * get, modify, update within one request is conditional.
+ * the bundled store does. The plugin makes one store per PHP request (its `static $instance`),
+ * so Agents API's get, modify, update within one request is conditional. (Under a persistent
+ * worker the store outlives the request; a remembered version is only ever a precondition, so
+ * the worst it does is refuse a save: see README.md.)
  *
  * @package Convograph
  */
