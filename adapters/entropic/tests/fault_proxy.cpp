@@ -219,15 +219,20 @@ void FaultProxy::accept_loop() {
             continue;
         }
         ++connections_;
+        ++open_connections_;
         std::lock_guard<std::mutex> lock(mutex_);
         workers_.emplace_back([this, client] {
             serve(client);
             ::close(client);
+            --open_connections_;
         });
     }
 }
 
 bool FaultProxy::claim(const std::string& request) {
+    if (fault_ == Fault::PassThrough) {
+        return false;
+    }
     const std::size_t body = request.find("\r\n\r\n");
     if (!options_.match.empty() && request.find(options_.match, body) == std::string::npos) {
         return false;
@@ -291,6 +296,31 @@ void FaultProxy::serve(int client) {
             }
             continue;
         }
+        if (fault_ == Fault::DelayRequest) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(options_.delay_ms));
+            if (!exchange(request, reply) || !send_all(client, reply)) {
+                break;
+            }
+            continue;
+        }
+        if (fault_ == Fault::Reply200Unavailable || fault_ == Fault::AnswerUnavailable) {
+            // What convograph answers under application/json (masking.py): before execution
+            // no error has a `path`; a field that failed has one.
+            std::string path;
+            if (fault_ == Fault::AnswerUnavailable) {
+                if (exchange(request, reply)) {
+                    ++answers_dropped_;
+                }
+                path = R"(,"path":["fault"])";
+            }
+            const std::string body =
+                R"({"data":null,"errors":[{"message":"the database is unavailable; retry shortly")" +
+                path + R"(,"extensions":{"code":"DATABASE_UNAVAILABLE","requestId":"fault-proxy"}}]})";
+            if (!send_all(client, answer("200 OK", body, ""))) {
+                break;
+            }
+            continue;
+        }
         if (fault_ == Fault::Reply503BeforeExecution) {
             const std::string body =
                 R"({"errors":[{"message":"The database is unavailable; retry.","extensions":)"
@@ -326,8 +356,12 @@ void FaultProxy::serve(int client) {
             case Fault::Blackhole:
                 hold(client, stop_);
                 break;
+            case Fault::PassThrough:
             case Fault::Reply429:
             case Fault::Reply503BeforeExecution:
+            case Fault::DelayRequest:
+            case Fault::Reply200Unavailable:
+            case Fault::AnswerUnavailable:
                 break;
         }
         break;  // the fault ends the connection (the caller closes it)

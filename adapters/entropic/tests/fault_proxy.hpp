@@ -14,6 +14,8 @@
 namespace flow {
 
 enum class Fault {
+    // No fault: every request is passed through (to count connections).
+    PassThrough,
     // Forward the request, read the server's answer and drop it, then keep the client
     // waiting: the client times out although the server did the work.
     SwallowAnswer,
@@ -36,6 +38,16 @@ enum class Fault {
     Reply429,
     // Accept and read, never answer, never forward: a server that hangs.
     Blackhole,
+    // Hold the request `delay_ms` before forwarding it, then pass the answer on and keep the
+    // connection: a slow network between the client's read and its write.
+    DelayRequest,
+    // Answer 200 with convograph's body for a database that went away before the operation
+    // could start (DATABASE_UNAVAILABLE, `data` null, no `path`); nothing is forwarded.
+    Reply200Unavailable,
+    // Forward the request, read the server's answer (it did the work) and answer 200 with
+    // convograph's body for a database that went away during the operation
+    // (DATABASE_UNAVAILABLE with a `path`, `data` null), keeping the connection.
+    AnswerUnavailable,
 };
 
 struct FaultOptions {
@@ -43,6 +55,7 @@ struct FaultOptions {
     std::string match;       // only requests whose body holds this text ("": every request)
     int retry_after_s = 1;   // Reply429
     int refuse_ms = 250;     // CrashAfterAnswer
+    int delay_ms = 300;      // DelayRequest
 };
 
 class FaultProxy {
@@ -56,6 +69,8 @@ public:
 
     std::string url() const;  // http://127.0.0.1:<port>/graphql
     int connections() const { return connections_.load(); }
+    // Client connections open now (accepted, not yet closed by the client or the proxy).
+    int open_connections() const { return open_connections_.load(); }
     int requests() const { return requests_.load(); }
     // Requests that got the fault.
     int faults() const { return faults_.load(); }
@@ -76,6 +91,7 @@ private:
     int port_ = 0;
     std::atomic<bool> stop_{false};
     std::atomic<int> connections_{0};
+    std::atomic<int> open_connections_{0};
     std::atomic<int> requests_{0};
     std::atomic<int> faults_{0};
     std::atomic<int> answers_dropped_{0};
