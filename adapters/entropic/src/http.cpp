@@ -142,8 +142,12 @@ HttpResult HttpClient::post(const std::string& body, Connection connection) cons
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, connect_timeout_ms_);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms_);
     curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
-    // The connection stays in the handle's cache afterwards, for requests that may reuse one.
-    curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, connection == Connection::Fresh ? 1L : 0L);
+    // A connection of its own, closed when the transfer ends: left in the handle's cache it
+    // would stay open beside the one the reads reuse (libcurl keeps up to 5 per handle), each
+    // counted against the server's connection limit until the server drops it.
+    const long fresh = connection == Connection::Fresh ? 1L : 0L;
+    curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, fresh);
+    curl_easy_setopt(h, CURLOPT_FORBID_REUSE, fresh);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers_);
     curl_easy_setopt(h, CURLOPT_POST, 1L);
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, body.data());

@@ -6,7 +6,7 @@
 // libcurl re-sends a request by itself when a reused connection dies before any byte of the
 // answer ("Connection died, retrying a fresh connect"), even a POST the server may already
 // have run: a request that must not run twice goes over a connection of its own
-// (Connection::Fresh), where libcurl never does that.
+// (Connection::Fresh), where libcurl never does that, and which is closed after it.
 #pragma once
 
 #include <chrono>
@@ -33,7 +33,9 @@ struct HttpResult {
 
 enum class Connection {
     Reuse,  // an idle connection may carry it: libcurl may re-send it on its own
-    Fresh,  // a new connection: libcurl sends it once; each attempt is the adapter's own
+    // A new connection, closed after the answer: libcurl sends it once, each attempt is the
+    // adapter's own, and a pooled handle keeps no more than its one reusable connection.
+    Fresh,
 };
 
 class HttpClient {

@@ -1,9 +1,12 @@
 // Faults: what each callback does when the server is down, hangs, refuses the caller or the
 // body, or answers through a gateway that loses answers or says 503; when a kept-alive
 // connection dies after the server's commit (a cut, a crash and restart); under a rate limit.
+#include <atomic>
 #include <chrono>
 #include <stdexcept>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "fault_proxy.hpp"
 #include "scenario.hpp"
@@ -457,6 +460,60 @@ void rate_limited(Context& ctx, const Endpoint& upstream) {
     }
 }
 
+// A write that goes over a connection of its own closes it when done: a storage keeps no more
+// connections than calls ran at once (one per pooled handle), however many writes it made.
+void connections_kept(Context& ctx, const Endpoint& upstream) {
+    constexpr int kThreads = 4;
+    constexpr int kSaves = 6;
+    FaultProxy proxy(upstream.host, upstream.port, Fault::PassThrough, 0);
+    Storage st(with(ctx.config, proxy.url(), milliseconds(5000), 3));
+    std::vector<std::string> ids(kThreads);
+    std::vector<json> sent(kThreads, json::array());
+    std::atomic<int> failed{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+        threads.emplace_back([&, t] {
+            if (!st.api().create_conversation("session", ids[t], st.user_data())) {
+                ++failed;
+                return;
+            }
+            for (int i = 0; i < kSaves; ++i) {
+                const json batch = json::array(
+                    {{{"role", "user"},
+                      {"content", "thread " + std::to_string(t) + " turn " + std::to_string(i)}}});
+                if (!st.api().save_conversation(ids[t].c_str(), batch.dump().c_str(),
+                                                st.user_data())) {
+                    ++failed;
+                }
+                sent[t].push_back(batch[0]);
+                std::string none;
+                st.api().latest_delegation_for_target("nobody", none, st.user_data());
+            }
+        });
+    }
+    for (std::thread& t : threads) {
+        t.join();
+    }
+    // A connection the client closed leaves the proxy within its poll interval.
+    const auto began = std::chrono::steady_clock::now();
+    while (proxy.open_connections() > kThreads && ms_since(began) < 2000.0) {
+        std::this_thread::sleep_for(milliseconds(20));
+    }
+    const int open = proxy.open_connections();
+    ctx.check(failed == 0, "connections kept: every call succeeded");
+    ctx.check(proxy.connections() >= kThreads * kSaves,
+              "connections kept: each append went over a connection of its own");
+    ctx.check(open <= kThreads, "connections kept: at most one per thread stays open (" +
+                                    std::to_string(open) + " after " +
+                                    std::to_string(proxy.connections()) + " connections)");
+    for (int t = 0; t < kThreads; ++t) {
+        if (!ids[t].empty()) {
+            ctx.created_root(ids[t]);
+            ctx.stored(ids[t], sent[t]);
+        }
+    }
+}
+
 // A config make_storage_interface must refuse, and storage used after destroy.
 void misuse(Context& ctx) {
     const auto refused = [&](const char* what, auto change) {
@@ -507,6 +564,7 @@ void run_faults(Context& ctx) {
     gateway_503(ctx, upstream);
     cut_connections(ctx, upstream);
     rate_limited(ctx, upstream);
+    connections_kept(ctx, upstream);
 }
 
 }  // namespace flow
