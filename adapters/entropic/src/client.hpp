@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 
 #include "convograph/entropic.hpp"
@@ -17,7 +18,10 @@ struct Client {
     ~Client() { magic = 0; }
 
     std::uint64_t magic = kMagic;
-    int max_attempts;  // Config::max_attempts: also how many times an append reads and tries
+    int max_attempts;  // Config::max_attempts: also how many rounds an append makes
+    // max_attempts x Config::timeout: how long an append goes on re-reading a version that
+    // moved with no message added.
+    std::chrono::milliseconds budget;
     Logger log;
     GraphQL gql;
 

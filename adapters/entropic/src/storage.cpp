@@ -1,5 +1,6 @@
 // The entropic::StorageInterface callbacks. Each one runs its body inside guarded(): every
 // exception ends as `false` plus one log line, and nothing crosses back into the engine.
+#include <chrono>
 #include <cstddef>
 #include <stdexcept>
 #include <string>
@@ -33,6 +34,7 @@ namespace detail {
 
 Client::Client(const Config& config)
     : max_attempts(config.max_attempts),
+      budget(config.timeout * config.max_attempts),
       log(config.log),
       gql(config.url, config.token, config.connect_timeout,
           RetryPolicy{config.max_attempts, config.retry_backoff, config.timeout}) {}
@@ -233,81 +235,96 @@ Found stored_from(Client& c, const std::string& id, long long from, std::string_
     return Found::Yes;
 }
 
-// A CONFLICT answer to a write over `state`: success when this call's own earlier attempt
-// stored `messages` (from `from` on); else the conflict stands (`Found::No`).
-Found own_earlier_write(Client& c, const Outcome& out, const std::string& id, long long from,
-                        std::string_view messages) {
-    if (!out.earlier_attempt_maybe_applied) {
-        return Found::No;  // every attempt of it was answered: another writer moved the version
-    }
-    return stored_from(c, id, from, messages);
-}
-
-// A batch longer than one append may hold, into a conversation that holds no message yet (a
-// resume through the callbacks seeds its new child so): the whole transcript, saved as one
-// (its bound is a hundred appends'), over the version just read, so that a writer in between
-// makes it fail instead of mixing with it. Else the append's refusal stands.
-Verdict save_whole_transcript(Client& c, const std::string& id, std::string_view messages,
-                              const TranscriptState& state, const std::string& refused) {
-    if (state.count != 0) {
-        return failure(refused);
-    }
-    const Outcome out = c.gql.run(
-        splice_messages_body(queries::kReplaceTranscript, id, messages, state.version),
-        Repeat::Reconciled);
-    const Payload p = payload_of(out, "replaceTranscript");
-    if (p.ok) {
-        return success();
-    }
-    if (version_moved(p)) {
-        switch (own_earlier_write(c, out, id, 1, messages)) {
-            case Found::Yes:
-                return success();
-            case Found::Unknown:
-                return failure(p.why + "; reading it back failed: the write may have been stored");
-            case Found::No:
-                break;
-        }
-    }
-    return failure(p.why);
-}
-
-// save_conversation: the batch appended over the version just read (expectedVersion). A lost
-// answer is then safe to repeat: if the first attempt stored it, the repeat is refused with
-// CONFLICT and the batch is found where it was to go. A CONFLICT that is not this call's own
-// write (another writer in between) reads the version again and appends after it.
+// save_conversation: the batch appended over the version just read (expectedVersion), so that
+// a lost answer is safe to repeat: if an attempt stored it, a repeat is refused with CONFLICT.
+//
+// The version moves with every change to the conversation, most of which add no message (a
+// delegation created or completed under it, a snapshot, a title). After a CONFLICT the
+// conversation is read again, and what its messageCount did tells why:
+// - unchanged: nobody appended, this call included (its attempts carried a version that is
+//   gone, so none of them can land later). The same batch goes over the new version; that
+//   is not a round, but is done only while the call is within its budget (max_attempts x
+//   timeout since it began, and at least max_attempts times).
+// - moved, and an attempt of this call may have arrived: the batch is looked for where it
+//   was to go. There, the lost attempt stored it: true.
+// - moved otherwise: another writer appended. The batch goes after it, one round of at most
+//   max_attempts.
+//
+// A batch refused for its length alone into a conversation with no message yet (a resume
+// through the callbacks seeds its new child so) is saved as the whole transcript
+// (replaceTranscript, a hundred appends' bound) over the same version, the same way; once
+// another writer added a message it no longer can be, and the append's refusal stands.
 Verdict append_batch(Client& c, const std::string& id, std::string_view messages) {
-    for (int round = 1;; ++round) {
-        TranscriptState state;
-        const Verdict read = read_state(c, id, state);
-        if (!read.ok) {
-            return read;
-        }
+    const auto began = std::chrono::steady_clock::now();
+    TranscriptState state;
+    Verdict read = read_state(c, id, state);
+    if (!read.ok) {
+        return read;
+    }
+    bool whole = false;       // the batch goes as the whole transcript
+    std::string too_long;     // then: the append's refusal
+    int rounds = 1;           // rounds in which another writer appended
+    int rereads = 0;          // CONFLICTs with no message added
+    for (;;) {
         const Outcome out = c.gql.run(
-            splice_messages_body(queries::kAppendMessages, id, messages, state.version),
+            splice_messages_body(whole ? queries::kReplaceTranscript : queries::kAppendMessages,
+                                 id, messages, state.version),
             Repeat::Reconciled);
-        const Payload p = payload_of(out, "appendMessages");
+        const Payload p = payload_of(out, whole ? "replaceTranscript" : "appendMessages");
         if (p.ok) {
             return success();
         }
-        if (refused_for_length(p)) {
-            return save_whole_transcript(c, id, messages, state, p.why);
+        if (!whole && refused_for_length(p)) {
+            if (state.count != 0) {
+                return failure(p.why);
+            }
+            whole = true;
+            too_long = p.why;
+            continue;
         }
         if (!version_moved(p)) {
             return failure(p.why);
         }
-        switch (own_earlier_write(c, out, id, state.count + 1, messages)) {
-            case Found::Yes:
-                return success();
-            case Found::Unknown:
-                return failure(p.why + "; reading it back failed: the write may have been stored");
-            case Found::No:
-                break;
+        const std::string may_have_stored =
+            out.earlier_attempt_maybe_applied ? ": the write may have been stored" : "";
+        TranscriptState now;
+        read = read_state(c, id, now);
+        if (!read.ok) {
+            return failure(p.why + "; " + read.why + may_have_stored);
         }
-        if (round >= c.max_attempts) {
-            return failure(p.why + " (" + std::to_string(round) +
-                           " rounds: other writers kept changing the conversation)");
+        if (now.count == state.count) {
+            const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(
+                std::chrono::steady_clock::now() - began);
+            if (rereads >= c.max_attempts && spent >= c.budget) {
+                return failure(p.why + " (the version moved " + std::to_string(rereads + 1) +
+                               " times in " + std::to_string(spent.count()) +
+                               " ms with no message added: not repeated past this call's "
+                               "budget)");
+            }
+            ++rereads;
+            state = now;
+            continue;
         }
+        if (out.earlier_attempt_maybe_applied) {
+            switch (stored_from(c, id, state.count + 1, messages)) {
+                case Found::Yes:
+                    return success();
+                case Found::Unknown:
+                    return failure(p.why + "; reading it back failed" + may_have_stored);
+                case Found::No:
+                    break;
+            }
+        }
+        if (whole) {
+            return failure(too_long + " (another writer added messages: it is not saved as the "
+                                      "whole transcript)");
+        }
+        if (rounds >= c.max_attempts) {
+            return failure(p.why + " (" + std::to_string(rounds) +
+                           " rounds: other writers kept adding messages)");
+        }
+        ++rounds;
+        state = now;
     }
 }
 

@@ -460,6 +460,143 @@ void rate_limited(Context& ctx, const Endpoint& upstream) {
     }
 }
 
+// Creates and completes delegations under `parent` through `st` until stopped, each about
+// `pause` apart: every one bumps the parent's version although none adds a message to it.
+class Delegating {
+public:
+    Delegating(Storage& st, std::string parent, milliseconds pause)
+        : thread_([this, &st, parent = std::move(parent), pause] {
+              while (!stop_) {
+                  std::string id;
+                  std::string child;
+                  if (st.api().create_delegation(parent.c_str(), "lead", "busy-parent", "task", 0,
+                                                 id, child, st.user_data()) &&
+                      st.api().complete_delegation(id.c_str(), "completed", "done",
+                                                   st.user_data())) {
+                      ++made_;
+                  }
+                  std::this_thread::sleep_for(pause);
+              }
+          }) {}
+    ~Delegating() { stop(); }
+    Delegating(const Delegating&) = delete;
+    Delegating& operator=(const Delegating&) = delete;
+    // Stops and returns how many delegations were made and completed.
+    int stop() {
+        stop_ = true;
+        if (thread_.joinable()) {
+            thread_.join();
+        }
+        return made_.load();
+    }
+
+private:
+    std::atomic<bool> stop_{false};
+    std::atomic<int> made_{0};
+    std::thread thread_;
+};
+
+// The server bumps a conversation's version on every createDelegation and completeDelegation
+// under it, which add no message. save_conversation appends over the version it read, and
+// must not take those bumps for another writer's batch: held on a slow network while
+// delegations come and go under the same parent, every batch is stored, once, and the
+// callback says true.
+void delegations_during_appends(Context& ctx, const Endpoint& upstream) {
+    Storage direct(with(ctx.config, ctx.config.url, milliseconds(5000), 3));
+    {
+        FaultOptions slow;
+        slow.match = "appendMessages";
+        slow.faulty = 4;  // more than max_attempts: each held append meets a CONFLICT
+        slow.delay_ms = 400;
+        FaultProxy proxy(upstream.host, upstream.port, Fault::DelayRequest, slow);
+        Storage st(with(ctx.config, proxy.url(), milliseconds(3000), 3));
+        const std::string parent = session_through(ctx, st, "delegations during appends");
+        json sent = json::array();
+        bool every_one = true;
+        Delegating delegating(direct, parent, milliseconds(40));
+        for (int i = 0; i < 3; ++i) {
+            const json batch = json::array(
+                {{{"role", "assistant"}, {"content", "the parent's turn " + std::to_string(i)}}});
+            every_one = st.api().save_conversation(parent.c_str(), batch.dump().c_str(),
+                                                   st.user_data()) &&
+                        every_one;
+            sent.push_back(batch[0]);
+        }
+        const int made = delegating.stop();
+        ctx.check(every_one, "delegations during appends: every save_conversation is true");
+        ctx.check(proxy.faults() == 4, "delegations during appends: four appends were held");
+        ctx.check(made >= 4, "delegations during appends: delegations were made meanwhile (" +
+                                 std::to_string(made) + ")");
+        ctx.check(transcript_of(ctx, parent) == sent,
+                  "delegations during appends: every batch stored once, in order");
+        ctx.check(st.log().size() == 0, "delegations during appends: nothing logged");
+        ctx.check(delegation_count(ctx, parent) == made,
+                  "delegations during appends: the delegations are all there");
+        ctx.stored(parent, sent);
+    }
+    {
+        // Another writer appends while this call's append is held: that is a round, and the
+        // batch goes after the other one.
+        FaultOptions slow;
+        slow.match = "appendMessages";
+        slow.delay_ms = 400;
+        FaultProxy proxy(upstream.host, upstream.port, Fault::DelayRequest, slow);
+        Storage st(with(ctx.config, proxy.url(), milliseconds(3000), 3));
+        const std::string id = session_through(ctx, st, "another writer");
+        const json mine = json::array({{{"role", "user"}, {"content", "held"}}});
+        const json theirs = json::array({{{"role", "user"}, {"content", "in between"}}});
+        bool saved = false;
+        std::thread held([&] {
+            saved = st.api().save_conversation(id.c_str(), mine.dump().c_str(), st.user_data());
+        });
+        std::this_thread::sleep_for(milliseconds(150));
+        ctx.check(direct.api().save_conversation(id.c_str(), theirs.dump().c_str(),
+                                                 direct.user_data()),
+                  "another writer: its save_conversation is true");
+        held.join();
+        ctx.check(saved, "another writer: the held save_conversation is true");
+        const json both = json::array({theirs[0], mine[0]});
+        ctx.check(transcript_of(ctx, id) == both,
+                  "another writer: the held batch is appended after the other one, once");
+        ctx.stored(id, both);
+    }
+    {
+        // A resume's seed, too long for one append, goes into the empty child as its whole
+        // transcript over the version read: a delegation under that child in between is no
+        // reason to lose it.
+        FaultOptions slow;
+        slow.match = "replaceTranscript";
+        slow.faulty = 4;
+        slow.delay_ms = 400;
+        FaultProxy proxy(upstream.host, upstream.port, Fault::DelayRequest, slow);
+        Storage st(with(ctx.config, proxy.url(), milliseconds(3000), 3));
+        const std::string parent = session_through(ctx, st, "seed during delegations");
+        std::string resumed;
+        std::string child;
+        ctx.check(st.api().create_delegation(parent.c_str(), "lead", "resumed", "resume", 0,
+                                             resumed, child, st.user_data()),
+                  "seed during delegations: create_delegation");
+        json seed = json::array();
+        for (int i = 0; i < 1001; ++i) {
+            seed.push_back({{"role", "user"}, {"content", "seed " + std::to_string(i)}});
+        }
+        bool saved = false;
+        int made = 0;
+        {
+            Delegating delegating(direct, child, milliseconds(40));
+            saved = st.api().save_conversation(child.c_str(), seed.dump().c_str(),
+                                               st.user_data());
+            made = delegating.stop();
+        }
+        ctx.check(saved, "seed during delegations: save_conversation is true");
+        ctx.check(proxy.faults() == 4 && made >= 4,
+                  "seed during delegations: four replaces held while delegations were made");
+        ctx.check(transcript_of(ctx, child) == seed, "seed during delegations: the seed is stored");
+        ctx.check(st.log().size() == 0, "seed during delegations: nothing logged");
+        ctx.stored(child, seed);
+    }
+}
+
 // A write that goes over a connection of its own closes it when done: a storage keeps no more
 // connections than calls ran at once (one per pooled handle), however many writes it made.
 void connections_kept(Context& ctx, const Endpoint& upstream) {
@@ -564,6 +701,7 @@ void run_faults(Context& ctx) {
     gateway_503(ctx, upstream);
     cut_connections(ctx, upstream);
     rate_limited(ctx, upstream);
+    delegations_during_appends(ctx, upstream);
     connections_kept(ctx, upstream);
 }
 
