@@ -204,7 +204,7 @@ async def check_roots(gql: GraphQLClient, summary: dict[str, Any]) -> None:
         "{ conversations(filter: {rootOnly: true}, first: 100) { totalCount nodes { id title } } }"
     )
     roots = data["conversations"]
-    assert roots["totalCount"] == len(summary["root_conversations"]) == 20
+    assert roots["totalCount"] == len(summary["root_conversations"]) == 24
     assert sorted(n["id"] for n in roots["nodes"]) == sorted(summary["root_conversations"])
     assert {n["title"] for n in roots["nodes"]} == {"session"}
 
@@ -333,7 +333,7 @@ def check_child_transcript(transcript: list[dict[str, Any]], sent: list[dict[str
 async def check_every_transcript(gql: GraphQLClient, summary: dict[str, Any]) -> None:
     """Every conversation the program wrote to holds exactly what it sent, once, in order."""
     sent: dict[str, list[Any]] = summary["sent"]
-    assert len(sent) == 30
+    assert len(sent) == 31
     for conversation_id, messages in sent.items():
         data = await gql(TRANSCRIPT, {"id": conversation_id})
         assert data["conversation"]["transcript"] == messages, conversation_id

@@ -29,6 +29,34 @@ std::string http_reason(const HttpResult& r) {
 
 bool retryable_status(long status) { return status == 408 || status == 429 || status >= 500; }
 
+// Whether every error of a GraphQL answer is convograph's DATABASE_UNAVAILABLE (the database
+// went away: retry), and whether one of them has a `path` (a field failed: the operation had
+// started, and a write may have been done).
+struct Unavailable {
+    bool all = false;
+    bool ran = false;
+};
+Unavailable unavailable(const json& parsed) {
+    Unavailable u;
+    if (!parsed.is_object() || !parsed.contains("errors") || !parsed["errors"].is_array() ||
+        parsed["errors"].empty()) {
+        return u;
+    }
+    for (const json& e : parsed["errors"]) {
+        if (!e.is_object() || !e.contains("extensions") || !e["extensions"].is_object() ||
+            !e["extensions"].contains("code") ||
+            e["extensions"]["code"] != "DATABASE_UNAVAILABLE") {
+            return u;
+        }
+        u.ran = u.ran || e.contains("path");
+    }
+    // An operation that ran has `data` (under application/json, null when a non-null field
+    // failed) or an error with a `path`; one stopped before it started has neither.
+    u.ran = u.ran || (parsed.contains("data") && !parsed["data"].is_null());
+    u.all = true;
+    return u;
+}
+
 // convograph's own 503 for a request stopped before execution (its token's check found the
 // database away): no `data`, and every error DATABASE_UNAVAILABLE without a `path`. A 503
 // from anything else (a gateway) may follow a request that ran.
@@ -37,18 +65,8 @@ bool stopped_before_execution(const HttpResult& r) {
         return false;
     }
     const json parsed = json::parse(r.body, nullptr, /*allow_exceptions=*/false);
-    if (!parsed.is_object() || parsed.contains("data") || !parsed.contains("errors") ||
-        !parsed["errors"].is_array() || parsed["errors"].empty()) {
-        return false;
-    }
-    for (const json& e : parsed["errors"]) {
-        if (!e.is_object() || e.contains("path") || !e.contains("extensions") ||
-            !e["extensions"].is_object() || !e["extensions"].contains("code") ||
-            e["extensions"]["code"] != "DATABASE_UNAVAILABLE") {
-            return false;
-        }
-    }
-    return true;
+    const Unavailable u = unavailable(parsed);
+    return u.all && !u.ran && !parsed.contains("data");
 }
 
 // The n-th retry's backoff: between half and all of `base` doubled (n - 1) times, so that
@@ -103,6 +121,15 @@ Attempt interpret(const HttpResult& r) {
         out.error += first.is_object() && first.contains("message") && first["message"].is_string()
                          ? first["message"].get<std::string>()
                          : first.dump();
+        // The database went away (HTTP 200 under application/json): another attempt may find
+        // it back. Before the operation started nothing ran, and any call may be repeated;
+        // during it, a write may have been done, and only a call safe to repeat is.
+        const Unavailable u = unavailable(parsed);
+        if (u.all) {
+            a.transient = true;
+            a.ran_nothing = !u.ran;
+            a.maybe_applied = u.ran;
+        }
         return a;
     }
     if (!parsed.contains("data") || !parsed["data"].is_object()) {

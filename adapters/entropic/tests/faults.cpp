@@ -651,6 +651,63 @@ void connections_kept(Context& ctx, const Endpoint& upstream) {
     }
 }
 
+// HTTP 200 with a DATABASE_UNAVAILABLE error (application/json): with a `path`, the database
+// went away during the operation, which may have run; without one, before it started.
+void database_unavailable(Context& ctx, const Endpoint& upstream) {
+    const auto on = [](const char* match) {
+        FaultOptions o;
+        o.match = match;
+        return o;
+    };
+    {
+        FaultProxy proxy(upstream.host, upstream.port, Fault::AnswerUnavailable,
+                         on("appendMessages"));
+        Storage st(with(ctx.config, proxy.url(), milliseconds(3000), 3));
+        const std::string id = session_through(ctx, st, "unavailable append");
+        const json batch = json::array({{{"role", "user"}, {"content", "database went away"}}});
+        ctx.check(st.api().save_conversation(id.c_str(), batch.dump().c_str(), st.user_data()),
+                  "unavailable append: save_conversation is true on its repeat");
+        ctx.check(proxy.answers_dropped() == 1, "unavailable append: the server had stored it");
+        ctx.check(transcript_of(ctx, id) == batch, "unavailable append: the batch is stored once");
+        ctx.check(st.log().size() == 0, "unavailable append: nothing logged");
+        ctx.stored(id, batch);
+    }
+    {
+        FaultProxy proxy(upstream.host, upstream.port, Fault::AnswerUnavailable,
+                         on("createConversation"));
+        Storage st(with(ctx.config, proxy.url(), milliseconds(3000), 3));
+        const int before = root_count(ctx);
+        session_through(ctx, st, "unavailable create");
+        ctx.check(proxy.faults() == 1 && root_count(ctx) == before + 1,
+                  "unavailable create: repeated by its key, one conversation");
+    }
+    {
+        FaultProxy proxy(upstream.host, upstream.port, Fault::AnswerUnavailable,
+                         on("saveSnapshot"));
+        Storage st(with(ctx.config, proxy.url(), milliseconds(3000), 3));
+        const std::string id = session_through(ctx, st, "unavailable snapshot");
+        const json history = json::array({{{"role", "user"}, {"content", "snapshot"}}});
+        ctx.check(!st.api().save_snapshot(id.c_str(), history.dump().c_str(), st.user_data()),
+                  "unavailable snapshot: save_snapshot is false (it may have run)");
+        ctx.check(proxy.faults() == 1 && snapshot_count(ctx, id) == 1,
+                  "unavailable snapshot: not repeated, one snapshot");
+        one_line(ctx, st, "unavailable snapshot", "the database is unavailable");
+        one_line(ctx, st, "unavailable snapshot", "the write may have been stored");
+    }
+    {
+        FaultProxy proxy(upstream.host, upstream.port, Fault::Reply200Unavailable,
+                         on("saveSnapshot"));
+        Storage st(with(ctx.config, proxy.url(), milliseconds(3000), 3));
+        const std::string id = session_through(ctx, st, "unavailable before execution");
+        const json history = json::array({{{"role", "user"}, {"content", "snapshot"}}});
+        ctx.check(st.api().save_snapshot(id.c_str(), history.dump().c_str(), st.user_data()),
+                  "unavailable before execution: save_snapshot is true on its repeat");
+        ctx.check(proxy.faults() == 1 && snapshot_count(ctx, id) == 1,
+                  "unavailable before execution: nothing ran, repeated, one snapshot");
+        ctx.check(st.log().size() == 0, "unavailable before execution: nothing logged");
+    }
+}
+
 // A config make_storage_interface must refuse, and storage used after destroy.
 void misuse(Context& ctx) {
     const auto refused = [&](const char* what, auto change) {
@@ -703,6 +760,7 @@ void run_faults(Context& ctx) {
     rate_limited(ctx, upstream);
     delegations_during_appends(ctx, upstream);
     connections_kept(ctx, upstream);
+    database_unavailable(ctx, upstream);
 }
 
 }  // namespace flow
