@@ -7,8 +7,11 @@ resume, latest, followup; from several threads at once) and then the faults: the
 down or hanging, a revoked token, a body over the server's limit (413), invalid UTF-8,
 answers lost after the server did the work (retries must not duplicate anything), a
 kept-alive connection cut after the server's commit (libcurl must not re-send a write
-unseen), a crash and restart, a gateway's 503 and a rate limit's 429 with Retry-After. It
-prints a JSON summary of what it stored; this test reads all of it back through GraphQL.
+unseen), a crash and restart, a gateway's 503, a rate limit's 429 with Retry-After,
+DATABASE_UNAVAILABLE before and during an operation, appends held while delegations are
+created and completed under the same conversation (each moves its version), and the
+connections a storage keeps open. It prints a JSON summary of what it stored; this test reads
+all of it back through GraphQL.
 
 Without g++, make, pkg-config, libcurl or nlohmann-json (Debian: apt-get install g++ make
 pkg-config libcurl4-openssl-dev nlohmann-json3-dev) every test here skips, loudly.
@@ -199,7 +202,9 @@ async def test_the_engine_flow_through_the_native_adapter(
 
 async def check_roots(gql: GraphQLClient, summary: dict[str, Any]) -> None:
     """Exactly the root conversations the program reports: retries made no duplicates (the
-    engine's, the lost answer's and the 503's, and one per cut, crash and rate-limit case)."""
+    engine's, the lost answer's and the 503's, one per cut, crash and rate-limit case, three
+    whose appends met delegations or another writer, four of the connection count's threads and
+    four behind DATABASE_UNAVAILABLE)."""
     data = await gql(
         "{ conversations(filter: {rootOnly: true}, first: 100) { totalCount nodes { id title } } }"
     )

@@ -29,10 +29,20 @@ struct Config {
     // Per attempt: establishing the connection, and the whole request.
     std::chrono::milliseconds connect_timeout{2000};
     std::chrono::milliseconds timeout{10000};
-    // Attempts per callback (1 = no retry). A call is retried after a connection failure; after
-    // a timeout, a dropped connection, 408, 429 or 5xx only when repeating it is safe (reads,
-    // create_* with their idempotency key, complete_delegation). Worst case for one callback:
-    // max_attempts * timeout plus the backoffs.
+    // Attempts per request (1 = no retry). Every request is repeated when the server certainly
+    // ran nothing of it: it never left (no connection), a 429 (after its Retry-After, when that
+    // leaves room for one more attempt within max_attempts * timeout), convograph's
+    // DATABASE_UNAVAILABLE before the operation started. After a timeout, a dropped
+    // connection, 408, 5xx or a DATABASE_UNAVAILABLE during the operation, only the requests
+    // safe to repeat are: reads, create_* with their idempotency key, save_conversation's
+    // append (over the version it read) and complete_delegation; save_snapshot is not.
+    // One request takes at most max_attempts * timeout plus the backoffs. save_conversation
+    // makes several: a version read, then the append and, after a CONFLICT, the version read
+    // again (and a read of the batch, when an attempt of its own may have stored it), for up
+    // to max_attempts rounds in which other writers added messages; a CONFLICT with no
+    // message added (the version moves for delegations and snapshots too) is no round, and
+    // the batch is sent again while the call is within max_attempts * timeout of its start,
+    // or fewer than max_attempts times. See adapters/entropic/README.md.
     int max_attempts = 3;
     // Wait before the first retry, doubled for each further one (with jitter).
     std::chrono::milliseconds retry_backoff{100};
