@@ -673,7 +673,7 @@ async def test_a_number_with_an_exponent_past_what_decimal_holds_is_stored_not_a
     # Beside a long number (the exact parser's path) it raised decimal's InvalidOperation.
     cid = await create(gql)
     body = b'{"query": %s, "variables": {"id": "%s", "m": [{"role": "user", "content": %s}]}}'
-    content = b'[0e99999999999999999999,1e-99999999999999999999,1234567890123456]'
+    content = b"[0e99999999999999999999,1e-99999999999999999999,1234567890123456]"
     sent = body % (orjson.dumps(APPEND), cid.encode(), content)
     response = await gql.post_body(sent)
     assert response.status_code == 200, response.text
