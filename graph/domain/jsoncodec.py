@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import re
 import secrets
-from decimal import Decimal, InvalidOperation
+import sys
+from decimal import Decimal
 from typing import Any
 
 import orjson
@@ -29,13 +30,7 @@ _NULL = re.compile(rb"null")
 
 
 def _has_long_number(raw: bytes) -> bool:
-    zeros = raw.translate(_DIGITS_AS_ZERO)
-    # An exponent of -100 or less: orjson rounds a number past a float's smallest (1e-400,
-    # 4e-324) to the float, where the exact parser keeps its text; both paths must store a
-    # document alike, whatever else it holds.
-    if b"0e-000" in zeros or b"0E-000" in zeros:
-        return True
-    if _LONG_NUMBER not in zeros:
+    if _LONG_NUMBER not in raw.translate(_DIGITS_AS_ZERO):
         return False
     # 16 digits and points in a row: a long number, unless most are points (the leader dots
     # of a table of contents, which need no exact parse).
@@ -80,8 +75,13 @@ def exact_float(text: str) -> float:
     value = float(text)
     if value != value or value in (_INFINITY, -_INFINITY):
         return value
+    if -_SMALLEST_NORMAL < value < _SMALLEST_NORMAL:
+        # A zero, or past a float's smallest normal (1e-400, 4e-324): the float, as orjson
+        # reads it, so that a document is stored alike on both paths whatever else it holds
+        # (and an exponent past Decimal's range, 0e99999999999999999999, is never compared).
+        return value
     shortest = repr(value)
-    if shortest == text or _same_number(shortest, text):  # 2.50, 1e5: the same number
+    if shortest == text or Decimal(shortest) == Decimal(text):  # 2.50, 1e5: the same number
         return value
     exact = ExactFloat(value)
     exact.text = text.encode("ascii")
@@ -89,16 +89,7 @@ def exact_float(text: str) -> float:
 
 
 _INFINITY = float("inf")
-_ZERO_MANTISSA = re.compile(r"-?[0.]+(?:[eE].*)?")
-
-
-def _same_number(shortest: str, text: str) -> bool:
-    try:
-        return Decimal(shortest) == Decimal(text)
-    except InvalidOperation:
-        # An exponent past what Decimal holds (more than 18 digits): the float is 0.0 (an
-        # infinity is refused before), and the text is that number only when it is a zero.
-        return _ZERO_MANTISSA.fullmatch(text) is not None
+_SMALLEST_NORMAL = sys.float_info.min
 
 
 def _reject_constant(name: str) -> Any:
@@ -110,7 +101,11 @@ def loads(data: str | bytes) -> Any:
     if not _has_long_number(raw):
         return orjson.loads(raw)
     try:
-        value = json.loads(raw, parse_constant=_reject_constant, parse_float=exact_float)
+        # Decoded strictly: json.loads would let the bytes of a surrogate (ED A0 80) through,
+        # which orjson refuses as the invalid UTF-8 they are.
+        value = json.loads(
+            raw.decode("utf-8"), parse_constant=_reject_constant, parse_float=exact_float
+        )
         # orjson refuses a lone surrogate (`"\ud800"`), which no UTF-8 text holds: so does
         # the exact path, looking at the texts only when one escapes a surrogate at all.
         _check(value, texts=_SURROGATE_ESCAPE.search(raw) is not None)
