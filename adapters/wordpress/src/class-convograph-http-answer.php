@@ -5,7 +5,13 @@
  * The status line and headers are parsed once, when their blank line has come; the body is
  * then read as it comes, in time linear in its size: counted against its Content-Length,
  * decoded chunk by chunk (a state machine over the new bytes only), or kept until the
- * connection closes. Its pieces are joined once, at the end.
+ * connection closes. The body is one string, each read's bytes appended to it in place (PHP
+ * grows a string only this object holds where it lies, when it can, rather than copy it), so
+ * the answer is held about once: a list of the reads' pieces, joined at the end, held it
+ * about 2.5 times (each 8 KB piece in a 12 KB block, then the join), and a 30 MB answer
+ * exhausted a memory_limit of 64M that curl's reading of it fits in. Nothing copies the body
+ * already read: a chunk's data is appended straight from the read, and only an incomplete
+ * chunk-size or trailer line is kept over for the next read.
  *
  * Lenient where servers differ and no meaning is lost: lines may end in LF alone, a repeated
  * Content-Length (`20, 20`, or the header twice) is one length, interim 1xx answers are
@@ -45,8 +51,8 @@ final class Convograph_Http_Answer {
 
 	private int $status = 0;
 
-	/** @var list<string> */
-	private array $pieces = array();
+	/** The body so far (appended to in place: never copy it while it grows). */
+	private string $body = '';
 
 	private int $received = 0;
 
@@ -103,7 +109,7 @@ final class Convograph_Http_Answer {
 		}
 		return array(
 			'status' => $this->status,
-			'body'   => implode( '', $this->pieces ),
+			'body'   => $this->body,
 		);
 	}
 
@@ -207,11 +213,11 @@ final class Convograph_Http_Answer {
 
 	private function feed_body( string $bytes ): void {
 		if ( 'close' === $this->framing ) {
-			$this->pieces[] = $bytes;
+			$this->body .= $bytes;
 		} elseif ( 'length' === $this->framing ) {
-			$take           = min( $this->left, strlen( $bytes ) ); // Bytes past the length are not the answer's.
-			$this->pieces[] = strlen( $bytes ) === $take ? $bytes : substr( $bytes, 0, $take );
-			$this->left    -= $take;
+			$take        = min( $this->left, strlen( $bytes ) ); // Bytes past the length are not the answer's.
+			$this->body .= strlen( $bytes ) === $take ? $bytes : substr( $bytes, 0, $take );
+			$this->left -= $take;
 			if ( 0 === $this->left ) {
 				$this->state = 'done';
 			}
@@ -228,10 +234,10 @@ final class Convograph_Http_Answer {
 		$at            = 0;
 		while ( $at < $size && 'body' === $this->state ) {
 			if ( 'data' === $this->chunk_state ) {
-				$take           = min( $this->left, $size - $at );
-				$this->pieces[] = substr( $data, $at, $take );
-				$at            += $take;
-				$this->left    -= $take;
+				$take        = min( $this->left, $size - $at );
+				$this->body .= 0 === $at && $size === $take ? $data : substr( $data, $at, $take ); // At most one read's bytes.
+				$at         += $take;
+				$this->left -= $take;
 				if ( 0 === $this->left ) {
 					$this->chunk_state = 'data-end';
 				}
@@ -275,9 +281,9 @@ final class Convograph_Http_Answer {
 	}
 
 	private function fail( string $error ): void {
-		$this->error  = $error;
-		$this->state  = 'done';
-		$this->pieces = array();
+		$this->error = $error;
+		$this->state = 'done';
+		$this->body  = '';
 	}
 
 	/** @return array{status:int,body:string,error:string} */

@@ -54,14 +54,16 @@ final class Contract_Run {
 	}
 
 	/**
-	 * Start `php tests/<script> ARGS` with this run's environment; its process and pipes.
+	 * Start `php [OPTIONS] tests/<script> ARGS` with this run's environment; its process and
+	 * pipes. OPTIONS are php's own (`-d memory_limit=64M`).
 	 *
 	 * @param list<string> $args
+	 * @param list<string> $php_options
 	 * @return array{0:resource,1:array<int,resource>}
 	 */
-	public function spawn( string $script, array $args ): array {
+	public function spawn( string $script, array $args, array $php_options = array() ): array {
 		$process = proc_open(
-			array_merge( array( PHP_BINARY, dirname( __DIR__ ) . '/' . $script ), $args ),
+			array_merge( array( PHP_BINARY ), $php_options, array( dirname( __DIR__ ) . '/' . $script ), $args ),
 			array(
 				0 => array( 'pipe', 'r' ),
 				1 => array( 'pipe', 'w' ),

@@ -2,7 +2,7 @@
 /**
  * The streams transport reads every shape of HTTP/1.1 answer a server may send, as soon as it
  * is complete (tests/crafted_server.php keeps each connection open after its answer), and a
- * large one in time linear in its size.
+ * large one in time linear in its size, holding it about once (tests/answer_memory.php).
  *
  * @package Convograph
  */
@@ -53,6 +53,35 @@ function contract_section_answers( Contract_Run $t ): void {
 				);
 				$c->check( $took < $budget, sprintf( '%s: a 20 MB answer %s: read within the %.1f s timeout (took %.3f s)', $transport, $what, $budget, $took ) );
 			}
+		}
+
+		// A 30 MB answer, read by the transport alone in a PHP of its own limited to 64 MB: the
+		// streams transport kept the body as a list of 8 KB reads and joined them at the end,
+		// holding it about 2.5 times (75 MB at its peak), and PHP died at the join ("Allowed
+		// memory size exhausted", a fatal error no store can catch) where curl returns it.
+		$limit = '64M';
+		foreach ( array( 'big-length' => 'with a Content-Length', 'big-chunked' => 'chunk-encoded' ) as $shape => $what ) {
+			$sizes = array();
+			foreach ( array( 'curl', 'streams' ) as $transport ) {
+				[ $code, $out, $err ] = Contract_Run::finish( $t->spawn( 'answer_memory.php', array( "{$base}/{$shape}/300/100000/graphql", $transport ), array( '-d', "memory_limit={$limit}" ) ) );
+				$read                 = json_decode( trim( $out ), true );
+				$read                 = is_array( $read ) ? $read : array();
+				$bytes                = (int) ( $read['bytes'] ?? 0 );
+				$peak                 = (int) ( $read['peak'] ?? PHP_INT_MAX );
+				$sizes[]              = $bytes;
+				$c->check(
+					0 === $code && 200 === ( $read['status'] ?? null ) && $bytes > 30000000,
+					"{$transport}: a 30 MB answer {$what}, memory_limit={$limit}: the body is returned",
+					"exit {$code}; " . trim( $out ) . ' ' . trim( substr( $err, 0, 400 ) )
+				);
+				$c->check(
+					isset( $read['peak'] ) && $peak < 1.5 * $bytes,
+					isset( $read['peak'] )
+						? sprintf( '%s: a 30 MB answer %s: held about once (peak +%.1f MB for %.1f MB)', $transport, $what, $peak / 1048576, $bytes / 1048576 )
+						: "{$transport}: a 30 MB answer {$what}: held about once (no measure: the process died)"
+				);
+			}
+			$c->same( $sizes[0], $sizes[1], "a 30 MB answer {$what}: the same body through curl and streams" );
 		}
 	} finally {
 		proc_terminate( $server[0] );
