@@ -384,6 +384,32 @@ async def test_append_with_a_stale_expected_version_conflicts(gql: GraphQLClient
     assert [m["seq"] for m in payload["messages"]] == [2]
 
 
+APPEND_COUNTED = """mutation($id: ID!, $m: [JSON!]!, $n: Int) {
+  appendMessages(input: {conversationId: $id, messages: $m, expectedMessageCount: $n}) {
+    messages { seq } userErrors { code field message } } }"""
+
+
+async def test_append_with_an_expected_message_count_ignores_other_changes(
+    gql: GraphQLClient,
+) -> None:
+    """An appender that owns a transcript but not the conversation (the entropic adapter,
+    beside delegations and snapshots that bump the version): expectedVersion refused its
+    append after every delegation; the message count changes with the transcript alone."""
+    cid = await conversation_with(gql, turns("one"))
+    await save_snapshot(gql, cid, turns("one"))  # a new version, no new message
+    payload = (await gql(APPEND_COUNTED, {"id": cid, "m": turns("two"), "n": 1}))["appendMessages"]
+    assert payload["userErrors"] == [] and [m["seq"] for m in payload["messages"]] == [2]
+    # A second append over the same count: someone appended first, nothing is stored.
+    before = await state(gql, cid)
+    payload = (await gql(APPEND_COUNTED, {"id": cid, "m": turns("dup"), "n": 1}))["appendMessages"]
+    assert errors(payload) == [("CONFLICT", ["expectedMessageCount"])]
+    assert "holds 2 messages, not the expected 1" in payload["userErrors"][0]["message"]
+    assert await state(gql, cid) == before
+    payload = (await gql(APPEND_COUNTED, {"id": cid, "m": turns("x"), "n": -1}))["appendMessages"]
+    assert errors(payload) == [("INVALID_INPUT", ["expectedMessageCount"])]
+    assert await state(gql, cid) == before
+
+
 @pytest.mark.parametrize("bad_id", ["9d5c1d2e-6f0b-4c4e-9a51-3f2b8d1e7a60", "not-a-uuid"])
 async def test_append_to_an_unknown_conversation_is_not_found(
     gql: GraphQLClient, bad_id: str

@@ -83,6 +83,12 @@ class AppendMessagesInput:
     conversation_id: strawberry.ID
     messages: list[JSON]
     expected_version: int | None = None
+    expected_message_count: int | None = strawberry.field(
+        default=None,
+        description="Refused with CONFLICT unless the conversation holds exactly this many "
+        "messages: a precondition on the transcript alone, where expectedVersion also "
+        "changes with the title, metadata, snapshots and delegations below it.",
+    )
 
 
 @strawberry.input(

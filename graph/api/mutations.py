@@ -103,7 +103,10 @@ class Mutation:
         messages = _messages(info.context.settings, list(input.messages))
         async with info.context.write() as repo:
             conversation, stored = await repo.transcripts.append(
-                input.conversation_id, messages, expected_version=input.expected_version
+                input.conversation_id,
+                messages,
+                expected_version=input.expected_version,
+                expected_message_count=input.expected_message_count,
             )
         return AppendMessagesPayload(
             conversation=Conversation.of(conversation), messages=[Message.of(m) for m in stored]

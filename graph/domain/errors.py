@@ -60,5 +60,13 @@ def conflict(expected: int, actual: int) -> DomainError:
     )
 
 
+def count_conflict(expected: int, actual: int) -> DomainError:
+    return DomainError(
+        ErrorCode.CONFLICT,
+        f"the conversation holds {actual} messages, not the expected {expected}",
+        ["expectedMessageCount"],
+    )
+
+
 def forbidden(message: str = "this token may only read") -> DomainError:
     return DomainError(ErrorCode.FORBIDDEN, message)

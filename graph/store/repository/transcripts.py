@@ -88,15 +88,19 @@ class Transcripts(Part):
         messages: Sequence[PreparedMessage],
         *,
         expected_version: int | None,
+        expected_message_count: int | None = None,
     ) -> tuple[Conversation, tuple[Message, ...]]:
         """Store only the new messages: the cost does not grow with the transcript."""
         if not messages:
             raise invalid("`messages` must hold at least one message", "messages")
+        if expected_message_count is not None and expected_message_count < 0:
+            raise invalid("`expectedMessageCount` must be 0 or more", "expectedMessageCount")
         size = sum(len(m.encoded) for m in messages)
         conversation = await self.repo.versions.bump(
             conversation_id,
             field="conversationId",
             expected_version=expected_version,
+            expected_message_count=expected_message_count,
             add={
                 "message_count": len(messages),
                 "token_count": sum(m.token_count for m in messages),

@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import bindparam, case, or_, select, update
 
 from graph.domain import ids
-from graph.domain.errors import DomainError, ErrorCode, conflict, not_found
+from graph.domain.errors import DomainError, ErrorCode, conflict, count_conflict, not_found
 from graph.store import event_log, scope
 from graph.store.repository.base import Part, alive
 from graph.store.rows import Builder
@@ -33,15 +33,19 @@ class Versions(Part):
         *,
         field: str = "id",
         expected_version: int | None = None,
+        expected_message_count: int | None = None,
         values: dict[str, Any] | None = None,
         add: dict[str, int] | None = None,
     ) -> Conversation:
         """Bump the version of a writable conversation (and set `values`), atomically;
-        `add` is added to counters (message_count, token_count, message_bytes, ...)."""
+        `add` is added to counters (message_count, token_count, message_bytes, ...).
+        CONFLICT unless it is at `expected_version` and holds `expected_message_count`
+        messages, each when given."""
         return await self._write(
             conversation_id,
             field=field,
             expected_version=expected_version,
+            expected_message_count=expected_message_count,
             values=values or {},
             add=add or {},
             require_unlocked=False,
@@ -54,6 +58,7 @@ class Versions(Part):
             conversation_id,
             field="conversationId",
             expected_version=None,
+            expected_message_count=None,
             values={"lock_digest": digest, "locked_until": until},
             add={},
             require_unlocked=True,
@@ -66,6 +71,7 @@ class Versions(Part):
         *,
         field: str,
         expected_version: int | None,
+        expected_message_count: int | None,
         values: dict[str, Any],
         add: dict[str, int],
         require_unlocked: bool,
@@ -80,12 +86,14 @@ class Versions(Part):
             reach=reach,
             counters=tuple(sorted(add)),
             conditional=expected_version is not None,
+            counted=expected_message_count is not None,
             require_unlocked=require_unlocked,
             bump_version=bump_version,
         )
         params = self.params(
             cid=cid,
             expected=expected_version,
+            expected_count=expected_message_count,
             **{f"set_{name}": value for name, value in values.items()},
             **{f"add_{name}": value for name, value in add.items()},
         )
@@ -103,14 +111,18 @@ class Versions(Part):
                 self.repo.positions.took(record.id, record.event_position)
             return record
         current = await self.sql.rows(
-            select(C.c.version).where(C.c.id == cid, scope.clause(C, reach), alive(C)),
+            select(C.c.version, C.c.message_count).where(
+                C.c.id == cid, scope.clause(C, reach), alive(C)
+            ),
             self.params(),
         )
         if not current.values:
             raise not_found("conversation", field)
-        (version,) = current.values[0]
+        version, count = current.values[0]
         if expected_version is not None and version != expected_version:
             raise conflict(expected_version, version)
+        if expected_message_count is not None and count != expected_message_count:
+            raise count_conflict(expected_message_count, count)
         raise DomainError(ErrorCode.CONFLICT, "the conversation changed; retry", [field])
 
 
@@ -121,6 +133,7 @@ def _statement(
     reach: scope.Reach,
     counters: tuple[str, ...],
     conditional: bool,
+    counted: bool,
     require_unlocked: bool,
     bump_version: bool,
 ) -> Prepared:
@@ -129,6 +142,8 @@ def _statement(
     where = [C.c.id == bindparam("cid"), scope.clause(C, reach), alive(C)]
     if conditional:
         where.append(C.c.version == bindparam("expected"))
+    if counted:
+        where.append(C.c.message_count == bindparam("expected_count"))
     if require_unlocked:
         where.append(or_(C.c.locked_until.is_(None), C.c.locked_until <= now))
     changes: dict[str, Any] = {
