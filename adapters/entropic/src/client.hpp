@@ -22,6 +22,11 @@ struct Client {
     // max_attempts x Config::timeout: how long an append goes on re-reading a version that
     // moved with no message added.
     std::chrono::milliseconds budget;
+    // Config::retry_backoff: also the wait before an append reads the version again after a
+    // second CONFLICT with no message added, doubled for each further one, at most
+    // kRereadDoublings times (four times retry_backoff), with jitter.
+    std::chrono::milliseconds retry_backoff;
+    static constexpr int kRereadDoublings = 2;
     Logger log;
     GraphQL gql;
 

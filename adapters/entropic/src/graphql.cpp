@@ -69,18 +69,6 @@ bool stopped_before_execution(const HttpResult& r) {
     return u.all && !u.ran && !parsed.contains("data");
 }
 
-// The n-th retry's backoff: between half and all of `base` doubled (n - 1) times, so that
-// threads failing together spread.
-std::chrono::milliseconds backoff(std::chrono::milliseconds base, int retry_number) {
-    if (base.count() <= 0) {
-        return std::chrono::milliseconds(0);
-    }
-    const long long full = base.count() << std::min(retry_number - 1, 10);
-    thread_local std::minstd_rand jitter{std::random_device{}()};
-    std::uniform_int_distribution<long long> pick(full / 2, full);
-    return std::chrono::milliseconds(pick(jitter));
-}
-
 // One attempt's answer, and what it says about another attempt.
 struct Attempt {
     Outcome out;
@@ -158,6 +146,17 @@ std::string join_path(const json& field) {
 }
 
 }  // namespace
+
+std::chrono::milliseconds backoff(std::chrono::milliseconds base, int retry_number,
+                                  int max_doublings) {
+    if (base.count() <= 0) {
+        return std::chrono::milliseconds(0);
+    }
+    const long long full = base.count() << std::clamp(retry_number - 1, 0, max_doublings);
+    thread_local std::minstd_rand jitter{std::random_device{}()};
+    std::uniform_int_distribution<long long> pick(full / 2, full);
+    return std::chrono::milliseconds(pick(jitter));
+}
 
 GraphQL::GraphQL(const std::string& url, const std::string& token,
                  std::chrono::milliseconds connect_timeout, RetryPolicy retry)

@@ -64,6 +64,11 @@ private:
     RetryPolicy retry_;
 };
 
+// The n-th retry's backoff (n from 1): between half and all of `base` doubled (n - 1) times,
+// at most `max_doublings` times, so that threads failing together spread.
+std::chrono::milliseconds backoff(std::chrono::milliseconds base, int retry_number,
+                                  int max_doublings = 10);
+
 // {"query": query, "variables": variables}. Throws json::type_error on invalid UTF-8.
 std::string request_body(const char* query, const json& variables);
 

@@ -1,10 +1,12 @@
 // The entropic::StorageInterface callbacks. Each one runs its body inside guarded(): every
 // exception ends as `false` plus one log line, and nothing crosses back into the engine.
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <thread>
 
 #include "client.hpp"
 #include "convograph/entropic.hpp"
@@ -35,6 +37,7 @@ namespace detail {
 Client::Client(const Config& config)
     : max_attempts(config.max_attempts),
       budget(config.timeout * config.max_attempts),
+      retry_backoff(config.retry_backoff),
       log(config.log),
       gql(config.url, config.token, config.connect_timeout,
           RetryPolicy{config.max_attempts, config.retry_backoff, config.timeout}) {}
@@ -244,7 +247,10 @@ Found stored_from(Client& c, const std::string& id, long long from, std::string_
 // - unchanged: nobody appended, this call included (its attempts carried a version that is
 //   gone, so none of them can land later). The same batch goes over the new version; that
 //   is not a round, but is done only while the call is within its budget (max_attempts x
-//   timeout since it began, and at least max_attempts times).
+//   timeout since it began, and at least max_attempts times). From the second such CONFLICT
+//   on, the version is read again only after a wait (retry_backoff, doubled up to four times
+//   it, with jitter): a conversation whose version keeps moving is not hammered with appends,
+//   each over a new connection.
 // - moved, and an attempt of this call may have arrived: the batch is looked for where it
 //   was to go. There, the lost attempt stored it: true.
 // - moved otherwise: another writer appended. The batch goes after it, one round of at most
@@ -287,6 +293,20 @@ Verdict append_batch(Client& c, const std::string& id, std::string_view messages
         }
         const std::string may_have_stored =
             out.earlier_attempt_maybe_applied ? ": the write may have been stored" : "";
+        if (rereads > 0) {
+            // The version moved with no message added before, and moved again: something is
+            // changing the conversation (delegations under it). Wait before reading it again,
+            // as any retry does, so that the batch is not sent again and again, each time over
+            // a new connection, for as long as that goes on; past the first max_attempts
+            // re-sends, no longer than what is left of the call's budget.
+            auto wait = backoff(c.retry_backoff, rereads, Client::kRereadDoublings);
+            if (rereads >= c.max_attempts) {
+                const auto left = c.budget - std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                 std::chrono::steady_clock::now() - began);
+                wait = std::max(std::chrono::milliseconds(0), std::min(wait, left));
+            }
+            std::this_thread::sleep_for(wait);
+        }
         TranscriptState now;
         read = read_state(c, id, now);
         if (!read.ok) {

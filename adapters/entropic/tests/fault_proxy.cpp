@@ -321,6 +321,16 @@ void FaultProxy::serve(int client) {
             }
             continue;
         }
+        if (fault_ == Fault::ReplyConflict) {
+            const std::string body =
+                R"({"data":{"appendMessages":{"conversation":null,"userErrors":[)"
+                R"({"code":"CONFLICT","field":["expectedVersion"],)"
+                R"("message":"version moved, fault proxy"}]}}})";
+            if (!send_all(client, answer("200 OK", body, ""))) {
+                break;
+            }
+            continue;
+        }
         if (fault_ == Fault::Reply503BeforeExecution) {
             const std::string body =
                 R"({"errors":[{"message":"The database is unavailable; retry.","extensions":)"
@@ -362,6 +372,7 @@ void FaultProxy::serve(int client) {
             case Fault::DelayRequest:
             case Fault::Reply200Unavailable:
             case Fault::AnswerUnavailable:
+            case Fault::ReplyConflict:
                 break;
         }
         break;  // the fault ends the connection (the caller closes it)

@@ -48,6 +48,10 @@ enum class Fault {
     // convograph's body for a database that went away during the operation
     // (DATABASE_UNAVAILABLE with a `path`, `data` null), keeping the connection.
     AnswerUnavailable,
+    // Answer 200 with appendMessages' CONFLICT over expectedVersion, forwarding nothing, and
+    // keep the connection: to the client, the conversation's version moved with no message
+    // added (as a delegation created under it moves it), every time it appends.
+    ReplyConflict,
 };
 
 struct FaultOptions {

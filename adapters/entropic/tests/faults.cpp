@@ -1,8 +1,10 @@
 // Faults: what each callback does when the server is down, hangs, refuses the caller or the
 // body, or answers through a gateway that loses answers or says 503; when a kept-alive
 // connection dies after the server's commit (a cut, a crash and restart); under a rate limit.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -597,6 +599,100 @@ void delegations_during_appends(Context& ctx, const Endpoint& upstream) {
     }
 }
 
+// A conversation whose version moves with no message added every time the batch is sent (a
+// proxy answers every append with CONFLICT over expectedVersion): the batch is sent again over
+// the version read, with waits between the re-sends (retry_backoff, doubled up to four times
+// it, with jitter) until the call's budget is spent; not one after another, each over a new
+// connection (1,733 appends in the 3 s before the waits).
+void version_always_moves(Context& ctx, const Endpoint& upstream) {
+    constexpr int kMaxAppends = 40;  // 3 s of waits of 25 ms to 200 ms: 32 at the most
+    FaultOptions conflict;
+    conflict.match = "appendMessages";
+    conflict.faulty = 1000000;
+    FaultProxy proxy(upstream.host, upstream.port, Fault::ReplyConflict, conflict);
+    const convograph::Config config = with(ctx.config, proxy.url(), milliseconds(1000), 3);
+    Storage st(config);  // a budget of 3 s
+    const std::string id = session_through(ctx, st, "version always moves");
+    const json batch = json::array({{{"role", "user"}, {"content", "never lands"}}});
+    const int requests = proxy.requests();
+    const int connections = proxy.connections();
+    const auto began = std::chrono::steady_clock::now();
+    const bool saved = st.api().save_conversation(id.c_str(), batch.dump().c_str(), st.user_data());
+    const double took = ms_since(began);
+    const int appends = proxy.faults();
+    ctx.summary["measured"]["version_always_moves"] = {
+        {"ms", took}, {"appends", appends}, {"requests", proxy.requests() - requests},
+        {"new_connections", proxy.connections() - connections}};
+    ctx.check(!saved, "version always moves: save_conversation is false");
+    one_line(ctx, st, "version always moves", "with no message added: not repeated past this "
+                                              "call's budget");
+    ctx.check(took >= 3000.0 && took <= bound_ms(config),
+              "version always moves: it went on for the call's budget (" +
+                  std::to_string(static_cast<int>(took)) + " ms)");
+    ctx.check(appends <= kMaxAppends,
+              "version always moves: at most " + std::to_string(kMaxAppends) +
+                  " appends, with waits between them (" + std::to_string(appends) + " appends, " +
+                  std::to_string(proxy.requests() - requests) + " requests, " +
+                  std::to_string(proxy.connections() - connections) + " new connections)");
+    ctx.check(transcript_of(ctx, id).empty(), "version always moves: nothing stored");
+    ctx.stored(id, json::array());
+}
+
+// A parent whose version moves without a pause (four threads creating and completing
+// delegations under it, through another storage): the CONFLICTs of an append add no message,
+// and the batch is sent again over the new version, with waits between the re-sends. Every
+// save still lands, once, within its budget.
+void busy_parent(Context& ctx, const Endpoint& upstream) {
+    constexpr int kChurn = 4;
+    constexpr int kSaves = 3;
+    Storage direct(with(ctx.config, ctx.config.url, milliseconds(5000), 3));
+    FaultProxy proxy(upstream.host, upstream.port, Fault::PassThrough, 0);
+    // A budget of 15 s: on two loaded cores a save has taken up to 6 s.
+    Storage st(with(ctx.config, proxy.url(), milliseconds(5000), 3));
+    const std::string parent = session_through(ctx, st, "busy parent");
+    json sent = json::array();
+    int most_requests = 0;
+    int most_connections = 0;
+    double most_ms = 0.0;
+    int saved = 0;
+    int made = 0;
+    {
+        std::vector<std::unique_ptr<Delegating>> churn;
+        for (int t = 0; t < kChurn; ++t) {
+            churn.push_back(std::make_unique<Delegating>(direct, parent, milliseconds(0)));
+        }
+        std::this_thread::sleep_for(milliseconds(200));  // the churn under way
+        for (int i = 0; i < kSaves; ++i) {
+            const json batch = json::array(
+                {{{"role", "assistant"}, {"content", "busy turn " + std::to_string(i)}}});
+            const int requests = proxy.requests();
+            const int connections = proxy.connections();
+            const auto began = std::chrono::steady_clock::now();
+            if (st.api().save_conversation(parent.c_str(), batch.dump().c_str(), st.user_data())) {
+                ++saved;
+                sent.push_back(batch[0]);
+            }
+            most_requests = std::max(most_requests, proxy.requests() - requests);
+            most_connections = std::max(most_connections, proxy.connections() - connections);
+            most_ms = std::max(most_ms, ms_since(began));
+        }
+        for (auto& d : churn) {
+            made += d->stop();
+        }
+    }
+    ctx.summary["measured"]["busy_parent"] = {
+        {"saves", kSaves}, {"saved", saved}, {"delegations", made},
+        {"most_requests_per_save", most_requests},
+        {"most_connections_per_save", most_connections}, {"most_ms_per_save", most_ms}};
+    ctx.check(made >= 20, "busy parent: delegations were made meanwhile (" +
+                              std::to_string(made) + ")");
+    ctx.check(saved == kSaves, "busy parent: every save_conversation is true (" +
+                                   std::to_string(saved) + " of " + std::to_string(kSaves) +
+                                   "; " + (st.log().size() ? st.log().last() : "") + ")");
+    ctx.check(transcript_of(ctx, parent) == sent, "busy parent: every batch stored once, in order");
+    ctx.stored(parent, sent);
+}
+
 // A write that goes over a connection of its own closes it when done: a storage keeps no more
 // connections than calls ran at once (one per pooled handle), however many writes it made.
 void connections_kept(Context& ctx, const Endpoint& upstream) {
@@ -759,6 +855,8 @@ void run_faults(Context& ctx) {
     cut_connections(ctx, upstream);
     rate_limited(ctx, upstream);
     delegations_during_appends(ctx, upstream);
+    version_always_moves(ctx, upstream);
+    busy_parent(ctx, upstream);
     connections_kept(ctx, upstream);
     database_unavailable(ctx, upstream);
 }

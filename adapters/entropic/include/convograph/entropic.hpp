@@ -41,10 +41,12 @@ struct Config {
     // again (and a read of the batch, when an attempt of its own may have stored it), for up
     // to max_attempts rounds in which other writers added messages; a CONFLICT with no
     // message added (the version moves for delegations and snapshots too) is no round, and
-    // the batch is sent again while the call is within max_attempts * timeout of its start,
-    // or fewer than max_attempts times. See adapters/entropic/README.md.
+    // the batch is sent again (from the second such CONFLICT on, after a retry_backoff wait
+    // doubled up to four times it) while the call is within max_attempts * timeout of its
+    // start, or fewer than max_attempts times. See adapters/entropic/README.md.
     int max_attempts = 3;
-    // Wait before the first retry, doubled for each further one (with jitter).
+    // Wait before the first retry, doubled for each further one (with jitter); also between
+    // the appends of a save_conversation whose version keeps moving with no message added.
     std::chrono::milliseconds retry_backoff{100};
     // Receives one line (no newline) per failed callback; stderr when empty. Called under a
     // mutex, so it need not be thread-safe; it must not call back into the storage.
