@@ -252,7 +252,9 @@ Found stored_from(Client& c, const std::string& id, long long from, std::string_
 //   it, with jitter): a conversation whose version keeps moving is not hammered with appends,
 //   each over a new connection.
 // - moved, and an attempt of this call may have arrived: the batch is looked for where it
-//   was to go. There, the lost attempt stored it: true.
+//   was to go. There, the lost attempt stored it: true. So would another writer's identical
+//   batch appended there at the same moment be taken (appendMessages has no idempotency key):
+//   both calls true, one copy stored. One writer per conversation, as entropic has, is safe.
 // - moved otherwise: another writer appended. The batch goes after it, one round of at most
 //   max_attempts.
 //
