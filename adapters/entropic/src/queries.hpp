@@ -9,10 +9,13 @@ inline constexpr const char* kCreateConversation =
     "mutation($input: CreateConversationInput!) { createConversation(input: $input) {"
     " conversation { id }" CONVOGRAPH_USER_ERRORS " } }";
 
-// A batch, only over the version read (`v`): a repeat of it can never store it twice.
+// A batch, only after the messages read (`v`, their count): a repeat of it can never store
+// it twice, and a delegation or snapshot under the conversation (which moves its version
+// but adds no message) does not refuse it.
 inline constexpr const char* kAppendMessages =
     "mutation($id: ID!, $messages: [JSON!]!, $v: Int!) {"
-    " appendMessages(input: {conversationId: $id, messages: $messages, expectedVersion: $v}) {"
+    " appendMessages(input: {conversationId: $id, messages: $messages,"
+    " expectedMessageCount: $v}) {"
     " messages { seq }" CONVOGRAPH_USER_ERRORS " } }";
 
 inline constexpr const char* kTranscriptState =

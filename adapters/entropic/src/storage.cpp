@@ -182,9 +182,11 @@ bool refused_for_length(const Payload& p) {
     return p.codes.size() == 1 && p.codes[0] == "LIMIT_EXCEEDED" && p.fields[0] == "messages";
 }
 
-// The write's expectedVersion no longer held: the transcript changed since it was read.
+// The write's precondition no longer held: the count of messages (an append) or the version
+// (a whole transcript) moved since they were read.
 bool version_moved(const Payload& p) {
-    return p.codes.size() == 1 && p.codes[0] == "CONFLICT" && p.fields[0] == "expectedVersion";
+    return p.codes.size() == 1 && p.codes[0] == "CONFLICT" &&
+           (p.fields[0] == "expectedMessageCount" || p.fields[0] == "expectedVersion");
 }
 
 // A conversation's transcript as read just before a write to it.
@@ -238,19 +240,19 @@ Found stored_from(Client& c, const std::string& id, long long from, std::string_
     return Found::Yes;
 }
 
-// save_conversation: the batch appended over the version just read (expectedVersion), so that
-// a lost answer is safe to repeat: if an attempt stored it, a repeat is refused with CONFLICT.
-//
-// The version moves with every change to the conversation, most of which add no message (a
-// delegation created or completed under it, a snapshot, a title). After a CONFLICT the
-// conversation is read again, and what its messageCount did tells why:
-// - unchanged: nobody appended, this call included (its attempts carried a version that is
-//   gone, so none of them can land later). The same batch goes over the new version; that
-//   is not a round, but is done only while the call is within its budget (max_attempts x
-//   timeout since it began, and at least max_attempts times). From the second such CONFLICT
-//   on, the version is read again only after a wait (retry_backoff, doubled up to four times
-//   it, with jitter): a conversation whose version keeps moving is not hammered with appends,
-//   each over a new connection.
+// save_conversation: the batch appended after the messages just counted
+// (expectedMessageCount), so that a lost answer is safe to repeat: if an attempt stored it, a
+// repeat is refused with CONFLICT. The count moves only with the transcript: a delegation
+// created or completed under the conversation, a snapshot or a title do not refuse it (the
+// version, which they move, did so under steady delegation traffic until the batch ran out of
+// attempts). After a CONFLICT the conversation is read again, and what its messageCount did
+// tells why:
+// - unchanged (a whole transcript's replace, which is over the version, met a delegation; or
+//   a replace by another client to the same length): nobody appended, this call included.
+//   The same batch goes again; that is not a round, but is done only while the call is
+//   within its budget (max_attempts x timeout since it began, and at least max_attempts
+//   times), and from the second time on after a wait (retry_backoff, doubled up to four times
+//   it, with jitter).
 // - moved, and an attempt of this call may have arrived: the batch is looked for where it
 //   was to go. There, the lost attempt stored it: true. So would another writer's identical
 //   batch appended there at the same moment be taken (appendMessages has no idempotency key):
@@ -275,8 +277,8 @@ Verdict append_batch(Client& c, const std::string& id, std::string_view messages
     int rereads = 0;          // CONFLICTs with no message added
     for (;;) {
         const Outcome out = c.gql.run(
-            splice_messages_body(whole ? queries::kReplaceTranscript : queries::kAppendMessages,
-                                 id, messages, state.version),
+            whole ? splice_messages_body(queries::kReplaceTranscript, id, messages, state.version)
+                  : splice_messages_body(queries::kAppendMessages, id, messages, state.count),
             Repeat::Reconciled);
         const Payload p = payload_of(out, whole ? "replaceTranscript" : "appendMessages");
         if (p.ok) {

@@ -35,18 +35,19 @@ struct Config {
     // DATABASE_UNAVAILABLE before the operation started. After a timeout, a dropped
     // connection, 408, 5xx or a DATABASE_UNAVAILABLE during the operation, only the requests
     // safe to repeat are: reads, create_* with their idempotency key, save_conversation's
-    // append (over the version it read) and complete_delegation; save_snapshot is not.
-    // One request takes at most max_attempts * timeout plus the backoffs. save_conversation
-    // makes several: a version read, then the append and, after a CONFLICT, the version read
-    // again (and a read of the batch, when an attempt of its own may have stored it), for up
-    // to max_attempts rounds in which other writers added messages; a CONFLICT with no
-    // message added (the version moves for delegations and snapshots too) is no round, and
-    // the batch is sent again (from the second such CONFLICT on, after a retry_backoff wait
-    // doubled up to four times it) while the call is within max_attempts * timeout of its
-    // start, or fewer than max_attempts times. See adapters/entropic/README.md.
+    // append (after the count of messages it read) and complete_delegation; save_snapshot
+    // is not. One request takes at most max_attempts * timeout plus the backoffs.
+    // save_conversation makes several: a read of the count, then the append and, after a
+    // CONFLICT, the read again (and a read of the batch, when an attempt of its own may have
+    // stored it), for up to max_attempts rounds in which other writers added messages; a
+    // CONFLICT with no message added (a seed's replaceTranscript, which goes over the
+    // version) is no round, and the batch is sent again (from the second such CONFLICT on,
+    // after a retry_backoff wait doubled up to four times it) while the call is within
+    // max_attempts * timeout of its start, or fewer than max_attempts times. See
+    // adapters/entropic/README.md.
     int max_attempts = 3;
     // Wait before the first retry, doubled for each further one (with jitter); also between
-    // the appends of a save_conversation whose version keeps moving with no message added.
+    // the re-sends of a save_conversation whose CONFLICTs added no message.
     std::chrono::milliseconds retry_backoff{100};
     // Receives one line (no newline) per failed callback; stderr when empty. Called under a
     // mutex, so it need not be thread-safe; it must not call back into the storage.
