@@ -91,6 +91,7 @@ BUMP = versions._statement(
     reach=scope.Reach.EVERYTHING,
     counters=("message_count", "token_count"),
     conditional=True,
+    counted=False,
     require_unlocked=False,
     bump_version=True,
 )
