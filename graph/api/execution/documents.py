@@ -34,6 +34,11 @@ from graph.api.execution.limits import Limits, over_limits
 
 Rules = tuple[type[ASTValidationRule], ...]
 
+# Longer query texts are parsed for their request and not kept: a document holds its text
+# (twice, with a long comment's token), and 512 texts of 256 KiB, distinct from one client,
+# kept half a gigabyte. Clients' own queries are a few kilobytes; generated ones repeat.
+MAX_KEPT_CHARS = 16 * 1024
+
 # graphql-core's words (and graphql-js's), which clients may know.
 NAME_THE_OPERATION = "Must provide operation name if query contains multiple operations."
 
@@ -56,6 +61,9 @@ class DocumentCache:
         self.maxsize = maxsize
         self._entries: OrderedDict[str, DocumentEntry] = OrderedDict()
 
+    def __len__(self) -> int:
+        return len(self._entries)
+
     def parse(self, query: str) -> DocumentEntry:
         entry = self._entries.get(query)
         if entry is not None:
@@ -64,6 +72,8 @@ class DocumentCache:
         document = parse(query, max_tokens=self.max_tokens)  # raises GraphQLSyntaxError
         operations = sum(isinstance(d, OperationDefinitionNode) for d in document.definitions)
         entry = DocumentEntry(document, operations)
+        if len(query) > MAX_KEPT_CHARS:
+            return entry
         self._entries[query] = entry
         if len(self._entries) > self.maxsize:
             self._entries.popitem(last=False)
