@@ -18,6 +18,8 @@
 
 declare( strict_types=1 );
 
+require_once __DIR__ . '/lib/test_server.php';
+
 const CRAFTED_BODY = '{"data":{"conversation":{"id":"00000000-0000-4000-8000-00000000000c","title":"crafted","context":"chat","metadata":{"via":"crafted"},"transcript":[]}}}';
 
 /**
@@ -33,27 +35,18 @@ function crafted_answer( string $path ): string {
 		'length-twice'    => "HTTP/1.1 200 OK\r\nContent-Length: {$n}\r\nContent-Type: application/json\r\nContent-Length: {$n}\r\n\r\n{$body}",
 		// Lines that end in LF alone, with a length or chunk-encoded.
 		'lf-only'         => "HTTP/1.1 200 OK\nContent-Type: application/json\nContent-Length: {$n}\n\n{$body}",
-		'lf-only-chunked' => "HTTP/1.1 200 OK\nTransfer-Encoding: chunked\n\n" . crafted_chunks( $body, 50, "\n" ) . "0\n\n",
+		'lf-only-chunked' => "HTTP/1.1 200 OK\nTransfer-Encoding: chunked\n\n" . test_server_chunks( $body, 50, "\n" ) . "0\n\n",
 		// Answers without a body, and without a length: their end is their headers' end.
 		'no-content'      => "HTTP/1.1 204 No Content\r\nDate: Mon, 01 Dec 2025 08:00:00 GMT\r\n\r\n",
 		'not-modified'    => "HTTP/1.1 304 Not Modified\r\nContent-Length: {$n}\r\n\r\n", // The length a 200 would have.
 		// Interim answers before the answer; a chunked body with extensions and a trailer.
 		'interim'         => "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: {$n}\r\n\r\n{$body}",
-		'chunk-trailer'   => "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Checksum\r\n\r\n" . crafted_chunks( $body, 40, "\r\n", ';ext=1' ) . "0\r\nX-Checksum: 1\r\n\r\n",
+		'chunk-trailer'   => "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Checksum\r\n\r\n" . test_server_chunks( $body, 40, "\r\n", ';ext=1' ) . "0\r\nX-Checksum: 1\r\n\r\n",
 		// A session of (messages x bytes): tens of MB.
 		'big-length'      => crafted_big( (int) ( $parts[1] ?? 200 ), (int) ( $parts[2] ?? 100000 ), false ),
 		'big-chunked'     => crafted_big( (int) ( $parts[1] ?? 200 ), (int) ( $parts[2] ?? 100000 ), true ),
 		default           => "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n",
 	};
-}
-
-/** `$body` chunk-encoded, `$size` bytes a chunk, without the last (empty) chunk. */
-function crafted_chunks( string $body, int $size, string $eol, string $extension = '' ): string {
-	$out = '';
-	foreach ( str_split( $body, $size ) as $chunk ) {
-		$out .= dechex( strlen( $chunk ) ) . $extension . $eol . $chunk . $eol;
-	}
-	return $out;
 }
 
 /** get_session's answer for a session of `$count` messages of `$bytes` bytes of content. */
@@ -66,47 +59,17 @@ function crafted_big( int $count, int $bytes, bool $chunked ): string {
 	if ( ! $chunked ) {
 		return "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " . strlen( $body ) . "\r\n\r\n" . $body;
 	}
-	return "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n" . crafted_chunks( $body, 16384, "\r\n" ) . "0\r\n\r\n";
+	return "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n" . test_server_chunks( $body, 16384, "\r\n" ) . "0\r\n\r\n";
 }
 
-/**
- * Read one request (headers and a Content-Length body); its path, or null if the client went
- * away.
- *
- * @param resource $client
- */
-function crafted_read_request( $client ): ?string {
-	$raw = '';
-	while ( ! str_contains( $raw, "\r\n\r\n" ) || strlen( $raw ) < crafted_request_length( $raw ) ) {
-		$chunk = fread( $client, 65536 );
-		if ( false === $chunk || ( '' === $chunk && feof( $client ) ) ) {
-			return null;
-		}
-		$raw .= $chunk;
-	}
-	return explode( ' ', $raw, 3 )[1] ?? '/';
-}
-
-function crafted_request_length( string $raw ): int {
-	$end = (int) strpos( $raw, "\r\n\r\n" ) + 4;
-	return $end + ( 1 === preg_match( '/^content-length:\s*(\d+)/im', substr( $raw, 0, $end ), $m ) ? (int) $m[1] : 0 );
-}
-
-$server = stream_socket_server( 'tcp://127.0.0.1:0', $errno, $errstr );
-if ( false === $server ) {
-	fwrite( STDERR, "crafted_server.php: cannot listen: {$errstr}\n" );
-	exit( 1 );
-}
-$name = (string) stream_socket_get_name( $server, false );
-echo substr( $name, strrpos( $name, ':' ) + 1 ), "\n";
-fflush( STDOUT );
+$server = test_server_listen( 'crafted_server.php' );
 
 while ( true ) {
 	$client = @stream_socket_accept( $server, 30 ); // phpcs:ignore WordPress.PHP.NoSilencedErrors.Discouraged
 	if ( false === $client ) {
 		break;
 	}
-	$path = crafted_read_request( $client );
+	$path = test_server_read_request( $client );
 	if ( null !== $path ) {
 		$answer = crafted_answer( $path );
 		for ( $at = 0; $at < strlen( $answer ); $at += $written ) {
