@@ -157,7 +157,6 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         self.liveness = Liveness(services.uow)
         # Closed with 1001 when the server shuts down (shutdown.py).
         self.sockets = OpenSockets() if sockets is None else sockets
-        # The per-token limits, shared by HTTP and every WebSocket of the process.
         # Why a query text is refused before it is parsed: the same bounds over HTTP and
         # over a WebSocket.
         self.query_problem = functools.partial(
@@ -165,6 +164,7 @@ class GraphQLEndpoint(GraphQL[Context, None]):
             max_chars=settings.max_query_chars,
             max_lines=settings.max_query_tokens,
         )
+        # The per-token limits, shared by HTTP and every WebSocket of the process.
         self.rate_limit = RateLimit.from_settings(services.settings)
         self.subscription_slots = SubscriptionSlots(services.settings.max_subscriptions_per_token)
         self.graphql_transport_ws_handler_class = limited_handler(

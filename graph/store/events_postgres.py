@@ -43,9 +43,11 @@ PING_SECONDS = 5.0  # how often a LISTEN connection with nothing to say is check
 PING_TIMEOUT_SECONDS = 5.0  # no answer by then: the connection is taken for dead
 # Which backend a connection is (a pid alone may be reused by a later backend).
 BACKEND = "SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"
-_ABANDONED_KEPT = 10
 END_BACKEND = """SELECT pg_terminate_backend(pid) FROM pg_stat_activity
   WHERE pid = $1 AND backend_start = $2"""
+# Backends given up on and not ended yet, at most (the oldest forgotten: PostgreSQL's own
+# timeouts end them in the end).
+_ABANDONED_KEPT = 10
 _MESSAGES = Builder(Message)
 _DELEGATIONS = Builder(Delegation)
 

@@ -39,6 +39,12 @@ Rules = tuple[type[ASTValidationRule], ...]
 # kept half a gigabyte. Clients' own queries are a few kilobytes; generated ones repeat.
 MAX_KEPT_CHARS = 16 * 1024
 
+
+def kept(query: str) -> bool:
+    """Whether a document parsed from `query` is kept beyond its request."""
+    return len(query) <= MAX_KEPT_CHARS
+
+
 # graphql-core's words (and graphql-js's), which clients may know.
 NAME_THE_OPERATION = "Must provide operation name if query contains multiple operations."
 
@@ -72,7 +78,7 @@ class DocumentCache:
         document = parse(query, max_tokens=self.max_tokens)  # raises GraphQLSyntaxError
         operations = sum(isinstance(d, OperationDefinitionNode) for d in document.definitions)
         entry = DocumentEntry(document, operations)
-        if len(query) > MAX_KEPT_CHARS:
+        if not kept(query):
             return entry
         self._entries[query] = entry
         if len(self._entries) > self.maxsize:

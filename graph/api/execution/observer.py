@@ -30,7 +30,7 @@ from graphql import (
 from strawberry.extensions import SchemaExtension
 
 from graph.api.context import Context, OperationRecord
-from graph.api.execution.documents import MAX_KEPT_CHARS
+from graph.api.execution.documents import kept
 from graph.api.execution.masking import REQUEST_ERRORS, is_expected
 from graph.domain.errors import DomainError
 from graph.store.errors import is_unavailable
@@ -121,7 +121,7 @@ def _error_paths(document: DocumentNode, operation_name: str | None) -> _Paths:
                 ]
                 errors.append((errors_key, code_keys[0] if code_keys else None))
             paths.append((_key(root), errors))
-    if document.loc is not None and len(document.loc.source.body) > MAX_KEPT_CHARS:
+    if document.loc is not None and not kept(document.loc.source.body):
         return paths  # not kept by documents.py either: nor here, where it would live on
     if len(_PATHS) >= _PATHS_KEPT:
         _PATHS.clear()
