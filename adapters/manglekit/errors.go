@@ -25,6 +25,10 @@ var (
 	// ErrForbidden: the token may not do this, e.g. a READ token writing (userError
 	// FORBIDDEN, or HTTP 403).
 	ErrForbidden = errors.New("convograph: forbidden")
+	// ErrStorageFull: the server's database has no space left for the write (userError
+	// STORAGE_FULL); nothing of it was stored. Reads and deletes still work, and the same
+	// Set succeeds once the operator has made room.
+	ErrStorageFull = errors.New("convograph: storage full")
 	// ErrNotFound: userError NOT_FOUND.
 	ErrNotFound = errors.New("convograph: not found")
 	// ErrUnauthorized: the bearer token is missing, unknown or revoked (HTTP 401).
@@ -70,6 +74,7 @@ var codeErrors = map[string]error{
 	"LIMIT_EXCEEDED": ErrLimitExceeded,
 	"FORBIDDEN":      ErrForbidden,
 	"NOT_FOUND":      ErrNotFound,
+	"STORAGE_FULL":   ErrStorageFull,
 }
 
 // GraphQLError is a refusal the server gave in a 200 answer: a mutation's userError

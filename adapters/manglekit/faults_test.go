@@ -187,6 +187,12 @@ func TestUserErrorsBecomeGraphQLErrors(t *testing.T) {
 		t.Errorf("want ErrForbidden, got %v", err)
 	}
 
+	f = answering(t, 200, `{"data":{"checkpointSession":{"sessionState":null,"userErrors":[
+		{"code":"STORAGE_FULL","message":"the database has no space left: nothing was written","field":null}]}}}`)
+	if err := f.provider().Set(testContext(t), "s", seedDocument(t, "s")); !errors.Is(err, ErrStorageFull) || errors.Is(err, ErrUnavailable) {
+		t.Errorf("want ErrStorageFull only, got %v", err)
+	}
+
 	f = answering(t, 200, `{"data":{"checkpointSession":{"sessionState":null,"userErrors":[]}}}`)
 	if err := f.provider().Set(testContext(t), "s", seedDocument(t, "s")); !errors.Is(err, ErrBadResponse) {
 		t.Errorf("neither a state nor an error: want ErrBadResponse, got %v", err)
