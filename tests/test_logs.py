@@ -4,6 +4,7 @@ workspace and owner type (never the token or the owner key), duration; levels by
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import uuid
@@ -221,3 +222,52 @@ async def test_a_live_server_writes_json_lines_for_http_and_websocket_operations
     assert (ws_line["workspace"], ws_line["owner_type"]) == ("site:3", "user")
     assert ws_line["request_id"]
     assert token not in server.logs() and "carol-owner-key" not in server.logs()
+
+
+async def test_a_client_gone_mid_body_is_logged_as_499_not_as_a_server_error(
+    live_servers: Any, database_url: str
+) -> None:
+    """A client that announces a body, sends part of it and hangs up did nothing wrong to the
+    server: one line with nginx's 499 (client closed request) below error, no traceback, a
+    499 in the metrics apart from the 5xx, and nothing stored."""
+    server: LiveServer = await live_servers.start(
+        database_url, env={"CONVOGRAPH_LOG_FORMAT": "json"}
+    )
+    token = await server.token()
+    body = json.dumps({"query": CREATE}).encode()
+    _, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    writer.write(
+        (
+            "POST /graphql HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        ).encode()
+        + body[: len(body) // 2]
+    )
+    await writer.drain()
+    await asyncio.sleep(0.2)  # the server is reading the body when the client hangs up
+    writer.close()
+    with contextlib.suppress(ConnectionError):
+        await writer.wait_closed()
+
+    line: dict[str, Any] = {}
+    for _ in range(50):  # the line is written when the server sees the end
+        found = [x for x in json_lines(server.logs()) if x.get("method") == "POST"]
+        if found:
+            [line] = found
+            break
+        await asyncio.sleep(0.1)
+    assert line, server.logs()
+    assert (line["status"], line["outcome"], line["level"]) == (499, "client_closed", "info")
+    assert "exception" not in line
+    logged = json_lines(server.logs())
+    assert [x for x in logged if x["level"] in ("error", "critical")] == [], server.logs()
+    assert "Traceback" not in server.logs()
+
+    async with server.client(token) as gql:
+        data = await gql("{ conversations(first: 1) { totalCount } }")
+        assert data["conversations"]["totalCount"] == 0
+        metrics = (await gql.http.get("/metrics")).text
+    requests = [m for m in metrics.splitlines() if m.startswith("convograph_http_requests_total{")]
+    assert any('route="/graphql"' in m and 'status="499"' in m for m in requests), requests
+    assert not any('status="5' in m for m in requests), requests

@@ -30,6 +30,10 @@ from graph.server.request_id import request_id_of
 logger = logging.getLogger("convograph.access")
 
 STATE_KEY = "observation"
+# nginx's status for a request whose client closed the connection before it was answered:
+# no response went out, and the metrics count it apart from the server's own 5xx.
+CLIENT_CLOSED_REQUEST = 499
+CLIENT_CLOSED = "client_closed"
 PROBES = frozenset({"/healthz", "/readyz", "/metrics"})
 
 
@@ -141,15 +145,27 @@ class AccessLog:
     ) -> None:
         started = time.perf_counter()
         status = 500  # what the client gets if the app raises before answering
+        answered = gone = False
+
+        async def receive_and_see() -> Message:
+            nonlocal gone
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                gone = True
+            return message
 
         async def send_and_see(message: Message) -> None:
-            nonlocal status
+            nonlocal status, answered
             if message["type"] == "http.response.start":
-                status = message["status"]
+                status, answered = message["status"], True
             await send(message)
 
         try:
-            await self.app(scope, receive, send_and_see)
+            await self.app(scope, receive_and_see, send_and_see)
+            if gone and not answered:
+                # The client hung up before its request was whole (body.py) and the app,
+                # with nobody to answer, returned without a response: not the server's fault.
+                status = CLIENT_CLOSED_REQUEST
         finally:
             self._done(scope, observation, status, time.perf_counter() - started)
 
@@ -159,7 +175,11 @@ class AccessLog:
         self.metrics.http_requests.labels(route, method_label(method), str(status)).inc()
         self.metrics.http_seconds.labels(route).observe(seconds)
 
-        if status >= 500:
+        if status == CLIENT_CLOSED_REQUEST:
+            # A client that goes away is routine (a tab closed, a timeout of its own): a line
+            # to follow its request by, neither an error nor a warning.
+            outcome, level = CLIENT_CLOSED, logging.INFO
+        elif status >= 500:
             outcome, level = ERROR, logging.ERROR
         else:
             ops = observation.operations

@@ -23,6 +23,11 @@ class BodyTooSlow(Exception):
     pass
 
 
+class ClientGone(ConnectionError):
+    """The client closed its connection before its body was complete: there is nobody to
+    answer (the access log says 499, access_log.py)."""
+
+
 async def read_body(receive: Receive, limit: int) -> bytes:
     chunks: list[bytes] = []
     size = 0
@@ -32,7 +37,7 @@ async def read_body(receive: Receive, limit: int) -> bytes:
             while True:
                 message = await receive()
                 if message["type"] == "http.disconnect":
-                    raise ConnectionError("client went away")
+                    raise ClientGone("client went away")
                 chunk = message.get("body", b"")
                 size += len(chunk)
                 if size > limit:

@@ -44,7 +44,7 @@ from graph.server.auth import (
     principal_of,
     unauthorized,
 )
-from graph.server.body import BodyTooLarge, BodyTooSlow, read_body
+from graph.server.body import BodyTooLarge, BodyTooSlow, ClientGone, read_body
 from graph.server.errors import error_response, internal_error
 from graph.server.ide import graphiql_html, page_headers
 from graph.server.negotiation import GRAPHQL_RESPONSE_JSON, JSON, SERVED, negotiate
@@ -219,8 +219,8 @@ class GraphQLEndpoint(GraphQL[Context, None]):
             response = error_response(408, "request body arrived too slowly", Connection="close")
             await _in_media_type(response, scope)(scope, receive, send)
             return
-        except ConnectionError:
-            return
+        except ClientGone:
+            return  # no answer: nobody is left to read it, and nothing ran
 
         sent = False
 
