@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 from datetime import timedelta
 from typing import Any
 
@@ -19,10 +20,10 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.types import Message, Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
+from starlette.websockets import WebSocketDisconnected as ClosedSocket
 from strawberry.asgi import ASGIWebSocketAdapter, GraphQL
 from strawberry.exceptions import ConnectionRejectionError
 from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData
-from strawberry.http.exceptions import WebSocketDisconnected
 from strawberry.http.types import QueryParams
 from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
@@ -69,6 +70,8 @@ GRAPHQL_RESPONSE_CONTENT_TYPE = f"{GRAPHQL_RESPONSE_JSON}; charset=utf-8"
 SUBSCRIPTIONS_OVER_WEBSOCKET = (
     "subscriptions are served over a WebSocket at this path (graphql-transport-ws), not over HTTP"
 )
+# A client gone from a WebSocket: one debug line (TextFrames).
+ws_logger = logging.getLogger("convograph.ws")
 NOT_ACCEPTABLE = f"Accept allows none of the media types served here: {', '.join(SERVED)}"
 
 
@@ -106,16 +109,51 @@ class TextFrames(ASGIWebSocketAdapter):
     (graphql-ws, GraphiQL's subscriptions) parse text frames only. Once a subscription was
     ended because its token was revoked or expired (its error sent, then `complete`), the
     connection is closed: nothing more is served to that token.
+
+    A client that went away is no failure of the server: what would still go to it (an
+    operation's answer, an event, a close) is dropped, with one debug line per socket, and
+    the handler's receive loop, which learns of the disconnect, ends every operation.
+    Raised instead, the failed send of an operation's task was logged by Strawberry as
+    "Exception in worker task" with a traceback, and the failed close of a refused
+    connection_init as uvicorn's "Exception in ASGI application" (tests/test_ws_client_gone.py).
+    What would go out after the socket was closed by the server is dropped the same way.
     """
 
+    gone = False
+
     async def send_json(self, message: Any) -> None:
+        if self.gone:
+            return
         encoded = self.view.encode_json(message)
         try:
             await self.ws.send_text(encoded if isinstance(encoded, str) else encoded.decode())
             if self.ws.scope["state"].get(REVOKED_STATE) and message.get("type") == "complete":
                 await self.ws.close(code=REVOKED_CLOSE_CODE, reason=REVOKED_REASON)
-        except WebSocketDisconnect as exc:
-            raise WebSocketDisconnected from exc
+        except WebSocketDisconnect:
+            self._client_gone(str(message.get("type")))
+        except ClosedSocket:
+            pass  # closed by the server already (a cap, a revoked token, a bad message)
+
+    async def close(self, code: int, reason: str) -> None:
+        if self.gone:
+            return
+        try:
+            await self.ws.close(code=code, reason=reason)
+        except WebSocketDisconnect:
+            self._client_gone(f"close ({code})")
+        except ClosedSocket:
+            pass
+
+    def _client_gone(self, what: str) -> None:
+        if self.gone:  # another send that was waiting failed first
+            return
+        self.gone = True
+        ws_logger.debug(
+            "WebSocket client gone: its %s and whatever follows are dropped (request %s)",
+            what,
+            request_id_of(self.ws.scope),
+            extra={"request_id": request_id_of(self.ws.scope)},
+        )
 
 
 async def _refuse_busy(ws: WebSocket) -> None:
