@@ -146,6 +146,35 @@ async def test_a_resumed_stream_gets_exactly_the_missed_events_in_order_then_liv
             await nothing_more(resumed)
 
 
+async def test_a_read_s_event_cursor_resumes_a_stream_from_that_read(
+    live_server: LiveServer, alice: GraphQLClient
+) -> None:
+    """A client that reads, then subscribes with the read's `eventCursor`, gets exactly what
+    was committed in between: a root's cursor and its child's name the same position."""
+    root = await create(alice)
+    child = (await delegate(alice, root))["childConversation"]["id"]
+    await append(alice, child, "before the read")
+    read = await alice(
+        "query($r: ID!, $c: ID!) { r: conversation(id: $r) { messageCount eventCursor }"
+        " c: conversation(id: $c) { messageCount eventCursor } }",
+        {"r": root, "c": child},
+    )
+    assert read["r"]["eventCursor"] == read["c"]["eventCursor"]
+    between = await append(alice, root, "between the read and the subscription")
+    async with stream(live_server, alice, root, read["r"]["eventCursor"]) as resumed:
+        (event,) = await events(resumed, 1)
+        assert (event["kind"], event["messages"]) == ("MESSAGES_APPENDED", between["messages"])
+        await nothing_more(resumed)
+        live = await append(alice, child, "live")
+        (event,) = await events(resumed, 1)
+        assert event["messages"] == live["messages"]
+    async with stream(live_server, alice, child, read["c"]["eventCursor"]) as resumed:
+        # The child's own stream wants its events only: the root's append is passed over.
+        (event,) = await events(resumed, 1)
+        assert event["messages"] == live["messages"]
+        await nothing_more(resumed)
+
+
 async def test_a_client_reconnecting_every_50_events_gets_every_event_exactly_once(
     live_server: LiveServer, alice: GraphQLClient
 ) -> None:

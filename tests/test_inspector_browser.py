@@ -790,6 +790,78 @@ async def test_live_updates_resume_after_the_websocket_drops(
             await expect(formatter).to_contain_text("No table")
 
 
+async def test_writes_between_the_read_and_the_subscription_show_once(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    """A conversation opens with a read, then a subscription: what is written in between is
+    neither lost nor shown twice. The test makes the window wide and certain: one write as
+    the page's read of the conversation is answered (before the page sees the answer), one
+    more after the page has its transcript and before its subscribe reaches the server."""
+    token = await live_server.token(workspace="site:inspector", owner="user:ada")
+    transcript_read = asyncio.Event()
+    held: asyncio.Queue[str | bytes] = asyncio.Queue()
+    forwarding: list[asyncio.Task[None]] = []
+
+    async with live_server.client(token) as gql:
+        seeded = await seed(gql)
+
+        async def write(text: str) -> None:
+            message = {"role": "user", "content": text}
+            await ok(gql, APPEND, {"id": seeded.root, "messages": [message]})
+
+        async def after_the_read(route: Route) -> None:
+            if "InspectorConversation(" not in (route.request.post_data or ""):
+                await route.fallback()
+                return
+            answer = await route.fetch()
+            await write("Written after the read")
+            await route.fulfill(response=answer)
+
+        def on_response(response: Response) -> None:
+            if "InspectorMessages" in (response.request.post_data or ""):
+                transcript_read.set()
+
+        async def forward(server: WebSocketRoute) -> None:
+            # The page's messages in order; its event subscription waits for the window.
+            waited = False
+            while True:
+                message = await held.get()
+                if not waited and "InspectorEvents" in str(message):
+                    waited = True
+                    await asyncio.wait_for(transcript_read.wait(), TIMEOUT_MS / 1000)
+                    await write("Written before the subscription")
+                server.send(message)
+
+        async def hold_subscribe(ws: WebSocketRoute) -> None:
+            server = ws.connect_to_server()
+            ws.on_message(held.put_nowait)
+            forwarding.append(asyncio.create_task(forward(server)))
+
+        async with inspector(live_server, tmp_path / "profile", "inspector-window.png") as b:
+            page = b.page
+            page.on("response", on_response)
+            await page.route(re.compile(r"/graphql$"), after_the_read)
+            await page.route_web_socket(
+                re.compile(r"^ws://127\.0\.0\.1:\d+/graphql$"), hold_subscribe
+            )
+            await sign_in(page, token)
+            await page.goto(f"{live_server.base_url}/ui#/c/{seeded.root}")
+            messages = page.locator(".tabpanel-transcript .messages")
+            await expect(messages).to_contain_text("Written after the read", timeout=TIMEOUT_MS)
+            await expect(messages).to_contain_text(
+                "Written before the subscription", timeout=LIVE_MS
+            )
+            # Each once: what the stream replays and what the transcript's read had are merged.
+            await expect(page.locator(".tabpanel-transcript .msg")).to_have_count(7)
+            await expect(page.locator(".facts")).to_contain_text("7")
+            # And the stream goes on live.
+            await write("Written live")
+            await expect(messages).to_contain_text("Written live", timeout=LIVE_MS)
+            await expect(page.locator(".tabpanel-transcript .msg")).to_have_count(8)
+            for task in forwarding:
+                task.cancel()
+
+
 async def test_a_link_followed_while_signing_in_opens_once_signed_in(
     live_server: LiveServer, tmp_path: Path
 ) -> None:

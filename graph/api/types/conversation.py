@@ -185,6 +185,20 @@ class Conversation(Node, Wraps[tables.Conversation]):
         return Connection.of(page, Delegation.of, total=len(items))
 
     @strawberry.field(
+        description="The cursor of the last event of this conversation's tree as this read "
+        "saw it (the same state as the rest of the answer): a `conversationEvents` "
+        "subscription with it as `after` gets every event committed since, so a client that "
+        "reads and then subscribes misses nothing between the two."
+    )
+    async def event_cursor(self, info: Info) -> str:
+        # Read in the operation's read transaction, as every other field of the answer: a
+        # later write is after this position even if it commits before the subscription is
+        # registered.
+        async with info.context.read() as repo:
+            position = await repo.replay.position(self._row)
+        return cursors.encode_event(self._row.root_id, position)
+
+    @strawberry.field(
         description="The delegation whose child transcript this is; null for a root conversation."
     )
     async def parent_delegation(self, info: Info) -> LazyDelegation | None:

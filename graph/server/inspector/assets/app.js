@@ -49,7 +49,7 @@ const request = createClient(endpoint, () => token);
 
 const state = {
   viewer: null,
-  capabilities: { figures: false, ownerTypeFilter: false, eventCursor: false },
+  capabilities: { figures: false, ownerTypeFilter: false, eventCursor: false, readCursor: false },
   ws: null,
   list: null,
   view: null, // ConversationView | SessionsView
@@ -139,17 +139,19 @@ async function detectCapabilities() {
     const queryFields = names(data.query && data.query.fields);
     const filterFields = names(data.filter && data.filter.inputFields);
     const eventFields = names(data.event && data.event.fields);
+    const conversationFields = names(data.conversation && data.conversation.fields);
     const subFields = (data.schema.subscriptionType && data.schema.subscriptionType.fields) || [];
     const events = subFields.find((f) => f.name === "conversationEvents");
     return {
       figures: queryFields.has("workspaceFigures"),
       ownerTypeFilter: filterFields.has("ownerType"),
       eventCursor: eventFields.has("cursor") && Boolean(events && events.args.some((a) => a.name === "after")),
+      readCursor: conversationFields.has("eventCursor"),
     };
   } catch (err) {
     if (err instanceof AuthError) throw err;
     // Introspection may be off: use only what the base contract has.
-    return { figures: false, ownerTypeFilter: false, eventCursor: false };
+    return { figures: false, ownerTypeFilter: false, eventCursor: false, readCursor: false };
   }
 }
 

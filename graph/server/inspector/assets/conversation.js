@@ -1,14 +1,15 @@
 // One conversation: its facts (lock, expiry, …), and three tabs: the transcript, the
 // delegation tree (with a side panel for a child's transcript) and the compaction snapshots.
 // While it is open, a conversationEvents subscription (descendants included) keeps all of it
-// current; it resumes from the last event's cursor when the server has cursors, and reads
-// everything again after a reconnect when it has not.
+// current; it starts at the position of the page's first read and resumes from the last
+// event's cursor when the server has cursors, and reads everything again after a reconnect
+// when it has not.
 
 import { announce, debounce, fill, formatNumber, h, shorten, timeEl, uid } from "./dom.js";
 import { AuthError, describeError } from "./gql.js";
 import { toJSONText } from "./json.js";
 import { jsonDetails, renderMessage } from "./messages.js";
-import { CONVERSATION, SNAPSHOT, SNAPSHOTS, eventsSubscription } from "./queries.js";
+import { SNAPSHOT, SNAPSHOTS, conversationQuery, eventsSubscription } from "./queries.js";
 import { TranscriptView } from "./transcript.js";
 import { DelegationTree, STATUS_TEXT, statusBadge } from "./tree.js";
 
@@ -91,18 +92,41 @@ export class ConversationView {
   // -- loading -------------------------------------------------------------------
 
   async load() {
-    // Listen first, read second: what is written in between arrives as an event, and the
-    // handlers below ignore what they already have.
-    this.subscribe();
-    await this.loadHead();
-    if (!this.conv) return;
+    if (this.fromRead()) {
+      // Read first, then subscribe from the position the read saw (its eventCursor): the
+      // stream replays what was committed in between. Listening first would not do: the page
+      // cannot know when the server has its subscription (the protocol acknowledges none),
+      // so a write committed after the read but before that was lost until the next reload.
+      await this.loadHead();
+      if (!this.conv || this.destroyed) return;
+      this.subscribe();
+    } else {
+      // A server without the read's position: listen first, read second, and hope that the
+      // subscription is in place before anything is written.
+      this.subscribe();
+      await this.loadHead();
+      if (!this.conv) return;
+    }
+    // The transcript and the tree are read later than the head: what the stream replays of
+    // that time they may have already, and the handlers below skip what they have.
     this.showTab(this.tab, { focus: false });
+  }
+
+  /** Whether the stream can start at the position of the page's read. */
+  fromRead() {
+    return this.app.capabilities.eventCursor && this.app.capabilities.readCursor;
   }
 
   async loadHead() {
     try {
-      const data = await this.app.request(CONVERSATION, { id: this.id });
+      const withCursor = this.fromRead();
+      const data = await this.app.request(conversationQuery({ withCursor }), { id: this.id });
       if (this.destroyed) return;
+      // Only a read made before subscribing says where the stream starts; once it runs, the
+      // last event handled does (a later read may be ahead of events still on their way).
+      if (withCursor && !this.unsubscribe && data.conversation) {
+        this.lastCursor = data.conversation.eventCursor;
+      }
       if (!data.conversation) {
         this.conv = null;
         fill(this.headEl,
@@ -472,11 +496,19 @@ export class ConversationView {
       (e) => e && ((e.extensions && e.extensions.code === "CURSOR_EXPIRED") || /CURSOR_EXPIRED/.test(e.message || "")),
     );
     if (expired && !this.destroyed) {
-      // The log no longer reaches back to our cursor: read the current state, listen anew.
+      // The log no longer reaches back to our cursor: read the current state, listen anew
+      // (from that read's position, when the server gives one).
       this.lastCursor = null;
       if (this.unsubscribe) this.unsubscribe();
-      this.subscribe();
-      this.resync();
+      this.unsubscribe = null;
+      if (this.fromRead()) {
+        this.resync().then(() => {
+          if (!this.destroyed && !this.unsubscribe) this.subscribe();
+        });
+      } else {
+        this.subscribe();
+        this.resync();
+      }
       return;
     }
     const text = list.map((e) => (e && e.message) || String(e)).join("; ");

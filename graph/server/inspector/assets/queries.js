@@ -11,6 +11,7 @@ export const CAPABILITIES = `query InspectorCapabilities {
   query: __type(name: "Query") { fields { name } }
   filter: __type(name: "ConversationFilter") { inputFields { name } }
   event: __type(name: "ConversationEvent") { fields { name } }
+  conversation: __type(name: "Conversation") { fields { name } }
   schema: __schema { subscriptionType { fields { name args { name } } } }
 }`;
 
@@ -29,9 +30,13 @@ export const CONVERSATIONS = `query InspectorConversations($filter: Conversation
   }
 }`;
 
-export const CONVERSATION = `query InspectorConversation($id: ID!) {
+/** One conversation; with `withCursor`, also the read's position in its event stream
+ * (eventCursor): the page subscribes from it, so that a write committed between the read and
+ * the subscription is not lost. */
+export function conversationQuery({ withCursor }) {
+  return `query InspectorConversation($id: ID!) {
   conversation(id: $id) {
-    id title agentSlug context interactive metadata provider model providerResponseId
+    id title agentSlug context interactive metadata provider model providerResponseId${withCursor ? " eventCursor" : ""}
     ownerType version messageCount pending createdAt updatedAt lastReadAt expiresAt lockedUntil
     workspace { key }
     snapshots(first: 0) { totalCount }
@@ -42,6 +47,7 @@ export const CONVERSATION = `query InspectorConversation($id: ID!) {
     }
   }
 }`;
+}
 
 const MESSAGE_FIELDS = "seq role content data createdAt";
 
