@@ -160,6 +160,8 @@ async def test_a_read_s_event_cursor_resumes_a_stream_from_that_read(
         {"r": root, "c": child},
     )
     assert read["r"]["eventCursor"] == read["c"]["eventCursor"]
+    listed = await alice("{ conversations(first: 10) { nodes { id eventCursor } } }")
+    assert {"id": root, "eventCursor": read["r"]["eventCursor"]} in listed["conversations"]["nodes"]
     between = await append(alice, root, "between the read and the subscription")
     async with stream(live_server, alice, root, read["r"]["eventCursor"]) as resumed:
         (event,) = await events(resumed, 1)

@@ -185,18 +185,22 @@ class Conversation(Node, Wraps[tables.Conversation]):
         return Connection.of(page, Delegation.of, total=len(items))
 
     @strawberry.field(
-        description="The cursor of the last event of this conversation's tree as this read "
-        "saw it (the same state as the rest of the answer): a `conversationEvents` "
-        "subscription with it as `after` gets every event committed since, so a client that "
-        "reads and then subscribes misses nothing between the two."
+        description="The cursor of the last event of this conversation's tree as the read that "
+        "returned this conversation saw it: a `conversationEvents` subscription with it as "
+        "`after` gets every event committed since, so a client that reads and then subscribes "
+        "misses nothing between the two. In a mutation's answer it may name a position before "
+        "the write's own events, which the stream then replays."
     )
     async def event_cursor(self, info: Info) -> str:
-        # Read in the operation's read transaction, as every other field of the answer: a
-        # later write is after this position even if it commits before the subscription is
-        # registered.
-        async with info.context.read() as repo:
-            position = await repo.replay.position(self._row)
-        return cursors.encode_event(self._row.root_id, position)
+        # A root's row holds its tree's counter, read with the rest of it; a child transcript's
+        # is its root's, loaded in the query's read transaction (one statement for a list).
+        root = self._row
+        if root.id != root.root_id:
+            found = await info.context.loaders.conversation.load(root.root_id)
+            if found is None:  # deleted since this row was read
+                raise not_found("conversation", "id")
+            root = found
+        return cursors.encode_event(root.id, root.event_position)
 
     @strawberry.field(
         description="The delegation whose child transcript this is; null for a root conversation."
