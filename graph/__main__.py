@@ -91,7 +91,7 @@ def _as_system(
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    from graph.store.migrate import upgrade_blocking
+    from graph.store.migrate import DowngradeRefused, upgrade_blocking
 
     if args.downgrade_to is not None:
         revision = args.downgrade_to.strip()
@@ -107,6 +107,9 @@ def cmd_migrate(args: argparse.Namespace) -> int:
             upgrade_blocking(_settings(args), downgrade_to=revision)
         except CommandError as exc:  # an unknown revision, or one above the database's
             print(f"error: cannot downgrade to {revision!r}: {exc}", file=sys.stderr)
+            return 2
+        except DowngradeRefused as exc:
+            print(f"error: {exc}", file=sys.stderr)
             return 2
         print(f"database is at revision {revision}")
         return 0

@@ -124,6 +124,20 @@ async def test_a_downgrade_to_no_lower_revision_is_refused_saying_so(
     assert "newest revision" in (await run(cli, "migrate")).stdout  # nothing changed
 
 
+@pytest.mark.parametrize("revision", ["base", "0016@base"])
+async def test_a_downgrade_below_the_first_revision_is_refused_and_drops_nothing(
+    cli: Cli, revision: str
+) -> None:
+    # Below 0001 every table is dropped: no release runs on that, and the data went with it.
+    token = await asyncio.to_thread(cli.create, "--workspace", "site:1", "--owner", "user:u")
+    result = await run(cli, "migrate", f"--downgrade-to={revision}", ok=False)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert result.stderr.startswith("error:") and "every table" in result.stderr
+    assert "Traceback" not in result.stderr
+    async with api(cli.settings, token) as client:
+        assert (await client(VIEWER))["viewer"]["ownerKey"] == "u"
+
+
 # -- token create ----------------------------------------------------------------------------
 
 

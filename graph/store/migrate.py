@@ -58,6 +58,26 @@ def migration_engine(url: str) -> AsyncEngine:
     return engine
 
 
+class DowngradeRefused(ValueError):
+    """A downgrade whose target is no revision a release runs on."""
+
+
+def downgrade_target(settings: Settings, revision: str) -> str:
+    """The id of the migration script `revision` names, where a downgrade to it stops.
+
+    Refused: Alembic's `base` (and `REV@base`), below the first revision, where the first
+    migration's downgrade drops every table and every conversation with it: no release runs
+    on that, and an operator who wants the data gone deletes the database knowingly. An id
+    that names no script (relative steps such as `-1` included) is Alembic's CommandError."""
+    script = ScriptDirectory.from_config(alembic_config(settings)).get_revision(revision)
+    if script is None:
+        raise DowngradeRefused(
+            f"cannot downgrade to {revision!r}: below the first revision every table is "
+            "dropped, with all the data; name a revision (e.g. 0016)"
+        )
+    return script.revision
+
+
 def _run_sync(connection: object, config: Config, revision: str, down: bool) -> None:
     config.attributes["connection"] = connection
     if down:
@@ -73,7 +93,10 @@ async def upgrade(settings: Settings, *, downgrade_to: str | None = None) -> Non
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
     engine = migration_engine(settings.database_url)
-    revision, down = ("head", False) if downgrade_to is None else (downgrade_to, True)
+    if downgrade_to is None:
+        revision, down = "head", False
+    else:
+        revision, down = downgrade_target(settings, downgrade_to), True
     try:
         async with _one_at_a_time(settings, engine), engine.connect() as connection:
             await connection.run_sync(_run_sync, alembic_config(settings), revision, down)
