@@ -138,6 +138,22 @@ async def test_a_downgrade_below_the_first_revision_is_refused_and_drops_nothing
         assert (await client(VIEWER))["viewer"]["ownerKey"] == "u"
 
 
+async def test_a_downgrade_past_0005_under_another_secret_says_so_and_keeps_the_tokens(
+    cli: Cli,
+) -> None:
+    # 0005's downgrade opens every token's owner key with the server secret.
+    token = await asyncio.to_thread(cli.create, "--workspace", "site:1", "--owner", "user:u")
+    env = clean_env(CONVOGRAPH_DATABASE_URL=cli.url, CONVOGRAPH_SECRET="another-secret")
+    args = ("migrate", "--downgrade-to", "0004")
+    result = await asyncio.to_thread(graph, *args, env=env, cwd=cli.cwd)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert result.stderr.startswith("error: CONVOGRAPH_SECRET:"), result.stderr
+    assert "Traceback" not in result.stderr
+    assert "newest revision" in (await run(cli, "migrate")).stdout
+    async with api(cli.settings, token) as client:
+        assert (await client(VIEWER))["viewer"]["ownerKey"] == "u"
+
+
 # -- token create ----------------------------------------------------------------------------
 
 

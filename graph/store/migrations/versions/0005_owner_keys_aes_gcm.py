@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from graph.settings import Settings
+from graph.settings import Settings, SettingsError
 from graph.store.keyring import SEALED_PREFIX, Keyring, load_secret
 
 revision: str = "0005"
@@ -38,12 +38,25 @@ def _legacy_unseal(key: bytes, sealed: str) -> str:
     nonce, tag, cipher = raw[:16], raw[16:32], raw[32:]
     expected = hmac.new(key, nonce + cipher, hashlib.sha256).digest()[:16]
     if not hmac.compare_digest(tag, expected):
-        raise RuntimeError(
-            "a token's owner key was sealed under another server secret: run the migration "
-            "with the secret that made the tokens (CONVOGRAPH_SECRET or its secret file)"
-        )
+        raise _other_secret()
     stream = hashlib.shake_256(key + nonce).digest(len(cipher))
     return bytes(a ^ b for a, b in zip(cipher, stream, strict=True)).decode("utf-8")
+
+
+def _other_secret() -> SettingsError:
+    # A SettingsError: the command stops with this one line (exit 2), not a traceback.
+    return SettingsError(
+        "CONVOGRAPH_SECRET: a token's owner key was sealed under another server secret: run "
+        "the migration with the secret that made the tokens (CONVOGRAPH_SECRET or its secret "
+        "file); nothing of this revision was changed"
+    )
+
+
+def _unseal(secret: bytes, sealed: str) -> str:
+    try:
+        return Keyring(secret).unseal(sealed)
+    except ValueError:
+        raise _other_secret() from None
 
 
 def _legacy_seal(key: bytes, value: str) -> str:
@@ -84,5 +97,5 @@ def upgrade() -> None:
 def downgrade() -> None:
     _reseal(
         lambda sealed: sealed.startswith(SEALED_PREFIX),
-        lambda secret, sealed: _legacy_seal(_legacy_key(secret), Keyring(secret).unseal(sealed)),
+        lambda secret, sealed: _legacy_seal(_legacy_key(secret), _unseal(secret, sealed)),
     )
