@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 from alembic import command
-from sqlalchemy import pool
+from sqlalchemy import pool, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
@@ -120,6 +120,25 @@ async def test_an_unmigrated_database_is_healthy_but_not_ready_until_migrated(
     ready = await http.get("/readyz")
     assert ready.status_code == 200, ready.text
     assert (await http.get("/healthz")).json()["migrations"] == "head"
+
+
+async def test_a_database_a_later_release_migrated_is_ready_for_this_one(
+    unmigrated: App,
+) -> None:
+    # A replica of this release (re)started while the next release rolls out: the database
+    # is at a revision it does not know, and the previous release keeps working on it.
+    settings, http = unmigrated.settings, unmigrated.http
+    await upgrade(settings)
+    engine = create_async_engine(settings.database_url, poolclass=pool.NullPool)
+    try:
+        async with engine.begin() as connection:
+            await connection.execute(text("UPDATE alembic_version SET version_num = '0018'"))
+    finally:
+        await engine.dispose()
+    ready = await http.get("/readyz")
+    assert ready.status_code == 200, ready.text
+    assert ready.json() == {"status": "ready", "storage": "ok"}
+    assert (await http.get("/healthz")).json()["migrations"] == "ahead"
 
 
 async def test_a_not_ready_answer_is_logged_at_debug_like_every_probe(

@@ -1,10 +1,12 @@
 """/healthz (the process is up; says how the database is) and /readyz (send me traffic).
 
 Ready means the database answers AND its schema is at the newest migration this code
-knows: a replica started against a database nobody has migrated yet would fail every
-request that touches a new column. Both say `"storage": "full"` while the database refuses
-writes for want of space (reads still work, so a full disk keeps the replica in rotation:
-taken out, it would never see the write that finds space again).
+knows, or at a later one: a replica started against a database nobody has migrated yet
+would fail every request that touches a new column, while one of the previous release
+started during a rollout serves the newer schema (every migration keeps it working). Both
+say `"storage": "full"` while the database refuses writes for want of space (reads still
+work, so a full disk keeps the replica in rotation: taken out, it would never see the write
+that finds space again).
 
 On PostgreSQL, ready also means the replica hears events: a replica whose LISTEN connection
 has been down for more than `LISTENER_GRACE_SECONDS` would leave its live subscriptions
@@ -20,7 +22,7 @@ from starlette.responses import JSONResponse
 
 from graph.store.db import Database
 from graph.store.events import EventBroker
-from graph.store.migration_state import AT_HEAD, MigrationState
+from graph.store.migration_state import BEHIND, MigrationState
 
 UNKNOWN = "unknown"
 LISTENER_GRACE_SECONDS = 5.0
@@ -64,7 +66,7 @@ class Health:
             state = await self.migrations.current()
         except ConnectionError:
             return JSONResponse({"status": "database unreachable"}, 503)
-        if state != AT_HEAD:
+        if state == BEHIND:
             return JSONResponse(
                 {"status": "database not migrated: run `convograph migrate`"}, status_code=503
             )

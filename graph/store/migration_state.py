@@ -12,30 +12,36 @@ from sqlalchemy.exc import DBAPIError
 
 from graph.store.db import Database
 
-# The head of store/migrations/versions: tests/unit/test_migration_state.py holds it to
-# Alembic's own answer, so a new migration cannot be forgotten here.
+# Every revision of store/migrations/versions, and its head: tests/unit/test_migration_state.py
+# holds them to Alembic's own answer, so a new migration cannot be forgotten here.
+REVISIONS = frozenset(f"{n:04d}" for n in range(1, 18))
 HEAD_REVISIONS = frozenset({"0017"})
 
 # What MigrationState.current() answers.
 AT_HEAD = "head"
 BEHIND = "behind"
+# At a revision this code does not know: a later release migrated the database. Every
+# migration keeps the release before it working (README, Upgrades), so a replica of this
+# release (re)started during that rollout can serve; it is no reason to run `migrate`.
+AHEAD = "ahead"
 
 
 class MigrationState:
     """Whether the database's schema is at the newest migration this code knows.
 
-    Once it matched it is not queried again (migrations only move forward while a process
-    runs), so a readiness check then costs one ping.
+    Once it matched (or was ahead) it is not queried again (migrations only move forward
+    while a process runs), so a readiness check then costs one ping.
     """
 
     def __init__(self, db: Database) -> None:
         self.db = db
-        self._at_head = False
+        self._known: str | None = None
 
     async def current(self) -> str:
-        """AT_HEAD or BEHIND; a database that cannot be reached raises ConnectionError."""
-        if self._at_head:
-            return AT_HEAD
+        """AT_HEAD, AHEAD or BEHIND; a database that cannot be reached raises
+        ConnectionError."""
+        if self._known is not None:
+            return self._known
         try:
             async with self.db.read() as conn:
                 rows = await conn.execute(text("SELECT version_num FROM alembic_version"))
@@ -46,5 +52,8 @@ class MigrationState:
             if exc.connection_invalidated or not await self.db.ping():
                 raise ConnectionError("the database is unreachable") from exc
             return BEHIND
-        self._at_head = current == HEAD_REVISIONS
-        return AT_HEAD if self._at_head else BEHIND
+        if current == HEAD_REVISIONS:
+            self._known = AT_HEAD
+        elif current and not current <= REVISIONS:
+            self._known = AHEAD
+        return self._known or BEHIND
