@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import os
 import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -152,6 +154,19 @@ async def test_a_downgrade_past_0005_under_another_secret_says_so_and_keeps_the_
     assert "newest revision" in (await run(cli, "migrate")).stdout
     async with api(cli.settings, token) as client:
         assert (await client(VIEWER))["viewer"]["ownerKey"] == "u"
+
+
+async def test_migrate_on_a_database_a_later_release_migrated_says_so_in_one_line(
+    cli: Cli,
+) -> None:
+    # What a later release's migration leaves for this one to see: a revision it never had.
+    with contextlib.closing(sqlite3.connect(cli.url.split("///", 1)[1])) as db, db:
+        db.execute("UPDATE alembic_version SET version_num = '0018'")
+    result = await run(cli, "migrate", ok=False)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert result.stderr.startswith("error: CONVOGRAPH_DATABASE_URL:"), result.stderr
+    assert "0018" in result.stderr and "--no-migrate" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 # -- token create ----------------------------------------------------------------------------

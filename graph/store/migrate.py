@@ -14,11 +14,13 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from alembic.util import CommandError
 from sqlalchemy import event, pool, text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from graph.settings import Settings
+from graph.settings import Settings, SettingsError
 from graph.store.compression import Compression
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
@@ -78,8 +80,30 @@ def downgrade_target(settings: Settings, revision: str) -> str:
     return script.revision
 
 
-def _run_sync(connection: object, config: Config, revision: str, down: bool) -> None:
+class DatabaseAhead(SettingsError):
+    """The database is at a revision this release does not know: a later one migrated it."""
+
+
+def _check_not_ahead(connection: Any, config: Config) -> None:
+    """Refuse, in one line, to upgrade a database a later release migrated: Alembic's own
+    error there is a traceback about a revision it cannot locate, and a replica of the
+    previous release that migrates on start would stop on it."""
+    script = ScriptDirectory.from_config(config)
+    for current in MigrationContext.configure(connection).get_current_heads():
+        try:
+            script.get_revision(current)
+        except CommandError:
+            raise DatabaseAhead(
+                f"CONVOGRAPH_DATABASE_URL: the database is at revision {current}, which this "
+                "release does not know: a later release migrated it. Serve it with "
+                "--no-migrate (CONVOGRAPH_MIGRATE_ON_START=false), or run the later release"
+            ) from None
+
+
+def _run_sync(connection: Any, config: Config, revision: str, down: bool) -> None:
     config.attributes["connection"] = connection
+    if not down:
+        _check_not_ahead(connection, config)
     if down:
         command.downgrade(config, revision)
     else:
