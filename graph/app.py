@@ -27,10 +27,12 @@ from graph.server.metrics import (
     metrics_endpoint,
 )
 from graph.server.request_id import RequestIdMiddleware
+from graph.server.schema_gate import SchemaGate
 from graph.server.sockets import OpenSockets
 from graph.server.static_files import StaticFilesWithHeaders
 from graph.services import BACKGROUND_STOP_SECONDS, Services, build_services
 from graph.settings import Settings
+from graph.store.migration_state import MigrationState
 from graph.store.retention import sweep_forever
 
 __all__ = ["build_services", "create_app"]
@@ -48,7 +50,9 @@ def create_app(
     services = services or build_services(settings)
     backend = TokenBackend(services.uow)
     endpoint = GraphQLEndpoint(services, backend, sockets, schema=build_schema(settings))
-    health = Health(services.db, services.broker)
+    # One answer for /readyz and for the gate in front of /graphql.
+    migrations = MigrationState(services.db)
+    health = Health(services.db, services.broker, migrations)
     metrics = Metrics(
         services.db,
         collectors=[
@@ -57,7 +61,11 @@ def create_app(
             EventsCollector(services.broker),
         ],
     )
-    authenticated = [Middleware(AuthenticationMiddleware, backend=backend, on_error=refusal)]
+    authenticated = [
+        # Before authentication: looking a token up reads a table that may not be there yet.
+        Middleware(SchemaGate, migrations=migrations),
+        Middleware(AuthenticationMiddleware, backend=backend, on_error=refusal),
+    ]
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

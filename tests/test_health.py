@@ -122,6 +122,26 @@ async def test_an_unmigrated_database_is_healthy_but_not_ready_until_migrated(
     assert (await http.get("/healthz")).json()["migrations"] == "head"
 
 
+async def test_graphql_on_an_unmigrated_database_says_so_with_503_until_it_is_migrated(
+    unmigrated: App,
+) -> None:
+    # What /readyz says, not 500 "Unexpected error." from code meeting missing tables.
+    settings, http = unmigrated.settings, unmigrated.http
+    headers = {"Authorization": "Bearer cvg_" + "x" * 43}
+    for revision in (None, "0001"):  # nothing at all, then an older schema
+        if revision is not None:
+            await upgrade_to(settings, revision)
+        answer = await http.post("/graphql", json={"query": VIEWER}, headers=headers)
+        assert answer.status_code == 503, answer.text
+        assert answer.json()["errors"][0]["message"] == (
+            "database not migrated: run `convograph migrate`"
+        )
+        assert answer.headers["retry-after"]
+    await upgrade(settings)
+    answer = await http.post("/graphql", json={"query": VIEWER}, headers=headers)
+    assert answer.status_code == 401, answer.text  # served again: an unknown token
+
+
 async def test_a_database_a_later_release_migrated_is_ready_for_this_one(
     unmigrated: App,
 ) -> None:
@@ -160,15 +180,17 @@ async def test_health_endpoints_need_no_token_and_graphql_still_does(
     assert refused.status_code == 401
 
 
-async def test_requests_to_an_unmigrated_database_fail_masked_and_are_counted(
+async def test_requests_to_an_unmigrated_database_are_refused_and_counted(
     unmigrated: App,
 ) -> None:
     refused = await unmigrated.http.post(
         "/graphql", json={"query": VIEWER}, headers={"Authorization": "Bearer cvg_anything"}
     )
-    assert refused.status_code == 500
-    assert refused.json()["errors"][0]["extensions"]["code"] == "INTERNAL"
-    assert "api_token" not in refused.text  # the missing table is logged, not shown
+    # 503 saying what /readyz says (not 500 INTERNAL from code meeting missing tables:
+    # test_graphql_on_an_unmigrated_database_says_so_with_503_until_it_is_migrated).
+    assert refused.status_code == 503
+    assert refused.json()["errors"][0]["extensions"]["code"] == "DATABASE_UNAVAILABLE"
+    assert "api_token" not in refused.text and "alembic_version" not in refused.text
 
     metrics = (await unmigrated.http.get("/metrics")).text
     backend = "sqlite" if unmigrated.settings.is_sqlite else "postgresql"
@@ -178,7 +200,7 @@ async def test_requests_to_an_unmigrated_database_fail_masked_and_are_counted(
         if line.startswith(f'convograph_db_errors_total{{backend="{backend}"')
     ]
     assert counted and float(counted[0].rsplit(" ", 1)[1]) >= 1, metrics
-    assert 'route="/graphql",status="500"' in metrics
+    assert 'route="/graphql",status="503"' in metrics
 
 
 async def test_upgrades_started_together_run_one_after_another(

@@ -29,10 +29,12 @@ LISTENER_GRACE_SECONDS = 5.0
 
 
 class Health:
-    def __init__(self, db: Database, broker: EventBroker) -> None:
+    def __init__(
+        self, db: Database, broker: EventBroker, migrations: MigrationState | None = None
+    ) -> None:
         self.db = db
         self.broker = broker
-        self.migrations = MigrationState(db)
+        self.migrations = MigrationState(db) if migrations is None else migrations
 
     @property
     def _storage(self) -> str:

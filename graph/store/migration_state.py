@@ -37,6 +37,11 @@ class MigrationState:
         self.db = db
         self._known: str | None = None
 
+    @property
+    def settled(self) -> bool:
+        """Whether the answer is known for the rest of the process (head, or ahead)."""
+        return self._known is not None
+
     async def current(self) -> str:
         """AT_HEAD, AHEAD or BEHIND; a database that cannot be reached raises
         ConnectionError."""
