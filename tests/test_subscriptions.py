@@ -560,9 +560,11 @@ EXPIRE = """mutation($id: ID!, $at: DateTime) {
 async def test_the_retention_sweep_announces_what_it_deletes(
     database_url: str, live_servers: LiveServers, sweeper: str
 ) -> None:
-    """An expired conversation deleted by the sweep ends its subscriptions as a delete does,
-    whether the server's own sweep removes it or `convograph sweep` (through NOTIFY on
-    PostgreSQL; a separate process on SQLite has nobody to tell)."""
+    """An expired tree deleted by the sweep ends its subscriptions as a delete of its root
+    does, one CONVERSATION_DELETED, whether the server's own sweep removes it or `convograph
+    sweep` (through NOTIFY on PostgreSQL; a separate process on SQLite has nobody to tell).
+    Each of the tree's conversations was announced that the delete's RETURNING held: one on
+    SQLite, all three on PostgreSQL, counted the same way."""
     if sweeper == "cli" and database_url.startswith("sqlite"):
         pytest.skip("on SQLite only the server's own sweep reaches its subscribers")
     interval = "0.3" if sweeper == "server" else "0"
@@ -571,6 +573,8 @@ async def test_the_retention_sweep_announces_what_it_deletes(
     )
     async with server.client(await server.token()) as alice:
         cid = await create(alice)
+        child = (await delegate(alice, cid))["childConversation"]["id"]
+        await delegate(alice, child)
         async with subscribed(server, alice, cid) as socket:
             at = datetime.now(UTC) + timedelta(seconds=2)  # still ahead on a loaded machine
             assert (await alice(EXPIRE, {"id": cid, "at": at.isoformat()}))["updateConversation"][
@@ -578,7 +582,7 @@ async def test_the_retention_sweep_announces_what_it_deletes(
             ] == []
             await asyncio.sleep(max(0.0, (at - datetime.now(UTC)).total_seconds()) + 0.1)
             if sweeper == "cli":
-                assert "removed 1 expired" in await server.cli("sweep")
+                assert "removed 3 expired" in await server.cli("sweep")
             kinds: list[str] = []
             while not kinds or kinds[-1] != "CONVERSATION_DELETED":
                 event = await socket.event()

@@ -37,7 +37,7 @@ async def sweep(uow: UnitOfWork, *, now: datetime | None = None) -> int:
     # The keys of what the deletes cascaded to (child transcripts), and of any delete whose
     # process stopped before deleting its keys: without their data, they go too.
     await shred_orphans(uow.db)
-    return len(expired)
+    return expired
 
 
 async def sweep_forever(uow: UnitOfWork, interval: float, stopping: asyncio.Event) -> None:

@@ -352,18 +352,27 @@ class Conversations(Part):
         self.repo.publish(EventKind.CONVERSATION_DELETED, deleted)
         return True
 
-    async def delete_expired(self, now: datetime) -> list[Conversation]:
-        """Retention (the process only): delete every conversation past its expiry."""
+    async def delete_expired(self, now: datetime) -> int:
+        """Retention (the process only): delete every conversation past its expiry; how many
+        were."""
         expired_now = and_(
             self.where(C, scope.Access.WRITE), C.c.expires_at.is_not(None), C.c.expires_at <= now
         )
         return await self._delete_gone(expired_now)
 
-    async def _delete_gone(self, gone: ColumnElement[bool]) -> list[Conversation]:
-        """Delete the expired conversations `gone` selects (and all below them)."""
+    async def _delete_gone(self, gone: ColumnElement[bool]) -> int:
+        """Delete the expired conversations `gone` selects (and all below them); how many it
+        selected.
+
+        Each tree is announced as an explicit delete announces it: one CONVERSATION_DELETED,
+        of the topmost conversation it lost. A child transcript expires with its root, and
+        which of them the statement's RETURNING holds depends on the order the cascade meets
+        them (SQLite deletes the children first, through the root; PostgreSQL returns every
+        one): announcing what it returned sent a root's stream one event on SQLite and three
+        on PostgreSQL."""
         doomed = await self.sql.rows(select(C.c.id, C.c.ancestry).where(gone), self.params())
         if not doomed.values:
-            return []
+            return 0
         await event_log.lock_trees(self.sql, doomed.values)  # the roots first, as every write
         await self._keep_logged_messages(doomed.values)
         found = await self.sql.rows(delete(C).where(gone).returning(*C.c), self.params())
@@ -374,10 +383,12 @@ class Conversations(Part):
             # statement reaches them, and their keys outlived them. What the delete cascaded
             # to below them without an expiry of its own, the sweep's key collection finds.
             self.repo.shredded.extend(conversation_ref(cid) for cid, _ in doomed.values)
+        selected = {cid for cid, _ in doomed.values}
         for conversation in expired:
             self.repo.usage.deleted(conversation)
-            self.repo.publish(EventKind.CONVERSATION_DELETED, conversation)
-        return expired
+            if selected.isdisjoint(conversation.ancestors):
+                self.repo.publish(EventKind.CONVERSATION_DELETED, conversation)
+        return len(selected)
 
     async def _keep_logged_messages(self, doomed: Sequence[tuple[str, str]]) -> None:
         """Before (id, ancestry) conversations and everything below them are deleted: the
