@@ -175,6 +175,16 @@ async def test_a_read_s_event_cursor_resumes_a_stream_from_that_read(
         (event,) = await events(resumed, 1)
         assert event["messages"] == live["messages"]
         await nothing_more(resumed)
+    # Outside one read, a child's root is read apart from it: no cursor rather than one
+    # that may be past the answer. A root's is its own row's.
+    written = await alice(
+        "mutation($c: ID!, $r: ID!) {"
+        ' c: updateConversation(input: {id: $c, title: "c"}) { conversation { eventCursor } }'
+        ' r: updateConversation(input: {id: $r, title: "r"}) { conversation { eventCursor } } }',
+        {"c": child, "r": root},
+    )
+    assert written["c"]["conversation"]["eventCursor"] is None
+    assert written["r"]["conversation"]["eventCursor"] is not None
 
 
 async def test_a_client_reconnecting_every_50_events_gets_every_event_exactly_once(

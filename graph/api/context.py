@@ -91,6 +91,11 @@ class Context:
             return self._reads.repository()
         return self.services.uow.read(self.principal)
 
+    @property
+    def one_state(self) -> bool:
+        """Whether this operation's reads all see one committed state (a query over HTTP)."""
+        return self._reads is not None
+
     @asynccontextmanager
     async def reading(self) -> AsyncIterator[None]:
         """The reads inside share one read transaction (one committed state)."""

@@ -189,13 +189,19 @@ class Conversation(Node, Wraps[tables.Conversation]):
         "returned this conversation saw it: a `conversationEvents` subscription with it as "
         "`after` gets every event committed since, so a client that reads and then subscribes "
         "misses nothing between the two. In a mutation's answer it may name a position before "
-        "the write's own events, which the stream then replays."
+        "the write's own events, which the stream then replays. Null for a child transcript "
+        "outside a query over HTTP (a mutation's answer, an event, a query over a WebSocket): "
+        "its tree's position is its root's, read apart from it there, and could be past it."
     )
-    async def event_cursor(self, info: Info) -> str:
-        # A root's row holds its tree's counter, read with the rest of it; a child transcript's
-        # is its root's, loaded in the query's read transaction (one statement for a list).
+    async def event_cursor(self, info: Info) -> str | None:
+        # A root's row holds its tree's counter, read with the rest of it. A child transcript's
+        # is its root's, loaded in the query's read transaction (one statement for a list);
+        # read in another transaction it may be ahead of this row, and a stream from it
+        # would skip what came between.
         root = self._row
         if root.id != root.root_id:
+            if not info.context.one_state:
+                return None
             found = await info.context.loaders.conversation.load(root.root_id)
             if found is None:  # deleted since this row was read
                 raise not_found("conversation", "id")
