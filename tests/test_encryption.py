@@ -13,6 +13,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -557,10 +558,9 @@ async def test_expiry_deletes_the_keys_and_the_sweep_those_left_without_data(
         assert encryption is not None
         refs = [f"c{doomed.conversation}", f"c{doomed.child}"]
         await wait_past(await expire_soon(gql, doomed.conversation))
-        # The child's key with its root's (its expiry follows its root's): on SQLite the
-        # cascade deleted it before the statement reached it, and its key outlived it until
-        # the collection of keys without data. PostgreSQL's count includes the child.
-        assert await sweep(server.services.uow) in (1, 2)
+        # The child's key with its root's (its expiry follows its root's), though on SQLite
+        # the cascade deleted it before the statement reached it.
+        assert await sweep(server.services.uow) == 2
         left = await encryption.store.get_many(refs)
         assert {k.key_id for k in left.values()} == {TOMBSTONE}
         monkeypatch.setattr(encryption_admin, "ORPHAN_AGE_SECONDS", 0.0)
@@ -569,6 +569,57 @@ async def test_expiry_deletes_the_keys_and_the_sweep_those_left_without_data(
         assert {k.key_id for k in left.values()} == {TOMBSTONE}
         alive = [f"c{kept.conversation}", f"c{kept.child}"]
         assert set(await encryption.store.get_many(alive)) == set(alive)
+        assert (await holdings(gql, kept))["conversation"]["title"] == f"title{kept.marker}"
+
+
+async def test_a_conversation_whose_expiry_was_extended_while_the_sweep_waited_keeps_its_keys(
+    settings: Settings,
+) -> None:
+    """PostgreSQL: the sweep selects what has expired, then waits for the trees' locks; a
+    write that extended an expiry meanwhile commits first, and the delete (which checks the
+    expiry again) leaves that conversation. Its keys were shredded all the same, everything
+    it held unreadable for good."""
+    if settings.database_url.startswith("sqlite"):
+        pytest.skip("SQLite has one writer: nothing commits between the sweep's two statements")
+    from sqlalchemy import pool, select, text, update
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from graph.store.retention import sweep
+    from graph.store.tables import conversation as C
+    from tests.test_retention import expire_soon, wait_past
+
+    async with serving(encrypted(settings)) as (server, gql):
+        kept = await seed(gql)
+        await wait_past(await expire_soon(gql, kept.conversation))
+        engine = create_async_engine(settings.database_url, poolclass=pool.NullPool)
+        try:
+            async with engine.connect() as holder:
+                await holder.execute(
+                    select(C.c.id).where(C.c.id == kept.conversation).with_for_update()
+                )
+                swept = asyncio.create_task(sweep(server.services.uow))
+                for _ in range(200):  # until the sweep waits for the root's lock
+                    waiting = await holder.execute(
+                        text(
+                            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = "
+                            "'Lock' AND datname = current_database()"
+                        )
+                    )
+                    if waiting.scalar_one():
+                        break
+                    await asyncio.sleep(0.05)
+                else:
+                    raise AssertionError("the sweep never waited for the tree's lock")
+                later = datetime.now(UTC) + timedelta(hours=1)
+                await holder.execute(
+                    update(C)
+                    .where(C.c.id.in_([kept.conversation, kept.child]))
+                    .values(expires_at=later)
+                )
+                await holder.commit()
+            assert await swept == 0
+        finally:
+            await engine.dispose()
         assert (await holdings(gql, kept))["conversation"]["title"] == f"title{kept.marker}"
 
 

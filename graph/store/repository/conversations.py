@@ -361,8 +361,8 @@ class Conversations(Part):
         return await self._delete_gone(expired_now)
 
     async def _delete_gone(self, gone: ColumnElement[bool]) -> int:
-        """Delete the expired conversations `gone` selects (and all below them); how many it
-        selected.
+        """Delete the expired conversations `gone` selects (and all below them); how many of
+        them went.
 
         Each tree is announced as an explicit delete announces it: one CONVERSATION_DELETED,
         of the topmost conversation it lost. A child transcript expires with its root, and
@@ -377,18 +377,23 @@ class Conversations(Part):
         await self._keep_logged_messages(doomed.values)
         found = await self.sql.rows(delete(C).where(gone).returning(*C.c), self.params())
         expired = CONVERSATIONS.many(found.keys, found.values)
+        returned = {c.id for c in expired}
+        # What went: the rows the delete returned, and those selected below them (SQLite's
+        # cascade takes a root's child transcripts before the statement reaches them). Not
+        # every one selected: on PostgreSQL a write that extended one's expiry may have
+        # committed between the selection and the delete, which checks the expiry again.
+        went = returned | {
+            cid for cid, ancestry in doomed.values if not returned.isdisjoint(ancestry.split())
+        }
         if self.sql.encryption is not None:
-            # Every one selected, not only those the delete returns: on SQLite the cascade
-            # from a root deletes its child transcripts (which expire with it) before the
-            # statement reaches them, and their keys outlived them. What the delete cascaded
-            # to below them without an expiry of its own, the sweep's key collection finds.
-            self.repo.shredded.extend(conversation_ref(cid) for cid, _ in doomed.values)
-        selected = {cid for cid, _ in doomed.values}
+            # Their keys too; what the delete cascaded to below them without an expiry of its
+            # own, the sweep's key collection finds.
+            self.repo.shredded.extend(conversation_ref(cid) for cid in went)
         for conversation in expired:
             self.repo.usage.deleted(conversation)
-            if selected.isdisjoint(conversation.ancestors):
+            if went.isdisjoint(conversation.ancestors):
                 self.repo.publish(EventKind.CONVERSATION_DELETED, conversation)
-        return len(selected)
+        return len(went)
 
     async def _keep_logged_messages(self, doomed: Sequence[tuple[str, str]]) -> None:
         """Before (id, ancestry) conversations and everything below them are deleted: the
