@@ -47,6 +47,8 @@ class Observation:
     websocket: bool = False
     principal: Principal | None = None
     operations: list[OperationRecord] = field(default_factory=list)
+    # Set by the endpoint when the client closed its connection before its body was whole.
+    client_gone: bool = False
 
     def subscription_started(self) -> None:
         self.metrics.active_subscriptions.inc()
@@ -145,26 +147,18 @@ class AccessLog:
     ) -> None:
         started = time.perf_counter()
         status = 500  # what the client gets if the app raises before answering
-        answered = gone = False
-
-        async def receive_and_see() -> Message:
-            nonlocal gone
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                gone = True
-            return message
 
         async def send_and_see(message: Message) -> None:
-            nonlocal status, answered
+            nonlocal status
             if message["type"] == "http.response.start":
-                status, answered = message["status"], True
+                status = message["status"]
             await send(message)
 
         try:
-            await self.app(scope, receive_and_see, send_and_see)
-            if gone and not answered:
-                # The client hung up before its request was whole (body.py) and the app,
-                # with nobody to answer, returned without a response: not the server's fault.
+            await self.app(scope, receive, send_and_see)
+            if observation.client_gone:
+                # The client hung up before its request was whole (the endpoint, reading the
+                # body, said so) and nobody was answered: not the server's fault.
                 status = CLIENT_CLOSED_REQUEST
         finally:
             self._done(scope, observation, status, time.perf_counter() - started)

@@ -258,7 +258,10 @@ class GraphQLEndpoint(GraphQL[Context, None]):
             await _in_media_type(response, scope)(scope, receive, send)
             return
         except ClientGone:
-            return  # no answer: nobody is left to read it, and nothing ran
+            # No answer: nobody is left to read it, and nothing ran (the access log says 499).
+            if (observation := observation_of(scope)) is not None:
+                observation.client_gone = True
+            return
 
         sent = False
 
