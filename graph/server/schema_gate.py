@@ -10,6 +10,9 @@ release migrated it: see migration_state.py), a request costs one attribute chec
 
 from __future__ import annotations
 
+import time
+from collections.abc import Awaitable
+
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
@@ -17,6 +20,8 @@ from starlette.websockets import WebSocket
 from graph.store.migration_state import BEHIND, MigrationState
 
 NOT_MIGRATED = "database not migrated: run `convograph migrate`"
+# How long a migration check that found the database unreachable stands for the requests after.
+RECHECK_SECONDS = 2.0
 
 
 def not_migrated() -> JSONResponse:
@@ -29,9 +34,19 @@ class SchemaGate:
     def __init__(self, app: ASGIApp, migrations: MigrationState) -> None:
         self.app = app
         self.migrations = migrations
+        # Until when a check that could not reach the database is not made again.
+        self._unreachable_until = 0.0
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self.migrations.settled or not await self._behind():
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        # Once the schema is known to be this release's (or a later one's), a plain method that
+        # hands back the inner app's awaitable: a WebSocket keeps no frame of this layer alive
+        # for as long as it is open (see in_flight.py).
+        if self.migrations.settled:
+            return self.app(scope, receive, send)
+        return self._gated(scope, receive, send)
+
+    async def _gated(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not await self._behind():
             await self.app(scope, receive, send)
             return
         if scope["type"] == "websocket":
@@ -44,9 +59,13 @@ class SchemaGate:
         await not_migrated()(scope, receive, send)
 
     async def _behind(self) -> bool:
+        if time.monotonic() < self._unreachable_until:
+            return False
         try:
             return await self.migrations.current() == BEHIND
         except Exception:
             # Unreachable, or no connection to be had: the request meets the outage as any
-            # other does (DATABASE_UNAVAILABLE), and asks again next time.
+            # other does (DATABASE_UNAVAILABLE). Not asked again at once: against a database
+            # that does not answer, each request would wait out its connection timeout twice.
+            self._unreachable_until = time.monotonic() + RECHECK_SECONDS
             return False
