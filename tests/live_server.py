@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 import signal
 import sys
@@ -55,6 +56,7 @@ STOP_TIMEOUT = 10.0
 CLI_TIMEOUT = 30.0
 HTTP_TIMEOUT = 30.0
 PORT_ATTEMPTS = 3
+_STARTS = itertools.count(1)
 
 
 class ServerFailed(RuntimeError):
@@ -211,7 +213,10 @@ async def start_server(
     await asyncio.to_thread(log_dir.mkdir, parents=True, exist_ok=True)
     for attempt in range(PORT_ATTEMPTS):
         port = free_port()
-        log_path = log_dir / f"server-{port}.log"
+        # Its own file, never another start's: a forked server's exit status is written
+        # beside its log, and a start on a port another server holds (tried, refused) shared
+        # that server's status, which then said it had exited: its stop did nothing.
+        log_path = log_dir / f"server-{port}-{next(_STARTS)}.log"
         server = LiveServer(database_url, secret, port, log_path, child_env)
         args = ["serve", "--host", "127.0.0.1", "--port", str(port)]
         if not migrate:

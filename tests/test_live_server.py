@@ -33,6 +33,10 @@ async def test_a_port_another_server_holds_is_not_taken_for_this_one(
     await other.stop()
     async with httpx.AsyncClient() as http:
         assert (await http.get(f"{mine.base_url}/healthz")).status_code == 200
+        # The refused start shared the other's files, and its exit was taken for the other's:
+        # the stop did nothing, and the other served on after the test.
+        with pytest.raises(httpx.ConnectError):
+            await http.get(f"{other.base_url}/healthz")
 
 
 def test_a_log_says_whether_its_server_holds_the_port() -> None:
