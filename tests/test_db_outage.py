@@ -199,3 +199,22 @@ async def test_a_replica_that_cannot_listen_is_not_ready_until_it_listens_again(
             await asyncio.sleep(0.1)
         assert (await http.get("/readyz")).status_code == 200
         assert (await http.get("/healthz")).json()["events"] == "listening"
+
+
+async def test_connections_the_database_ended_just_after_use_cost_no_request(
+    proxied: tuple[TcpProxy, Server],
+) -> None:
+    # A failover or a pooler's restart ends every connection while requests come and go: a
+    # connection used a moment ago is not pinged (only idle ones are), and its first
+    # statement finds it dead. That statement is the token's lookup, a read: asked again on
+    # a new connection, the request is served instead of refused.
+    proxy, server = proxied
+    async with clients(server) as (_http, gql):
+        for _ in range(3):
+            assert (await gql(CREATE))["createConversation"]["conversation"]["id"]
+        await proxy.cut()
+        await proxy.start()
+        for _ in range(3):
+            answer = await gql.post(CREATE)
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["data"]["createConversation"]["conversation"]["id"]

@@ -17,6 +17,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 
+from sqlalchemy.exc import DBAPIError
+
 from graph.domain.principal import SYSTEM, Principal
 from graph.settings import Settings
 from graph.store import event_log, quotas, scope
@@ -78,8 +80,18 @@ class UnitOfWork:
             principal = self.token_cache.get(digest, stamp, datetime.now(UTC))
             if principal is not None:
                 return principal
-        async with self.read(SYSTEM) as repo:
-            live = await repo.tokens.live_token(digest)
+        try:
+            async with self.read(SYSTEM) as repo:
+                live = await repo.tokens.live_token(digest)
+        except DBAPIError as exc:
+            # A connection the database ended since its last use (a failover, a pooler's
+            # restart: only idle ones are pinged) fails its first statement, and that failure
+            # renews the pool. This is the request's first statement, and a read: asked once
+            # more, on a new connection, instead of refusing the request.
+            if not exc.connection_invalidated:
+                raise
+            async with self.read(SYSTEM) as repo:
+                live = await repo.tokens.live_token(digest)
         if live is None:
             return None
         if stamp is not None:
