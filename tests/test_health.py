@@ -10,6 +10,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import pytest
@@ -19,11 +20,13 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from graph.app import create_app
+from graph.server.schema_gate import NOT_MIGRATED
 from graph.settings import Settings
 from graph.store.db import Database
 from graph.store.migrate import alembic_config, upgrade, upgrade_blocking
 from graph.store.migration_state import AT_HEAD, MigrationState
 from tests.conftest import PG_URL, GraphQLClient, _pg_admin, _with_db
+from tests.tcp_proxy import TcpProxy
 
 VIEWER = "{ viewer { workspace { key } } }"
 
@@ -140,6 +143,46 @@ async def test_graphql_on_an_unmigrated_database_says_so_with_503_until_it_is_mi
     await upgrade(settings)
     answer = await http.post("/graphql", json={"query": VIEWER}, headers=headers)
     assert answer.status_code == 401, answer.text  # served again: an unknown token
+
+
+async def test_a_database_back_from_an_outage_unmigrated_says_so_at_once(
+    empty_database_url: str, tmp_path: Path
+) -> None:
+    """A replica started (--no-migrate) while its database was away: the first request after
+    the database is back, not migrated yet, gets the 503 that says so, not the 500 of code
+    meeting missing tables (a check that could not reach the database answered for every
+    request of the next 2 seconds)."""
+    if empty_database_url.startswith("sqlite"):
+        pytest.skip("an embedded SQLite file cannot go away: PostgreSQL only")
+    parts = urlsplit(empty_database_url)
+    proxy = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
+    await proxy.start()
+    await proxy.refuse_new()
+    netloc = (
+        f"{parts.username}@127.0.0.1:{proxy.port}" if parts.username else f"127.0.0.1:{proxy.port}"
+    )
+    settings = Settings(
+        database_url=urlunsplit(parts._replace(netloc=netloc)),
+        secret="test-secret",
+        secret_file=str(tmp_path / "secret"),
+        sweep_interval_seconds=0,
+        pool_timeout_seconds=2,
+    )
+    app = create_app(settings)
+    headers = {"Authorization": "Bearer cvg_" + "x" * 43}
+    try:
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+                away = await http.post("/graphql", json={"query": VIEWER}, headers=headers)
+                assert away.status_code == 503, away.text
+                assert away.json()["errors"][0]["extensions"]["code"] == "DATABASE_UNAVAILABLE"
+                await proxy.start()  # back, on the same port: not migrated
+                back = await http.post("/graphql", json={"query": VIEWER}, headers=headers)
+                assert back.status_code == 503, back.text
+                assert back.json()["errors"][0]["message"] == NOT_MIGRATED
+    finally:
+        await proxy.cut()
 
 
 async def test_a_database_a_later_release_migrated_is_ready_for_this_one(

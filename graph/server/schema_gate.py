@@ -10,18 +10,18 @@ release migrated it: see migration_state.py), a request costs one attribute chec
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable
 
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
+from graph.server.errors import internal_error
+from graph.server.request_id import request_id_of
+from graph.store.errors import is_unavailable
 from graph.store.migration_state import BEHIND, MigrationState
 
 NOT_MIGRATED = "database not migrated: run `convograph migrate`"
-# How long a migration check that found the database unreachable stands for the requests after.
-RECHECK_SECONDS = 2.0
 
 
 def not_migrated() -> JSONResponse:
@@ -34,8 +34,6 @@ class SchemaGate:
     def __init__(self, app: ASGIApp, migrations: MigrationState) -> None:
         self.app = app
         self.migrations = migrations
-        # Until when a check that could not reach the database is not made again.
-        self._unreachable_until = 0.0
 
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
         # Once the schema is known to be this release's (or a later one's), a plain method that
@@ -46,26 +44,35 @@ class SchemaGate:
         return self._gated(scope, receive, send)
 
     async def _gated(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if not await self._behind():
+        try:
+            behind = await self.migrations.current() == BEHIND
+        except Exception as exc:
+            if not is_unavailable(exc):
+                behind = False  # not the gate's to answer: the request goes on as it would
+            else:
+                # Unreachable: answered here with the outage the request would meet, after one
+                # wait for the database, not two. Not remembered: the next request asks again,
+                # so one that comes once the database is back finds out whether it is behind
+                # (a request let through unasked then met missing tables: 500 INTERNAL).
+                unavailable = internal_error(exc, request_id_of(scope))
+                await _refuse(scope, receive, send, unavailable, "database unavailable")
+                return
+        if not behind:
             await self.app(scope, receive, send)
             return
-        if scope["type"] == "websocket":
-            ws = WebSocket(scope, receive, send)
-            if "websocket.http.response" in scope.get("extensions", {}):
-                await ws.send_denial_response(not_migrated())
-            else:
-                await ws.close(code=1013, reason="database not migrated")
-            return
-        await not_migrated()(scope, receive, send)
+        await _refuse(scope, receive, send, not_migrated(), "database not migrated")
 
-    async def _behind(self) -> bool:
-        if time.monotonic() < self._unreachable_until:
-            return False
-        try:
-            return await self.migrations.current() == BEHIND
-        except Exception:
-            # Unreachable, or no connection to be had: the request meets the outage as any
-            # other does (DATABASE_UNAVAILABLE). Not asked again at once: against a database
-            # that does not answer, each request would wait out its connection timeout twice.
-            self._unreachable_until = time.monotonic() + RECHECK_SECONDS
-            return False
+
+async def _refuse(
+    scope: Scope, receive: Receive, send: Send, response: JSONResponse, reason: str
+) -> None:
+    """`response` for a request; a WebSocket upgrade is denied with it (or closed with 1013,
+    "try again later", and `reason`, where the server cannot send a denial)."""
+    if scope["type"] == "websocket":
+        ws = WebSocket(scope, receive, send)
+        if "websocket.http.response" in scope.get("extensions", {}):
+            await ws.send_denial_response(response)
+        else:
+            await ws.close(code=1013, reason=reason)
+        return
+    await response(scope, receive, send)
