@@ -187,6 +187,36 @@ async def test_a_read_s_event_cursor_resumes_a_stream_from_that_read(
     assert written["r"]["conversation"]["eventCursor"] is not None
 
 
+async def test_a_cursor_read_after_the_rest_of_an_event_is_not_given_for_it(
+    live_server: LiveServer, alice: GraphQLClient
+) -> None:
+    """A replayed event's delegation is as it was then, but its parent conversation is read
+    now: its cursor named a position past the event's state (past the delegation's
+    completion here), and a stream from it never sent the completion of a delegation the
+    client held as running. Read apart from the rest of the answer, it has none."""
+    root = await create(alice)
+    start = (await alice("query($r: ID!) { conversation(id: $r) { eventCursor } }", {"r": root}))[
+        "conversation"
+    ]["eventCursor"]
+    running = await delegate(alice, root)
+    done = await alice(COMPLETE, {"id": running["id"], "summary": "s"})
+    assert done["completeDelegation"]["userErrors"] == []
+    nested = (
+        "subscription($id: ID!, $after: String) {"
+        " conversationEvents(conversationId: $id, after: $after) {"
+        " kind delegation { status parentConversation { eventCursor } } } }"
+    )
+    async with session(live_server, alice.token or "", ping_interval=None, max_queue=None) as ws:
+        await ws.subscribe(nested, {"id": root, "after": start})
+        created, completed = await events(ws, 2)
+    assert created["kind"] == "DELEGATION_CREATED"
+    assert created["delegation"] == {
+        "status": "RUNNING",
+        "parentConversation": {"eventCursor": None},
+    }
+    assert completed["delegation"]["parentConversation"] == {"eventCursor": None}
+
+
 async def test_a_client_reconnecting_every_50_events_gets_every_event_exactly_once(
     live_server: LiveServer, alice: GraphQLClient
 ) -> None:

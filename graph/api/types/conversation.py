@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 LazyDelegation = Annotated["Delegation", strawberry.lazy("graph.api.types.delegation")]
 
 SNAPSHOTS_PAGE = 20
+# Set on a Conversation read after the delegation or snapshot that named it (conversation_of).
+_READ_AFTER = "_read_after"
 DELEGATIONS_PAGE = 50
 
 
@@ -189,19 +191,26 @@ class Conversation(Node, Wraps[tables.Conversation]):
         "returned this conversation saw it: a `conversationEvents` subscription with it as "
         "`after` gets every event committed since, so a client that reads and then subscribes "
         "misses nothing between the two. In a mutation's answer it may name a position before "
-        "the write's own events, which the stream then replays. Null for a child transcript "
-        "outside a query over HTTP (a mutation's answer, an event, a query over a WebSocket): "
-        "its tree's position is its root's, read apart from it there, and could be past it."
+        "the write's own events, which the stream then replays. Outside a query over HTTP (a "
+        "mutation's answer, an event, a query over a WebSocket) it is null for a child "
+        "transcript, whose tree's position is its root's, read apart from it there, and for a "
+        "conversation reached from a delegation or a snapshot, read after them: either could "
+        "be past the rest of the answer."
     )
     async def event_cursor(self, info: Info) -> str | None:
         # A root's row holds its tree's counter, read with the rest of it. A child transcript's
         # is its root's, loaded in the query's read transaction (one statement for a list);
         # read in another transaction it may be ahead of this row, and a stream from it
         # would skip what came between.
+        # Outside one read transaction, neither is given where the position may be past what
+        # the answer holds: a child's root, or a conversation read after the object it was
+        # reached from (a replayed event's delegation is as it was, its parent as it is now).
         root = self._row
+        if not info.context.one_state and (
+            root.id != root.root_id or getattr(self, _READ_AFTER, False)
+        ):
+            return None
         if root.id != root.root_id:
-            if not info.context.one_state:
-                return None
             found = await info.context.loaders.conversation.load(root.root_id)
             if found is None:  # deleted since this row was read
                 raise not_found("conversation", "id")
@@ -231,4 +240,6 @@ async def conversation_of(info: Info, conversation_id: str, field: str) -> Conve
     found = await info.context.loaders.conversation.load(conversation_id)
     if found is None:
         raise not_found("conversation", field)
-    return Conversation.of(found)
+    reached = Conversation.of(found)
+    setattr(reached, _READ_AFTER, True)  # after the object that named it (its eventCursor)
+    return reached
