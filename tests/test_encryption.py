@@ -623,6 +623,33 @@ async def test_a_conversation_whose_expiry_was_extended_while_the_sweep_waited_k
         assert (await holdings(gql, kept))["conversation"]["title"] == f"title{kept.marker}"
 
 
+async def test_an_idempotency_key_reused_after_expiry_shreds_the_keys_of_the_whole_tree(
+    settings: Settings,
+) -> None:
+    """A create with the key of an expired conversation deletes that one first, and the
+    delete cascades to its child transcripts: their keys go with them, as an explicit
+    delete's do, not an hour later with the keys left without data."""
+    from tests.test_retention import expire_soon, wait_past
+
+    async with serving(encrypted(settings)) as (server, gql):
+        first = await ok(gql, "createConversation", {"title": "first", "idempotencyKey": "k"})
+        root = first["conversation"]["id"]
+        task = {"delegatingTier": "lead", "targetTier": "worker", "task": "t"}
+        made = await ok(gql, "createDelegation", {**task, "parentConversationId": root})
+        child = made["delegation"]["childConversation"]["id"]
+        made = await ok(gql, "createDelegation", {**task, "parentConversationId": child})
+        grandchild = made["delegation"]["childConversation"]["id"]
+        await wait_past(await expire_soon(gql, root))
+        again = await ok(gql, "createConversation", {"title": "again", "idempotencyKey": "k"})
+        assert again["conversation"]["id"] != root
+        encryption = server.services.db.encryption
+        assert encryption is not None
+        left = await encryption.store.get_many([f"c{c}" for c in (root, child, grandchild)])
+        assert {ref: k.key_id for ref, k in left.items()} == {
+            f"c{c}": TOMBSTONE for c in (root, child, grandchild)
+        }
+
+
 def cli_environment(monkeypatch: pytest.MonkeyPatch, settings: Settings, *, key: str) -> None:
     """The CONVOGRAPH_* variables that make `main` (the CLI) use `settings`'s database with
     master key `key`."""

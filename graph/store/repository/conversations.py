@@ -279,7 +279,7 @@ class Conversations(Part):
             )
             # An expired holder of the key is gone for every read: the key starts a new one.
             # Deleted as the sweep would have: its quota given back, its subscribers told.
-            await self._delete_gone(and_(holder, not_(alive(C))))
+            await self._delete_gone(and_(holder, not_(alive(C))), with_below=True)
             # A retry with the same key returns the first conversation, even when two
             # replicas race: the unique constraint decides, the loser reads the winner.
             statement = (
@@ -360,7 +360,7 @@ class Conversations(Part):
         )
         return await self._delete_gone(expired_now)
 
-    async def _delete_gone(self, gone: ColumnElement[bool]) -> int:
+    async def _delete_gone(self, gone: ColumnElement[bool], *, with_below: bool = False) -> int:
         """Delete the expired conversations `gone` selects (and all below them); how many of
         them went.
 
@@ -369,12 +369,20 @@ class Conversations(Part):
         which of them the statement's RETURNING holds depends on the order the cascade meets
         them (SQLite deletes the children first, through the root; PostgreSQL returns every
         one): announcing what it returned sent a root's stream one event on SQLite and three
-        on PostgreSQL."""
+        on PostgreSQL.
+
+        `with_below` (a create over an expired holder of its key, one conversation): the keys
+        of what the delete cascades to below them go too, as an explicit delete's do; the
+        sweep's selection holds its trees' child transcripts (their expiry is their root's),
+        and the sweep's key collection finds the keys of the rest."""
         doomed = await self.sql.rows(select(C.c.id, C.c.ancestry).where(gone), self.params())
         if not doomed.values:
             return 0
         await event_log.lock_trees(self.sql, doomed.values)  # the roots first, as every write
         await self._keep_logged_messages(doomed.values)
+        below: dict[str, list[str]] = {}
+        if with_below and self.sql.encryption is not None:
+            below = {cid: await self._below(cid) for cid, _ in doomed.values}
         found = await self.sql.rows(delete(C).where(gone).returning(*C.c), self.params())
         expired = CONVERSATIONS.many(found.keys, found.values)
         returned = {c.id for c in expired}
@@ -386,9 +394,10 @@ class Conversations(Part):
             cid for cid, ancestry in doomed.values if not returned.isdisjoint(ancestry.split())
         }
         if self.sql.encryption is not None:
-            # Their keys too; what the delete cascaded to below them without an expiry of its
-            # own, the sweep's key collection finds.
-            self.repo.shredded.extend(conversation_ref(cid) for cid in went)
+            # Their keys too, and (with_below) those of what the delete cascaded to below them;
+            # the rest of that, the sweep's key collection finds.
+            cascaded = {c for cid in went for c in below.get(cid, ())}
+            self.repo.shredded.extend(conversation_ref(cid) for cid in went | cascaded)
         for conversation in expired:
             self.repo.usage.deleted(conversation)
             if went.isdisjoint(conversation.ancestors):
