@@ -92,13 +92,20 @@ async def test_connections_cut_while_idle_are_replaced_before_a_request_gets_the
     # A database restart (or a firewall's idle timeout) while the server had nothing to do:
     # every pooled connection is dead, and no request has failed to say so. The first
     # requests after it must not fail: idle connections are pinged before use.
-    proxy, server = proxied
+    await _served_after_every_connection_ended(*proxied, idle=0.5)  # past the ping's 0.3 s
+
+
+async def _served_after_every_connection_ended(
+    proxy: TcpProxy, server: Server, *, idle: float
+) -> None:
+    """Three writes, every connection the server holds cut, `idle` seconds, and three more
+    writes: each of those answered 200, none refused."""
     async with clients(server) as (_http, gql):
         for _ in range(3):
             assert (await gql(CREATE))["createConversation"]["conversation"]["id"]
         await proxy.cut()
         await proxy.start()
-        await asyncio.sleep(0.5)  # past pool_ping_idle_seconds
+        await asyncio.sleep(idle)
         for _ in range(3):
             answer = await gql.post(CREATE)
             assert answer.status_code == 200, answer.text
@@ -208,13 +215,4 @@ async def test_connections_the_database_ended_just_after_use_cost_no_request(
     # connection used a moment ago is not pinged (only idle ones are), and its first
     # statement finds it dead. That statement is the token's lookup, a read: asked again on
     # a new connection, the request is served instead of refused.
-    proxy, server = proxied
-    async with clients(server) as (_http, gql):
-        for _ in range(3):
-            assert (await gql(CREATE))["createConversation"]["conversation"]["id"]
-        await proxy.cut()
-        await proxy.start()
-        for _ in range(3):
-            answer = await gql.post(CREATE)
-            assert answer.status_code == 200, answer.text
-            assert answer.json()["data"]["createConversation"]["conversation"]["id"]
+    await _served_after_every_connection_ended(*proxied, idle=0.0)
