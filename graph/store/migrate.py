@@ -16,12 +16,12 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from alembic.util import CommandError
 from sqlalchemy import event, pool, text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from graph.settings import Settings, SettingsError
 from graph.store.compression import Compression
+from graph.store.migration_state import REVISIONS
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 # PostgreSQL's advisory lock that upgrades take, one database at a time.
@@ -84,29 +84,25 @@ class DatabaseAhead(SettingsError):
     """The database is at a revision this release does not know: a later one migrated it."""
 
 
-def _check_not_ahead(connection: Any, config: Config) -> None:
+def _check_not_ahead(connection: Any) -> None:
     """Refuse, in one line, to upgrade a database a later release migrated: Alembic's own
     error there is a traceback about a revision it cannot locate, and a replica of the
     previous release that migrates on start would stop on it."""
-    script = ScriptDirectory.from_config(config)
-    for current in MigrationContext.configure(connection).get_current_heads():
-        try:
-            script.get_revision(current)
-        except CommandError:
-            raise DatabaseAhead(
-                f"CONVOGRAPH_DATABASE_URL: the database is at revision {current}, which this "
-                "release does not know: a later release migrated it. Serve it with "
-                "--no-migrate (CONVOGRAPH_MIGRATE_ON_START=false), or run the later release"
-            ) from None
+    current = MigrationContext.configure(connection).get_current_heads()
+    if unknown := sorted(set(current) - REVISIONS):
+        raise DatabaseAhead(
+            f"CONVOGRAPH_DATABASE_URL: the database is at revision {', '.join(unknown)}, which "
+            "this release does not know: a later release migrated it. Serve it with "
+            "--no-migrate (CONVOGRAPH_MIGRATE_ON_START=false), or run the later release"
+        )
 
 
 def _run_sync(connection: Any, config: Config, revision: str, down: bool) -> None:
     config.attributes["connection"] = connection
-    if not down:
-        _check_not_ahead(connection, config)
     if down:
         command.downgrade(config, revision)
     else:
+        _check_not_ahead(connection)
         command.upgrade(config, revision)
 
 
