@@ -47,9 +47,7 @@ class SchemaGate:
         try:
             behind = await self.migrations.current() == BEHIND
         except Exception as exc:
-            if not is_unavailable(exc):
-                behind = False  # not the gate's to answer: the request goes on as it would
-            else:
+            if is_unavailable(exc):
                 # Unreachable: answered here with the outage the request would meet, after one
                 # wait for the database, not two. Not remembered: the next request asks again,
                 # so one that comes once the database is back finds out whether it is behind
@@ -57,6 +55,7 @@ class SchemaGate:
                 unavailable = internal_error(exc, request_id_of(scope))
                 await _refuse(scope, receive, send, unavailable, "database unavailable")
                 return
+            behind = False  # not the gate's to answer: the request goes on as it would
         if not behind:
             await self.app(scope, receive, send)
             return

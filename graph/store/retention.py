@@ -28,7 +28,7 @@ async def sweep(uow: UnitOfWork, *, now: datetime | None = None) -> int:
     prune the event log; the count of conversations."""
     now = now or datetime.now(UTC)
     async with uow.write(SYSTEM) as repo:
-        expired = await repo.conversations.delete_expired(now)
+        removed = await repo.conversations.delete_expired(now)
         keep = timedelta(seconds=uow.settings.event_retention_seconds)
         await event_log.prune(repo.sql, now - keep)
         await repo.sql.execute(
@@ -37,7 +37,7 @@ async def sweep(uow: UnitOfWork, *, now: datetime | None = None) -> int:
     # The keys of what the deletes cascaded to (child transcripts), and of any delete whose
     # process stopped before deleting its keys: without their data, they go too.
     await shred_orphans(uow.db)
-    return expired
+    return removed
 
 
 async def sweep_forever(uow: UnitOfWork, interval: float, stopping: asyncio.Event) -> None:

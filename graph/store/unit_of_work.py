@@ -29,6 +29,7 @@ from graph.store.events import Event, EventBroker
 from graph.store.keyring import Keyring
 from graph.store.quotas import Quotas
 from graph.store.repository import Repository
+from graph.store.repository.tokens import Live
 from graph.store.search_index import SearchIndex
 from graph.store.sql import Sql
 from graph.store.token_cache import TokenCache
@@ -81,8 +82,7 @@ class UnitOfWork:
             if principal is not None:
                 return principal
         try:
-            async with self.read(SYSTEM) as repo:
-                live = await repo.tokens.live_token(digest)
+            live = await self._live_token(digest)
         except DBAPIError as exc:
             # A connection the database ended since its last use (a failover, a pooler's
             # restart: only idle ones are pinged) fails its first statement, and that failure
@@ -90,13 +90,16 @@ class UnitOfWork:
             # more, on a new connection, instead of refusing the request.
             if not exc.connection_invalidated:
                 raise
-            async with self.read(SYSTEM) as repo:
-                live = await repo.tokens.live_token(digest)
+            live = await self._live_token(digest)
         if live is None:
             return None
         if stamp is not None:
             self.token_cache.put(digest, live, stamp)
         return live.principal
+
+    async def _live_token(self, digest: str) -> Live | None:
+        async with self.read(SYSTEM) as repo:
+            return await repo.tokens.live_token(digest)
 
     @asynccontextmanager
     async def read(self, principal: Principal) -> AsyncIterator[Repository]:

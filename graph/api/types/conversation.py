@@ -24,8 +24,6 @@ if TYPE_CHECKING:
 LazyDelegation = Annotated["Delegation", strawberry.lazy("graph.api.types.delegation")]
 
 SNAPSHOTS_PAGE = 20
-# Set on a Conversation read after the delegation or snapshot that named it (conversation_of).
-_READ_AFTER = "_read_after"
 DELEGATIONS_PAGE = 50
 
 
@@ -67,6 +65,10 @@ class Snapshot(Node, Wraps[tables.Snapshot]):
 
 @strawberry.type
 class Conversation(Node, Wraps[tables.Conversation]):
+    # Set on one read after the delegation or snapshot that named it (conversation_of): its
+    # eventCursor may be past them. Not annotated: no field of the schema.
+    _read_after = False
+
     id: strawberry.ID
     title: str | None
     agent_slug: str = strawberry.field(
@@ -206,9 +208,7 @@ class Conversation(Node, Wraps[tables.Conversation]):
         # the answer holds: a child's root, or a conversation read after the object it was
         # reached from (a replayed event's delegation is as it was, its parent as it is now).
         root = self._row
-        if not info.context.one_state and (
-            root.id != root.root_id or getattr(self, _READ_AFTER, False)
-        ):
+        if not info.context.one_state and (root.id != root.root_id or self._read_after):
             return None
         if root.id != root.root_id:
             found = await info.context.loaders.conversation.load(root.root_id)
@@ -241,5 +241,5 @@ async def conversation_of(info: Info, conversation_id: str, field: str) -> Conve
     if found is None:
         raise not_found("conversation", field)
     reached = Conversation.of(found)
-    setattr(reached, _READ_AFTER, True)  # after the object that named it (its eventCursor)
+    reached._read_after = True
     return reached
