@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from urllib.parse import urlsplit, urlunsplit
 
 
 class TcpProxy:
@@ -75,3 +76,12 @@ class TcpProxy:
             return  # not even the close gets through
         writer.transport.abort()
         self._writers.discard(writer)
+
+
+async def in_front_of(database_url: str) -> tuple[TcpProxy, str]:
+    """A started proxy to the server `database_url` names, and that URL through the proxy."""
+    parts = urlsplit(database_url)
+    proxy = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
+    await proxy.start()
+    user = f"{parts.username}@" if parts.username else ""
+    return proxy, urlunsplit(parts._replace(netloc=f"{user}127.0.0.1:{proxy.port}"))

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import httpx
@@ -19,7 +18,7 @@ from graph.settings import Settings
 from graph.store import events_postgres
 from tests.conftest import GraphQLClient, Server
 from tests.operations import CONVERSATION_EVENTS, CREATE, create, touch
-from tests.tcp_proxy import TcpProxy
+from tests.tcp_proxy import TcpProxy, in_front_of
 from tests.ws import connect_app, until_live
 
 # The server's LISTEN connection, as PostgreSQL sees it.
@@ -33,16 +32,9 @@ async def proxied(  # type: ignore[no-untyped-def]
 ) -> AsyncIterator[tuple[TcpProxy, Server]]:
     if database_url.startswith("sqlite"):
         pytest.skip("an embedded SQLite file cannot go away: PostgreSQL only")
-    parts = urlsplit(database_url)
-    proxy = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
-    await proxy.start()
-    netloc = (
-        f"{parts.username}@127.0.0.1:{proxy.port}"
-        if parts.username
-        else (f"127.0.0.1:{proxy.port}")
-    )
+    proxy, through = await in_front_of(database_url)
     settings = Settings(
-        database_url=urlunsplit(parts._replace(netloc=netloc)),
+        database_url=through,
         secret="test-secret",
         sweep_interval_seconds=0,
         pool_timeout_seconds=2,

@@ -10,7 +10,6 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import pytest
@@ -26,7 +25,7 @@ from graph.store.db import Database
 from graph.store.migrate import alembic_config, upgrade, upgrade_blocking
 from graph.store.migration_state import AT_HEAD, MigrationState
 from tests.conftest import PG_URL, GraphQLClient, _pg_admin, _with_db
-from tests.tcp_proxy import TcpProxy
+from tests.tcp_proxy import in_front_of
 
 VIEWER = "{ viewer { workspace { key } } }"
 
@@ -154,15 +153,10 @@ async def test_a_database_back_from_an_outage_unmigrated_says_so_at_once(
     request of the next 2 seconds)."""
     if empty_database_url.startswith("sqlite"):
         pytest.skip("an embedded SQLite file cannot go away: PostgreSQL only")
-    parts = urlsplit(empty_database_url)
-    proxy = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
-    await proxy.start()
+    proxy, through = await in_front_of(empty_database_url)
     await proxy.refuse_new()
-    netloc = (
-        f"{parts.username}@127.0.0.1:{proxy.port}" if parts.username else f"127.0.0.1:{proxy.port}"
-    )
     settings = Settings(
-        database_url=urlunsplit(parts._replace(netloc=netloc)),
+        database_url=through,
         secret="test-secret",
         secret_file=str(tmp_path / "secret"),
         sweep_interval_seconds=0,

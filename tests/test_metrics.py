@@ -9,7 +9,6 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import pytest
@@ -20,7 +19,7 @@ from graph.server.metrics import MAX_OPERATION_NAMES
 from graph.settings import Settings, SettingsError
 from tests.conftest import GraphQLClient, Server
 from tests.operations import WATCH
-from tests.tcp_proxy import TcpProxy
+from tests.tcp_proxy import in_front_of
 from tests.ws import session
 
 if TYPE_CHECKING:
@@ -273,12 +272,9 @@ async def test_database_errors_are_counted_while_postgresql_is_away(
 ) -> None:
     if database_url.startswith("sqlite"):
         pytest.skip("an embedded SQLite file cannot go away: PostgreSQL only")
-    parts = urlsplit(database_url)
-    proxy = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
-    await proxy.start()
-    user = f"{parts.username}@" if parts.username else ""
+    proxy, through = await in_front_of(database_url)
     proxied = settings.replace(
-        database_url=urlunsplit(parts._replace(netloc=f"{user}127.0.0.1:{proxy.port}")),
+        database_url=through,
         pool_timeout_seconds=2,
     )
     app = create_app(proxied)
