@@ -22,6 +22,7 @@ from sqlalchemy import text
 
 from graph.domain import cursors
 from graph.store.repository.conversations import Conversations
+from graph.store.repository.replay import Replay
 from graph.store.tables import Conversation
 from tests.conftest import GraphQLClient, Server
 from tests.operations import CONVERSATION_EVENTS, DELETE, create, delegate, touch
@@ -288,8 +289,22 @@ async def test_streams_told_at_random_they_lost_track_get_each_wanted_event_once
         storming = asyncio.create_task(storm())
         for i, (t, d, a) in enumerate(specs):
             await socket.subscribe(STORM, {"id": t, "d": d, "after": a}, op=str(i))
-        await asyncio.sleep(1.0)
-        start = (await _log(server, root))[-1][0]  # every stream is listening by now
+
+        async def take(within: float) -> None:
+            m = await socket.receive(within=within)
+            assert m["type"] == "next" and "errors" not in m["payload"], m
+            ev = m["payload"]["data"]["conversationEvents"]
+            got[int(m["id"])].append((cursors.event(ev["cursor"], "x")[1], ev["conversationId"]))
+
+        # A stream without `after` listens once it has sent something: a write each to the
+        # root and to the child, until every one of them has.
+        while any(not got[i] for i, (_, _, a) in enumerate(specs) if a is None):
+            for c in (root, child):
+                await touch(gql, c)
+            with contextlib.suppress(TimeoutError):
+                while True:
+                    await take(within=0.2)
+        start = (await _log(server, root))[-1][0]
 
         async def write(c: str) -> None:
             for _ in range(N):
@@ -301,12 +316,7 @@ async def test_streams_told_at_random_they_lost_track_get_each_wanted_event_once
         await storming
         with contextlib.suppress(TimeoutError):
             while True:
-                m = await socket.receive(within=2)
-                assert m["type"] == "next" and "errors" not in m["payload"], m
-                ev = m["payload"]["data"]["conversationEvents"]
-                got[int(m["id"])].append(
-                    (cursors.event(ev["cursor"], "x")[1], ev["conversationId"])
-                )
+                await take(within=2)
     log = await _log(server, root)
     bad = []
     for i, (t, d, a) in enumerate(specs):
@@ -332,3 +342,35 @@ async def test_streams_told_at_random_they_lost_track_get_each_wanted_event_once
                 )
             )
     assert not bad, bad
+
+
+async def test_an_event_queued_before_the_first_read_survives_a_lost_track_at_once(
+    server: Server, gql: GraphQLClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stream without `after`: one write commits after it listens but before it reads the
+    head (queued, and at or before the head), another after the read, then the broker loses
+    track before the first is sent. The catch-up must send both, in order; it started at
+    the head and so sent the second only, then passed over the queued first as seen (as a
+    CI run of the storm above once showed)."""
+    root = await create(gql)
+    original = Replay.position
+    written: list[int] = []
+
+    async def position(self: Replay, conversation: Conversation) -> int:
+        if written:
+            return await original(self, conversation)
+        written.append(await touch(gql, root))  # queued, and part of the head read next
+        head = await original(self, conversation)
+        written.append(await touch(gql, root))  # after the head: the catch-up reads it
+        server.services.broker.lost_track()
+        return head
+
+    monkeypatch.setattr(Replay, "position", position)
+    async with connect_app(server.app, token=gql.token) as socket:
+        await socket.init()
+        await socket.subscribe(CONVERSATION_EVENTS, {"id": root})
+        got = [(await socket.event(within=5))["version"]]
+        with contextlib.suppress(TimeoutError):
+            while True:
+                got.append((await socket.event(within=1))["version"])
+    assert got == written

@@ -67,7 +67,14 @@ class Subscription:
             # The position up to which the log has been read (queued events up to it were
             # sent from the log), and the last position handled.
             seen = None if mark is None else start
-            handled = start
+            # Without `after`, what committed between the subscribe and the read is queued,
+            # unsent, at or before `start`: handled up to just before the first of it, so a
+            # catch-up reads it too (and the queued copy is then passed over as seen).
+            handled = (
+                start
+                if mark is not None
+                else min([start, *(p - 1 for p in listener.queued_positions())])
+            )
             replay = (
                 None if mark is None or head == start else _replayed(ctx, tree, start, head=head)
             )

@@ -195,7 +195,8 @@ class Listener:
         """Whether the reader is owed word of something besides a queued event."""
         return self.lost or self.overflowed
 
-    def _positions(self) -> tuple[int, ...]:
+    def queued_positions(self) -> tuple[int, ...]:
+        """The positions of the events queued and not yet read."""
         return tuple(e.position for e in self._queued if e is not None)
 
     def _wake(self) -> None:
@@ -234,7 +235,7 @@ class Listener:
                 continue
             if self.overflowed:
                 # Events were dropped for want of room: the reader resumes from the log.
-                raise SubscriberTooSlow(self._positions())
+                raise SubscriberTooSlow(self.queued_positions())
             if self.lost:
                 # Heard up to here with no loss of track, unless something is queued.
                 self._heard_when_lost = 0 if self._queued else self.heard
