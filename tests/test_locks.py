@@ -4,6 +4,7 @@ flag they drive, and `recentPendingConversation`, the retry de-duplication looku
 from __future__ import annotations
 
 import asyncio
+import secrets
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -15,8 +16,9 @@ from tests.test_delegations import append, delegate, new_conversation
 
 ERRORS = "userErrors { code field message }"
 ACQUIRE = f"""
-mutation($id: ID!, $ttl: Int) {{
-  acquireLock(input: {{conversationId: $id, ttlSeconds: $ttl}}) {{ token expiresAt {ERRORS} }}
+mutation($id: ID!, $ttl: Int, $token: String) {{
+  acquireLock(input: {{conversationId: $id, ttlSeconds: $ttl, token: $token}}) {{
+    token expiresAt {ERRORS} }}
 }}"""
 RELEASE = f"""
 mutation($id: ID!, $token: String!) {{
@@ -36,8 +38,10 @@ def parse_time(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
-async def acquire(gql: GraphQLClient, conversation_id: str, ttl: int | None = None) -> Any:
-    variables: dict[str, Any] = {"id": conversation_id}
+async def acquire(
+    gql: GraphQLClient, conversation_id: str, ttl: int | None = None, token: str | None = None
+) -> Any:
+    variables: dict[str, Any] = {"id": conversation_id, "token": token}
     if ttl is not None:
         variables["ttl"] = ttl
     return (await gql(ACQUIRE, variables))["acquireLock"]
@@ -165,6 +169,50 @@ async def test_a_lock_is_advisory_and_does_not_block_writes(gql: GraphQLClient) 
     await append(gql, cid, [{"role": "assistant", "content": "still writable"}])
     state = await lock_state(gql, cid)
     assert (state["messageCount"], state["pending"]) == (2, True)
+
+
+async def test_a_token_of_the_callers_choosing_holds_the_lock_and_a_retry_gets_it_again(
+    gql: GraphQLClient,
+) -> None:
+    """The retry of an acquire whose answer was lost sends its token again: it gets the lock
+    it was granted (taken again from now), not LOCKED by its own lock until the TTL ends."""
+    cid = await talked_to(gql)
+    mine = secrets.token_urlsafe(24)
+    first = await acquire(gql, cid, ttl=60, token=mine)
+    assert (first["token"], first["userErrors"]) == (mine, [])
+    again = await acquire(gql, cid, ttl=120, token=mine)
+    assert (again["token"], again["userErrors"]) == (mine, [])
+    assert parse_time(again["expiresAt"]) > parse_time(first["expiresAt"])
+    assert parse_time((await lock_state(gql, cid))["lockedUntil"]) == parse_time(again["expiresAt"])
+    # Anyone else (another token, or none) still meets the lock.
+    for other in (secrets.token_urlsafe(24), None):
+        taken = await acquire(gql, cid, ttl=60, token=other)
+        assert (taken["token"], codes(taken)) == (None, [("LOCKED", ["conversationId"])])
+    assert (await release(gql, cid, mine))["released"] is True
+    assert (await lock_state(gql, cid))["lockedUntil"] is None
+
+
+async def test_a_servers_token_cannot_be_taken_over_by_naming_it(gql: GraphQLClient) -> None:
+    cid = await talked_to(gql)
+    lock = await acquire(gql, cid, ttl=60)
+    # Its own token, sent back: the holder renewing (the server's tokens qualify).
+    renewed = await acquire(gql, cid, ttl=60, token=lock["token"])
+    assert (renewed["token"], renewed["userErrors"]) == (lock["token"], [])
+    assert codes(await acquire(gql, cid, ttl=60, token="x" * 32)) == [
+        ("LOCKED", ["conversationId"])
+    ]
+
+
+@pytest.mark.parametrize(
+    "token", ["", "short", "a" * 31, "a" * 129, "a" * 31 + " ", "é" * 40, "a" * 31 + "\n"]
+)
+async def test_a_token_that_is_too_short_long_or_not_url_safe_is_invalid_input(
+    gql: GraphQLClient, token: str
+) -> None:
+    cid = await talked_to(gql)
+    payload = await acquire(gql, cid, ttl=60, token=token)
+    assert (payload["token"], codes(payload)) == (None, [("INVALID_INPUT", ["token"])])
+    assert (await lock_state(gql, cid))["lockedUntil"] is None
 
 
 @pytest.mark.parametrize("ttl", [0, -5, 24 * 3600 + 1])

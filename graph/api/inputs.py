@@ -152,6 +152,14 @@ class ResumeDelegationInput:
 class AcquireLockInput:
     conversation_id: strawberry.ID
     ttl_seconds: int | None = DEFAULT_LOCK_TTL
+    token: str | None = strawberry.field(
+        default=None,
+        description="The lock's token, chosen by the caller (32 to 128 characters of A-Z, "
+        "a-z, 0-9, `-` and `_`, at random) instead of by the server. Acquiring with the "
+        "token that holds the lock takes it again for `ttlSeconds` from now and answers the "
+        "same token: a retry after a lost answer gets the lock it was granted, where "
+        "without a token it would meet its own lock as LOCKED.",
+    )
 
 
 @strawberry.input

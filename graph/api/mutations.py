@@ -197,9 +197,10 @@ class Mutation:
     async def acquire_lock(self, info: Info, input: inputs.AcquireLockInput) -> LockPayload:
         ttl = DEFAULT_LOCK_TTL if input.ttl_seconds is None else input.ttl_seconds
         conversations.lock_expiry(ttl, _now())  # checked before anything is written
+        chosen = None if input.token is None else conversations.check_lock_token(input.token)
         async with info.context.write() as repo:
             token, until = await repo.conversations.acquire_lock(
-                input.conversation_id, ttl_seconds=ttl
+                input.conversation_id, ttl_seconds=ttl, token=chosen
             )
         return LockPayload(token=token, expires_at=until)
 

@@ -4,6 +4,7 @@ locks and of a pending conversation (the WordPress store's semantics, see SEEDS.
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -17,6 +18,10 @@ INTERACTIVE_CONTEXTS = frozenset({"chat", "interactive", "rest"})
 DEFAULT_CONTEXT = "chat"
 DEFAULT_LOCK_TTL = 300
 MAX_LOCK_TTL = 24 * 3600
+# A lock token a caller chooses: at least as long as the ones the server makes.
+LOCK_TOKEN_MIN = 32
+LOCK_TOKEN_MAX = 128
+_LOCK_TOKEN = re.compile(r"[A-Za-z0-9_-]+")
 DEFAULT_PENDING_WINDOW = 600
 # A search is a handful of words; past this many it is not one (and each word is a term
 # of the index's query, a bind parameter on PostgreSQL).
@@ -153,6 +158,18 @@ def lock_expiry(ttl_seconds: int, now: datetime) -> datetime:
     if not 1 <= ttl_seconds <= MAX_LOCK_TTL:
         raise invalid(f"`ttlSeconds` must be between 1 and {MAX_LOCK_TTL}", "ttlSeconds")
     return now + timedelta(seconds=ttl_seconds)
+
+
+def check_lock_token(token: str) -> str:
+    """A lock token the caller chose: long and random enough that only its holder knows it
+    (the one a retry of a lost answer sends again)."""
+    if not LOCK_TOKEN_MIN <= len(token) <= LOCK_TOKEN_MAX or not _LOCK_TOKEN.fullmatch(token):
+        raise invalid(
+            f"`token` must be {LOCK_TOKEN_MIN} to {LOCK_TOKEN_MAX} characters of A-Z, a-z, "
+            "0-9, `-` and `_`, chosen at random",
+            "token",
+        )
+    return token
 
 
 def pending_since(within_seconds: int, now: datetime) -> datetime:

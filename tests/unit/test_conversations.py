@@ -177,6 +177,17 @@ def test_a_lock_ttl_outside_one_second_to_a_day_is_invalid(ttl: int) -> None:
         conversations.lock_expiry(ttl, NOW)
 
 
+@pytest.mark.parametrize("token", ["a" * 32, "A-z_09" * 10, "f" * 128])
+def test_a_url_safe_lock_token_of_32_to_128_characters_is_taken_as_it_is(token: str) -> None:
+    assert conversations.check_lock_token(token) == token
+
+
+@pytest.mark.parametrize("token", ["", "a" * 31, "a" * 129, "a" * 31 + "=", "a b" * 16, "ä" * 32])
+def test_any_other_lock_token_is_invalid(token: str) -> None:
+    with raises_domain(ErrorCode.INVALID_INPUT, "token"):
+        conversations.check_lock_token(token)
+
+
 def test_the_pending_window_reaches_back_from_now() -> None:
     assert conversations.pending_since(600, NOW) == NOW - timedelta(minutes=10)
     assert conversations.pending_since(1, NOW) == NOW - SECOND

@@ -318,13 +318,15 @@ final class Convograph_Conversation_Store implements WP_Agent_Principal_Conversa
 			__FUNCTION__,
 			null,
 			function () use ( $session_id, $ttl_seconds ): ?string {
+				// The token is this call's own: a retry after a lost answer sends it again and
+				// gets the lock the first attempt was granted, not LOCKED by it until its TTL ends.
 				$input = array(
 					'conversationId' => $session_id,
 					'ttlSeconds'     => min( self::MAX_LOCK_TTL, max( 1, $ttl_seconds ) ),
+					'token'          => bin2hex( random_bytes( 24 ) ),
 				);
-				// Never retried: a lost answer to a granted lock would make the retry see LOCKED.
 				try {
-					$data    = $this->client->execute( Convograph_Operations::ACQUIRE_LOCK, array( 'input' => $input ), null, false );
+					$data    = $this->client->execute( Convograph_Operations::ACQUIRE_LOCK, array( 'input' => $input ), null, true );
 					$payload = is_array( $data['acquireLock'] ?? null ) ? $data['acquireLock'] : array();
 					$codes   = array_column( is_array( $payload['userErrors'] ?? null ) ? $payload['userErrors'] : array(), 'code' );
 					if ( array( 'LOCKED' ) === $codes ) {
@@ -332,8 +334,8 @@ final class Convograph_Conversation_Store implements WP_Agent_Principal_Conversa
 					}
 					self::refuse_user_errors( $payload );
 					$token = $payload['token'] ?? null;
-					if ( ! is_string( $token ) || '' === $token ) {
-						throw new Convograph_Failure( 'acquireLock returned no token' );
+					if ( $token !== $input['token'] ) {
+						throw new Convograph_Failure( 'acquireLock answered no token, or not the one sent' );
 					}
 				} catch ( Convograph_Failure $e ) {
 					// The caller sees null, as for contention: the log line tells them apart.

@@ -419,9 +419,13 @@ class Conversations(Part):
         )
         return found.scalars()
 
-    async def acquire_lock(self, conversation_id: str, *, ttl_seconds: int) -> tuple[str, datetime]:
+    async def acquire_lock(
+        self, conversation_id: str, *, ttl_seconds: int, token: str | None = None
+    ) -> tuple[str, datetime]:
+        """The lock of a conversation nobody holds, or that `token` holds (taken again from
+        now); LOCKED while another token holds it."""
         until = lock_expiry(ttl_seconds, self.repo.now())
-        token = new_lock_token()
+        token = token or new_lock_token()
         try:
             await self.repo.versions.set_lock(
                 conversation_id, digest=self.repo.keyring.digest("lock", token), until=until

@@ -53,7 +53,8 @@ class Versions(Part):
         )
 
     async def set_lock(self, conversation_id: str, *, digest: str, until: Any) -> Conversation:
-        """Take the advisory lock of a conversation nobody holds; CONFLICT if held."""
+        """Take the advisory lock of a conversation nobody holds, or that `digest` holds
+        already; CONFLICT if another holds it."""
         return await self._write(
             conversation_id,
             field="conversationId",
@@ -144,12 +145,19 @@ def _statement(
         where.append(C.c.version == bindparam("expected"))
     if counted:
         where.append(C.c.message_count == bindparam("expected_count"))
-    if require_unlocked:
-        where.append(or_(C.c.locked_until.is_(None), C.c.locked_until <= now))
     changes: dict[str, Any] = {
         name: bindparam(f"set_{name}", type_=C.c[CONVERSATIONS.column(name)].type)
         for name in columns
     }
+    if require_unlocked:
+        # Unheld, run out, or held by the digest being set (its holder's retry or renewal).
+        where.append(
+            or_(
+                C.c.locked_until.is_(None),
+                C.c.locked_until <= now,
+                C.c.lock_digest == changes["lock_digest"],
+            )
+        )
     for name in counters:
         column = C.c[CONVERSATIONS.column(name)]
         changes[name] = column + bindparam(f"add_{name}", type_=column.type)

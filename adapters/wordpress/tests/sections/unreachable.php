@@ -42,7 +42,7 @@ function contract_section_unreachable( Contract_Run $t ): void {
 	foreach ( array( 'curl', 'streams' ) as $transport ) {
 		$store = new Convograph_Conversation_Store( $url, $t->env->token, Convograph_Http::$transport( ... ) );
 		$store->set_timeout( $timeout );
-		// A workspace call then a retried write, a read then a retried write, a write never retried.
+		// A workspace call then a retried write, a read then a retried write, a retried lock.
 		$calls = array_intersect_key( contract_every_method( $store, $ws, $sid ), array_flip( array( 'create_session', 'update_session', 'acquire_session_lock' ) ) );
 		foreach ( $calls as $name => [ $failure, $call ] ) {
 			$started = microtime( true );
