@@ -59,7 +59,6 @@ class Subscription:
                 else:
                     head = await repo.replay.head(found, *mark)
                     start = mark[1]
-            listener.heard = max(listener.heard, start)
             # Not the whole record in this frame, which lives as long as the subscription:
             # what reading its tree's log needs.
             tree = Tree.of(found)
@@ -75,6 +74,10 @@ class Subscription:
                 if mark is not None
                 else min([start, *(p - 1 for p in listener.queued_positions())])
             )
+            # Heard up to there, not up to `start`: the broker may have missed an event
+            # between the first queued one and the head, and once the queued ones are sent a
+            # catch-up would start past it.
+            listener.heard = max(listener.heard, handled)
             replay = (
                 None if mark is None or head == start else _replayed(ctx, tree, start, head=head)
             )
