@@ -143,6 +143,11 @@ async def _replayed(
             page = await repo.replay.page(tree, after, limit=REPLAY_PAGE, whole=catching_up is None)
             if not page and catching_up is not None:
                 gone = await repo.conversations.get(catching_up.conversation_id) is None
+                if gone:
+                    # Perhaps deleted since the read above: its delete is in the log unless
+                    # its tree's root went (and the log with it), and a read now finds it.
+                    page = await repo.replay.page(tree, after, limit=REPLAY_PAGE, whole=False)
+                    gone = not page
         if not page and head is not None and after < head:
             raise expired()  # pruned between the check and this read
         for event in page:
