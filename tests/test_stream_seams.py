@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from sqlalchemy import text
@@ -127,3 +128,125 @@ async def test_a_child_deleted_between_a_catch_up_s_read_and_its_check_is_a_dele
         assert (event["kind"], event["conversationId"]) == ("CONVERSATION_DELETED", child)
         assert (await socket.receive(within=5))["type"] == "complete"
     assert deleted
+
+
+async def test_an_event_at_or_before_the_head_heard_only_after_the_read_opens_no_gap(
+    server: Server, gql: GraphQLClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stream without `after` starts at the head it reads, or before the first event it
+    has queued by then. A write before the head whose event is heard only after that read
+    (PostgreSQL's notification on its way; on SQLite, a COMMIT the reader sees before the
+    writer publishes) came through as the stream's first event, and the next one, which
+    the broker missed, did not: its catch-up started at the head. The stream must send a
+    run of the log with no hole in it."""
+    root = await create(gql)
+    late: set[int] = set()
+    missed: set[int] = set()
+    held: list[tuple[Listener, Event, str]] = []
+    both = asyncio.Event()
+    hear = Listener.hear
+
+    def hearing(self: Listener, event: Event, root_id: str) -> None:
+        if event.root_id == root and event.position in late:
+            held.append((self, event, root_id))  # heard, but only once the stream listens
+        elif event.root_id == root and event.position in missed:
+            both.set()  # never heard
+        else:
+            hear(self, event, root_id)
+
+    original = Replay.position
+    written: list[int] = []
+
+    async def position(self: Replay, conversation: Conversation) -> int:
+        if not written:
+            head = await _head(server, root)
+            late.add(head + 1)
+            written.append(await touch(gql, root))
+            missed.add(head + 2)
+            written.append(await touch(gql, root))
+            await asyncio.wait_for(both.wait(), 5)  # (PostgreSQL: through LISTEN)
+        return await original(self, conversation)
+
+    events = Listener.events
+
+    async def listening(self: Listener, *, idle_seconds: float | None = None) -> Any:
+        while held:
+            hear(*held.pop(0))
+        async for item in events(self, idle_seconds=idle_seconds):
+            yield item
+            if not missed_told:
+                missed_told.append(True)
+                server.services.broker.lost_track()  # once the stream took its first event
+
+    page = Replay.page
+
+    async def paging(
+        self: Replay, tree: Tree, after: int, *, limit: int, whole: bool = True
+    ) -> list[Event]:
+        found = await page(self, tree, after, limit=limit, whole=whole)
+        if not whole and len(written) == 2:  # the catch-up: a write after its read
+            written.append(await touch(gql, root))
+        return found
+
+    missed_told: list[bool] = []
+    monkeypatch.setattr(Listener, "hear", hearing)
+    monkeypatch.setattr(Listener, "events", listening)
+    monkeypatch.setattr(Replay, "position", position)
+    monkeypatch.setattr(Replay, "page", paging)
+    async with connect_app(server.app, token=gql.token) as socket:
+        await socket.init()
+        await socket.subscribe(CONVERSATION_EVENTS, {"id": root})
+        got: list[int] = []
+        with contextlib.suppress(TimeoutError):
+            while True:
+                got.append((await socket.event(within=2))["version"])
+    assert len(written) == 3 and got, (written, got)
+    assert got == written[len(written) - len(got) :], (written, got)
+
+
+async def test_a_delete_before_the_head_heard_only_after_the_read_still_ends_the_stream(
+    server: Server, gql: GraphQLClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As above, a stream without `after` passes over what it hears after its read of the
+    head from before it; but not the delete of its conversation, committed between the read
+    of the conversation and that of the head: the stream sends it and ends, not silently."""
+    root = await create(gql)
+    child = (await delegate(gql, root))["childConversation"]["id"]
+    held: list[tuple[Listener, Event, str]] = []
+    heard = asyncio.Event()
+    hear = Listener.hear
+
+    def hearing(self: Listener, event: Event, root_id: str) -> None:
+        if event.conversation_id == child:
+            held.append((self, event, root_id))  # heard, but only once the stream listens
+            heard.set()
+        else:
+            hear(self, event, root_id)
+
+    original = Replay.position
+
+    async def position(self: Replay, conversation: Conversation) -> int:
+        if not heard.is_set():
+            assert (await gql(DELETE, {"id": child}))["deleteConversation"]["deleted"]
+            await asyncio.wait_for(heard.wait(), 5)  # (PostgreSQL: through LISTEN)
+        return await original(self, conversation)
+
+    events = Listener.events
+
+    async def listening(self: Listener, *, idle_seconds: float | None = None) -> Any:
+        while held:
+            hear(*held.pop(0))
+        async for item in events(self, idle_seconds=idle_seconds):
+            yield item
+
+    monkeypatch.setattr(Listener, "hear", hearing)
+    monkeypatch.setattr(Listener, "events", listening)
+    monkeypatch.setattr(Replay, "position", position)
+    async with connect_app(server.app, token=gql.token) as socket:
+        await socket.init()
+        await socket.subscribe(CONVERSATION_EVENTS, {"id": child})
+        message = await socket.receive(within=5)
+        assert message["type"] == "next", message
+        event = message["payload"]["data"]["conversationEvents"]
+        assert (event["kind"], event["conversationId"]) == ("CONVERSATION_DELETED", child)
+        assert (await socket.receive(within=5))["type"] == "complete"

@@ -63,17 +63,21 @@ class Subscription:
             # what reading its tree's log needs.
             tree = Tree.of(found)
             del found
-            # The position up to which the log has been read (queued events up to it were
-            # sent from the log), and the last position handled.
-            seen = None if mark is None else start
-            # Without `after`, what committed between the subscribe and the read is queued,
-            # unsent, at or before `start`: handled up to just before the first of it, so a
-            # catch-up reads it too (and the queued copy is then passed over as seen).
+            # The last position handled. Without `after`, what committed between the subscribe
+            # and the read is queued, unsent, at or before `start`: handled up to just before
+            # the first of it, so a catch-up reads it too (and the queued copy is then passed
+            # over as seen).
             handled = (
                 start
                 if mark is not None
                 else min([start, *(p - 1 for p in listener.queued_positions())])
             )
+            # The position up to which queued events are passed over: the log was read up to
+            # it (they were sent from it), or the stream starts after it. So an event before
+            # the head heard only after the read (a notification on its way, a COMMIT read
+            # before it was published) is not sent: the catch-ups start at the head, and the
+            # next event, if the broker missed it, would never follow it.
+            seen = handled
             # Heard up to there, not up to `start`: the broker may have missed an event
             # between the first queued one and the head, and once the queued ones are sent a
             # catch-up would start past it.
@@ -100,7 +104,9 @@ class Subscription:
                             start = listener.catch_up_from(handled)
                             replay = _replayed(ctx, tree, start, catching_up=listener)
                             break
-                        if live is None or (seen is not None and live.position <= seen):
+                        # Not one that ends the stream: a replay that read it ended the stream
+                        # then, and one before the head heard late is still its end.
+                        if live is None or (live.position <= seen and not listener.ends_with(live)):
                             continue
                         # One connection serves many events: each reads its nested fields afresh.
                         ctx.reset_loaders()
@@ -114,7 +120,7 @@ class Subscription:
                 # the subscribe and the read of the head, when no `after` was given): every
                 # later event was queued, or dropped for want of room. The tree is the
                 # stream's own: what is queued by then is of its tree.
-                unsent = [p for p in cut_off.queued if seen is None or p > seen]
+                unsent = [p for p in cut_off.queued if p > seen]
                 resume = min([handled, *(p - 1 for p in unsent)])
                 cut_off.extensions["cursor"] = cursors.encode_event(tree.root_id, resume)
                 raise
