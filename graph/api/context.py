@@ -1,16 +1,16 @@
 """The typed per-request context: who is asking, the store, and this operation's loaders.
 
-Built by the server for each HTTP request (and once per WebSocket connection, whose
-operations share it). Reads go through the unit of work as the request's principal; a
-query over HTTP reads one read transaction (`reading`), so every field of its answer comes
-from one committed state.
+Built by the server for each HTTP request, and once per WebSocket connection, whose
+operations each run on a copy of it (`for_operation`): loaders and a read transaction of
+their own. Reads go through the unit of work as the request's principal; a query reads one
+read transaction (`reading`), so every field of its answer comes from one committed state.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from graph.api.loaders import Loaders
@@ -81,6 +81,13 @@ class Context:
             self._loaders = Loaders(self.read)
         return self._loaders
 
+    def for_operation(self) -> Context:
+        """This context for one operation of a WebSocket: the connection's operations run
+        side by side, and each needs loaders and a read transaction that no other one sees
+        (a loader's batch read in another operation's transaction, or another operation's
+        state cached, would tear its answer). The rest (principal, services) is shared."""
+        return replace(self, _loaders=None, _reads=None)
+
     def reset_loaders(self) -> None:
         """Forget what this context's loaders cached (a new operation, or after a write)."""
         self._loaders = None
@@ -93,7 +100,7 @@ class Context:
 
     @property
     def one_state(self) -> bool:
-        """Whether this operation's reads all see one committed state (a query over HTTP)."""
+        """Whether this operation's reads all see one committed state (a query)."""
         return self._reads is not None
 
     @asynccontextmanager
