@@ -193,11 +193,10 @@ class Conversation(Node, Wraps[tables.Conversation]):
         "returned this conversation saw it: a `conversationEvents` subscription with it as "
         "`after` gets every event committed since, so a client that reads and then subscribes "
         "misses nothing between the two. In a mutation's answer it may name a position before "
-        "the write's own events, which the stream then replays. Outside a query over HTTP (a "
-        "mutation's answer, an event, a query over a WebSocket) it is null for a child "
-        "transcript, whose tree's position is its root's, read apart from it there, and for a "
-        "conversation reached from a delegation or a snapshot, read after them: either could "
-        "be past the rest of the answer."
+        "the write's own events, which the stream then replays. Outside a query (a mutation's "
+        "answer, an event) it is null for a child transcript, whose tree's position is its "
+        "root's, read apart from it there, and for a conversation reached from a delegation or "
+        "a snapshot, read after them: either could be past the rest of the answer."
     )
     async def event_cursor(self, info: Info) -> str | None:
         # A root's row holds its tree's counter, read with the rest of it. A child transcript's
