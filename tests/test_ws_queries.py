@@ -18,8 +18,9 @@ import pytest
 
 from graph.store.repository.conversations import Conversations
 from tests.conftest import GraphQLClient, Server
-from tests.operations import append, create, delegate
-from tests.ws import Session, connect_app
+from tests.operations import WATCH, append, create, delegate
+from tests.test_kept_connections import checked_out
+from tests.ws import Session, connect_app, until_live
 
 # Two top-level fields, each its own statement (the loader's `conversation` and the list), and
 # a third statement once the conversation is read (its transcript).
@@ -163,3 +164,19 @@ async def test_event_cursors_over_a_websocket_are_those_of_the_same_query_over_h
     assert over_ws["d"]["childConversation"]["eventCursor"] == cursor
     listed = {n["id"]: n["eventCursor"] for n in over_ws["conversations"]["nodes"]}
     assert listed[root] == listed[child] == cursor
+
+
+async def test_a_socket_holds_no_connection_after_its_query_nor_for_its_subscription(
+    server: Server, gql: GraphQLClient
+) -> None:
+    """A query's transaction ends (its connection given back clean) with the query, while
+    the socket and its subscription stay open: an open socket costs no connection."""
+    cid = await create(gql)
+    async with connect_app(server.app, token=gql.token) as socket:
+        await socket.init()
+        await socket.subscribe(WATCH, {"id": cid}, op="1")
+        await until_live(socket, gql, cid, op="1")
+        await socket.subscribe(TWO_FIELDS, {"id": cid}, op="2")
+        assert counts(await answer(socket, "2"), cid) == (0, 0, 0)
+        _, in_use = checked_out(server.services)
+        assert in_use == 0
