@@ -1,8 +1,9 @@
 """A TCP proxy a test can cut and restore: the database "goes away" without stopping it.
 
-It can also refuse new connections while the open ones go on, and silence one connection
+It can also refuse new connections while the open ones go on, silence one connection
 without closing it, as a firewall that forgets a connection does (no reset: the client
-learns nothing until it waits for an answer).
+learns nothing until it waits for an answer), and pass a close on late, after what came
+before it, as a slow network does.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ class TcpProxy:
         # client_port), and those silenced.
         self._silenced: set[int] = set()
         self._marker: bytes | None = None
+        self.upstream_ports: set[int] = set()  # of the connections open now
+        self._close_delay = 0.0
+        self.closed_late = 0  # closes held back so far, once what came before them was passed on
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
@@ -41,6 +45,12 @@ class TcpProxy:
         """From now on, drop whatever either side of that connection sends, and keep it open."""
         self._silenced.add(upstream_port)
 
+    def close_late(self, seconds: float) -> None:
+        """From now on, pass a side's close on to the other `seconds` after what it sent
+        before: PostgreSQL's last error (it ends a session) then arrives well before the end
+        of the connection."""
+        self._close_delay = seconds
+
     async def cut(self) -> None:
         """Refuse new connections and drop every open one."""
         await self.refuse_new()
@@ -56,9 +66,13 @@ class TcpProxy:
             return
         self._writers.update((writer, up_writer))
         port = up_writer.get_extra_info("sockname")[1]
-        await asyncio.gather(
-            self._pipe(reader, up_writer, port), self._pipe(up_reader, writer, port)
-        )
+        self.upstream_ports.add(port)
+        try:
+            await asyncio.gather(
+                self._pipe(reader, up_writer, port), self._pipe(up_reader, writer, port)
+            )
+        finally:
+            self.upstream_ports.discard(port)
 
     async def _pipe(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, port: int
@@ -74,6 +88,9 @@ class TcpProxy:
                 await writer.drain()
         if port in self._silenced:
             return  # not even the close gets through
+        if self._close_delay:
+            self.closed_late += 1
+            await asyncio.sleep(self._close_delay)
         writer.transport.abort()
         self._writers.discard(writer)
 

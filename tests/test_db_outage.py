@@ -1,12 +1,14 @@
 """A PostgreSQL that goes away and comes back: clear errors meanwhile, service after,
 without restarting the server. Its LISTEN connection too: silenced, it is replaced and the
-streams catch up; unable to come back, the replica is not ready."""
+streams catch up; unable to come back, the replica is not ready. A session it ends whose
+close comes late behind its last error is a disconnect too, whatever asyncpg raises for it."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from typing import Any
 
 import asyncpg
 import httpx
@@ -16,6 +18,7 @@ from graph.app import create_app
 from graph.server import health
 from graph.settings import Settings
 from graph.store import events_postgres
+from graph.store.repository.conversations import Conversations
 from tests.conftest import GraphQLClient, Server
 from tests.operations import CONVERSATION_EVENTS, CREATE, create, touch
 from tests.tcp_proxy import TcpProxy, in_front_of
@@ -208,3 +211,88 @@ async def test_connections_the_database_ended_just_after_use_cost_no_request(
     # statement finds it dead. That statement is the token's lookup, a read: asked again on
     # a new connection, the request is served instead of refused.
     await _served_after_every_connection_ended(*proxied, idle=0.0)
+
+
+# -- a session the database ended, its close late behind its last error ---------------------
+
+# The server's pool connections (not its LISTEN connection) that come through `proxy`.
+POOL_BACKENDS = """SELECT pid FROM pg_stat_activity
+  WHERE client_port = ANY($1::int[]) AND application_name <> 'convograph events'"""
+
+
+async def _end_pool_sessions(proxy: TcpProxy, database_url: str) -> None:
+    """End every session of the server's pool, as pg_terminate_backend (a failover, an
+    idle_in_transaction_session_timeout) does: PostgreSQL sends a FATAL error and closes.
+    The proxy passes the error on and holds the close back; returns once the error is sent."""
+    proxy.close_late(0.5)
+    admin = await asyncpg.connect(database_url.replace("postgresql+asyncpg", "postgresql"))
+    try:
+        pids = [r["pid"] for r in await admin.fetch(POOL_BACKENDS, list(proxy.upstream_ports))]
+        assert pids
+        closed = proxy.closed_late
+        await admin.execute("SELECT pg_terminate_backend(p) FROM unnest($1::int[]) p", pids)
+    finally:
+        await admin.close()
+    for _ in range(200):
+        if proxy.closed_late - closed >= len(pids):
+            break
+        await asyncio.sleep(0.01)
+    assert proxy.closed_late - closed >= len(pids), "a session did not end"
+    await asyncio.sleep(0.1)  # the error read by the driver, the close still held back
+
+
+def _driver_errors(server: Server) -> list[str]:
+    """The driver errors of the statements that fail from now on, by type name."""
+    seen: list[str] = []
+    server.services.db.error_listeners.append(
+        lambda error, _disconnect: seen.append(type(getattr(error, "orig", error)).__name__)
+    )
+    return seen
+
+
+async def test_a_statement_on_a_session_ended_before_its_close_arrived_is_asked_again(
+    proxied: tuple[TcpProxy, Server], database_url: str
+) -> None:
+    # asyncpg has read the FATAL error but not the close: the next statement fails with an
+    # InternalClientError ("cannot switch to state 12; another operation (2) is in
+    # progress", 11 or 15 for another kind of statement), not a ConnectionDoesNotExistError.
+    # asyncpg aborts the connection as it raises it, so it is a disconnect: the token lookup
+    # (a request's first statement) is asked again on a new connection, and it is served.
+    proxy, server = proxied
+    async with clients(server) as (_http, gql):
+        assert (await gql(CREATE))["createConversation"]["conversation"]["id"]
+        seen = _driver_errors(server)
+        await _end_pool_sessions(proxy, database_url)
+        answer = await gql.post(CREATE)
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["data"]["createConversation"]["conversation"]["id"]
+    assert "InternalClientError" in seen, seen
+
+
+async def test_a_session_ended_mid_query_before_its_close_arrived_is_database_unavailable(
+    proxied: tuple[TcpProxy, Server], database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The session ends between two statements of a query's read transaction: its answer
+    # says DATABASE_UNAVAILABLE (retry), not INTERNAL, and the connection is not used again.
+    proxy, server = proxied
+    async with clients(server) as (_http, gql):
+        cid = await create(gql)
+        seen = _driver_errors(server)
+        get_many = Conversations.get_many
+        ended = False
+
+        async def then_end(self: Conversations, given: Sequence[str]) -> Any:
+            nonlocal ended
+            found = await get_many(self, given)
+            if not ended:
+                ended = True
+                await _end_pool_sessions(proxy, database_url)
+            return found
+
+        monkeypatch.setattr(Conversations, "get_many", then_end)
+        read = "query($id: ID!) { conversation(id: $id) { id transcript } }"
+        cut = (await gql.post(read, {"id": cid})).json()
+        assert [e["extensions"]["code"] for e in cut["errors"]] == ["DATABASE_UNAVAILABLE"], cut
+        assert "InternalClientError" in seen, seen
+        again = await gql(read, {"id": cid})
+        assert again["conversation"] == {"id": cid, "transcript": []}
