@@ -69,6 +69,7 @@ async def test_requests_fail_clearly_while_the_database_is_away_and_recover_afte
         away = await gql.post(CREATE)
         assert away.status_code == 503, away.text
         assert "database" in away.text.lower() and "Traceback" not in away.text
+        assert away.headers["retry-after"] == "1"  # when a client may ask again
         ready = await http.get("/readyz")
         assert ready.status_code == 503
         health = await http.get("/healthz")

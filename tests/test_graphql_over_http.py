@@ -10,6 +10,7 @@ of several operations runs only the one `operationName` names.
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any
 
 import httpx
@@ -20,6 +21,7 @@ from strawberry.types import ExecutionContext
 from graph.api.execution.documents import provided_operation_name
 from graph.server.negotiation import GRAPHQL_RESPONSE_JSON, JSON, negotiate
 from graph.server.response_status import shape
+from graph.store.db import DatabaseBusy
 from tests.conftest import GraphQLClient, Server
 from tests.operations import VIEWER
 
@@ -209,6 +211,25 @@ def test_a_server_fault_before_execution_is_5xx(code: str, status: int) -> None:
     assert "data" not in body
     legacy: Any = {"data": None, "errors": [{"message": "m", "extensions": {"code": code}}]}
     assert shape(JSON, legacy) == 200 and legacy["data"] is None
+
+
+async def test_an_operation_the_database_stopped_before_it_ran_is_503_with_retry_after(
+    server: Server, gql: GraphQLClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A search brings the index up to date before it runs: the file's write lock held by
+    another process past busy_timeout stops it there. The client is told when to ask again."""
+
+    async def busy() -> None:
+        raise DatabaseBusy("BEGIN IMMEDIATE", None, sqlite3.OperationalError("database is locked"))
+
+    monkeypatch.setattr(server.services.search_index, "ready", busy)
+    search = {"query": '{ conversations(filter: {search: "refund"}) { totalCount } }'}
+    response = await post(gql, search)
+    assert response.status_code == 503, response.text
+    assert response.headers["retry-after"] == "1"
+    assert response.json()["errors"][0]["extensions"]["code"] == "DATABASE_UNAVAILABLE"
+    legacy = await post(gql, search, accept=JSON)  # 200 there, as every request error is
+    assert legacy.status_code == 200 and "retry-after" not in legacy.headers
 
 
 async def test_a_mutation_over_get_is_405_in_both_media_types(gql: GraphQLClient) -> None:

@@ -56,7 +56,7 @@ from graph.server.parameters import (
 )
 from graph.server.rate_limit import RateLimit, too_many_requests
 from graph.server.request_id import request_id_of
-from graph.server.response_status import shape
+from graph.server.response_status import UNAVAILABLE_RETRY_AFTER, shape
 from graph.server.sockets import OpenSockets
 from graph.server.subscription_cap import SubscriptionSlots
 from graph.server.transport_ws import REVOKED_CLOSE_CODE, REVOKED_REASON, limited_handler
@@ -389,6 +389,8 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         response = super().create_response(response_data, sub_response)
         response.status_code = status
         response.headers["content-type"] = GRAPHQL_RESPONSE_CONTENT_TYPE
+        if status == 503:
+            response.headers["retry-after"] = UNAVAILABLE_RETRY_AFTER
         return response
 
     async def render_graphql_ide(self, request: Request) -> Response:

@@ -7,6 +7,7 @@ import logging
 from starlette.responses import JSONResponse
 
 from graph.api.execution.masking import UNAVAILABLE
+from graph.server.response_status import UNAVAILABLE_RETRY_AFTER
 from graph.store.errors import is_unavailable
 
 logger = logging.getLogger("convograph.http")
@@ -27,4 +28,7 @@ def internal_error(exc: BaseException, request_id: str) -> JSONResponse:
             "requestId": request_id,
         },
     }
-    return JSONResponse({"errors": [error]}, status_code=503 if unavailable else 500)
+    if unavailable:
+        headers = {"Retry-After": UNAVAILABLE_RETRY_AFTER}
+        return JSONResponse({"errors": [error]}, status_code=503, headers=headers)
+    return JSONResponse({"errors": [error]}, status_code=500)

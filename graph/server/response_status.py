@@ -21,6 +21,9 @@ from graph.server.negotiation import GRAPHQL_RESPONSE_JSON
 
 # A request error's code, when the server is to blame, and the status that says so.
 SERVER_FAULTS = {"DATABASE_UNAVAILABLE": 503, "INTERNAL": 500}
+# Seconds a client should wait before retrying a 503: a database away (a restart, a
+# failover, another process's write lock) is most often back within about that.
+UNAVAILABLE_RETRY_AFTER = "1"
 
 
 def shape(media_type: str, body: GraphQLHTTPResponse) -> int:
