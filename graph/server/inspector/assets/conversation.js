@@ -3,10 +3,11 @@
 // While it is open, a conversationEvents subscription (descendants included) keeps all of it
 // current; it starts at the position of the page's first read and resumes from the last
 // event's cursor when the server has cursors, and reads everything again after a reconnect
-// when it has not.
+// when it has not. A read that fails for a reason that may pass is tried again until one
+// succeeds.
 
 import { announce, debounce, fill, formatNumber, h, shorten, timeEl, uid } from "./dom.js";
-import { AuthError, describeError } from "./gql.js";
+import { AuthError, describeError, isTransient, retryDelayMs } from "./gql.js";
 import { toJSONText } from "./json.js";
 import { jsonDetails, renderMessage } from "./messages.js";
 import { SNAPSHOT, SNAPSHOTS, conversationQuery, eventsSubscription } from "./queries.js";
@@ -32,6 +33,7 @@ export class ConversationView {
     this.conv = null;
     this.lastCursor = null;
     this.unsubscribe = null;
+    this.retryTimer = null;
     this.transcript = null;
     this.tree = null;
     this.panel = null; // {node, transcript, el}
@@ -97,15 +99,14 @@ export class ConversationView {
       // stream replays what was committed in between. Listening first would not do: the page
       // cannot know when the server has its subscription (the protocol acknowledges none),
       // so a write committed after the read but before that was lost until the next reload.
-      await this.loadHead();
-      if (!this.conv || this.destroyed) return;
+      // A failed read is tried again first: a stream without it would start nowhere.
+      if (!(await this.read())) return;
       this.subscribe();
     } else {
       // A server without the read's position: listen first, read second, and hope that the
       // subscription is in place before anything is written.
       this.subscribe();
-      await this.loadHead();
-      if (!this.conv) return;
+      if (!(await this.read())) return;
     }
     // The transcript and the tree are read later than the head: what the stream replays of
     // that time they may have already, and the handlers below skip what they have.
@@ -117,38 +118,73 @@ export class ConversationView {
     return this.app.capabilities.eventCursor && this.app.capabilities.readCursor;
   }
 
+  /** Read the head (a refresh: a failure is shown, and the next event reads it again). */
   async loadHead() {
     try {
-      const withCursor = this.fromRead();
-      const data = await this.app.request(conversationQuery({ withCursor }), { id: this.id });
-      if (this.destroyed) return;
-      // Only a read made before subscribing says where the stream starts; once it runs, the
-      // last event handled does (a later read may be ahead of events still on their way).
-      if (withCursor && !this.unsubscribe && data.conversation) {
-        this.lastCursor = data.conversation.eventCursor;
-      }
-      if (!data.conversation) {
-        this.conv = null;
-        fill(this.headEl,
-          h("p", { class: "crumbs" }, h("a", { href: "#/" }, "← Conversations")),
-          h("h2", { id: "conv-title", tabindex: "-1" }, "Not found"),
-        );
-        this.showError(new Error("There is no conversation with this id that this token may read."));
-        this.tablist.hidden = true;
-        return;
-      }
-      this.conv = data.conversation;
-      this.renderHead();
-      this.showError(null);
+      await this.readHead();
     } catch (err) {
-      if (err instanceof AuthError) this.app.onAuthError(err);
-      else this.showError(err);
+      this.failed(err);
     }
   }
 
-  showError(err) {
+  /** Read the head until a read succeeds; resolves to whether there is a conversation to show
+   * (false when it is not found, the token is refused, or the view is closed). A failure that
+   * may pass (the network, a restart, the database away) is shown with the time of the next
+   * try: after the server's Retry-After, else after a delay that doubles up to a bound. */
+  async read() {
+    for (let attempt = 0; !this.destroyed; attempt += 1) {
+      try {
+        await this.readHead();
+        return Boolean(this.conv) && !this.destroyed;
+      } catch (err) {
+        if (this.destroyed) return false;
+        if (!isTransient(err)) {
+          this.failed(err);
+          return false;
+        }
+        const delay = retryDelayMs(err, attempt);
+        this.showError(err, `Could not read this conversation (trying again in ${Math.max(1, Math.round(delay / 1000))} s): `);
+        await this.sleep(delay);
+      }
+    }
+    return false;
+  }
+
+  /** One read of the head; throws what the request throws. */
+  async readHead() {
+    const withCursor = this.fromRead();
+    const data = await this.app.request(conversationQuery({ withCursor }), { id: this.id });
+    if (this.destroyed) return;
+    // Only a read made before subscribing says where the stream starts; once it runs, the
+    // last event handled does (a later read may be ahead of events still on their way).
+    if (withCursor && !this.unsubscribe && data.conversation) {
+      this.lastCursor = data.conversation.eventCursor;
+    }
+    if (!data.conversation) {
+      this.conv = null;
+      fill(this.headEl,
+        h("p", { class: "crumbs" }, h("a", { href: "#/" }, "← Conversations")),
+        h("h2", { id: "conv-title", tabindex: "-1" }, "Not found"),
+      );
+      this.showError(new Error("There is no conversation with this id that this token may read."));
+      this.tablist.hidden = true;
+      return;
+    }
+    this.conv = data.conversation;
+    this.renderHead();
+    this.showError(null);
+  }
+
+  /** Resolves after `ms`; never, when the view is closed first (destroy clears the timer). */
+  sleep(ms) {
+    return new Promise((resolve) => {
+      this.retryTimer = setTimeout(resolve, ms);
+    });
+  }
+
+  showError(err, prefix = "") {
     this.error.hidden = !err;
-    this.error.textContent = err ? describeError(err) : "";
+    this.error.textContent = err ? prefix + describeError(err) : "";
   }
 
   renderHead() {
@@ -600,6 +636,7 @@ export class ConversationView {
 
   destroy() {
     this.destroyed = true;
+    clearTimeout(this.retryTimer);
     OVERLAY.removeEventListener("change", this.onOverlayChange);
     if (this.unsubscribe) this.unsubscribe();
     if (this.transcript) this.transcript.destroy();

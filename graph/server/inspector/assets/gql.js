@@ -10,23 +10,36 @@ export class AuthError extends Error {
   }
 }
 
-/** The request failed below GraphQL (network, 4xx/5xx other than 401). */
+/** The request failed below GraphQL (network, 4xx/5xx other than 401). `retryAfterMs`: the
+ * wait the server asked for (Retry-After), or null. */
 export class HttpError extends Error {
-  constructor(status, message) {
+  constructor(status, message, retryAfterMs = null) {
     super(message);
     this.name = "HttpError";
     this.status = status;
+    this.retryAfterMs = retryAfterMs;
   }
 }
 
-/** The response carried GraphQL errors; `data` is whatever part did resolve. */
+/** The response carried GraphQL errors; `data` is whatever part did resolve. `retryAfterMs`:
+ * the wait the server asked for (Retry-After, or an error's retryAfterSeconds), or null. */
 export class GraphQLError extends Error {
-  constructor(errors, data) {
+  constructor(errors, data, retryAfterMs = null) {
     super(errors.map((e) => e.message).join("; ") || "GraphQL error");
     this.name = "GraphQLError";
     this.errors = errors;
     this.data = data ?? null;
+    const asked = errors.map((e) => e.extensions && e.extensions.retryAfterSeconds).find((s) => typeof s === "number");
+    this.retryAfterMs = retryAfterMs ?? (asked === undefined ? null : asked * 1000);
   }
+}
+
+/** Retry-After (seconds, or an HTTP date) in milliseconds; null without one. */
+function retryAfter(response) {
+  const value = response.headers.get("Retry-After");
+  if (!value) return null;
+  const at = /^\d+$/.test(value.trim()) ? Date.now() + Number(value) * 1000 : Date.parse(value);
+  return Number.isNaN(at) ? null : Math.max(0, at - Date.now());
 }
 
 function serverMessage(body) {
@@ -73,13 +86,14 @@ export function createClient(endpoint, getToken) {
       throw new HttpError(
         response.status,
         serverMessage(body) || `The server answered HTTP ${response.status}.`,
+        retryAfter(response),
       );
     }
     if (!body || typeof body !== "object") {
-      throw new HttpError(response.status, "The server's answer was not JSON.");
+      throw new HttpError(response.status, "The server's answer was not JSON.", retryAfter(response));
     }
     if (Array.isArray(body.errors) && body.errors.length) {
-      throw new GraphQLError(body.errors, body.data);
+      throw new GraphQLError(body.errors, body.data, retryAfter(response));
     }
     return body.data;
   };
@@ -91,4 +105,28 @@ export function describeError(err) {
   if (err instanceof AuthError) return `The token was refused: ${err.message}`;
   if (err instanceof GraphQLError || err instanceof HttpError) return err.message;
   return String(err.message || err);
+}
+
+// What may pass if the same request is sent later: the server's trouble, not the request's.
+const TRANSIENT_CODES = new Set(["DATABASE_UNAVAILABLE", "INTERNAL", "RATE_LIMITED"]);
+const BACKOFF_FIRST_MS = 1_000;
+const BACKOFF_MAX_MS = 30_000;
+
+/** Whether a failed request may succeed later (the network, a restart, the database away, a
+ * rate limit), as opposed to one that would fail the same way (a refused token, a bad id). */
+export function isTransient(err) {
+  if (err instanceof HttpError) return err.status === 0 || err.status === 408 || err.status === 429 || err.status >= 500;
+  if (err instanceof GraphQLError) {
+    return err.errors.every((e) => TRANSIENT_CODES.has(e && e.extensions && e.extensions.code));
+  }
+  return false;
+}
+
+/** The wait before try number `attempt` (0, 1, …) after `err`: what the server asked for, else
+ * a delay doubling from 1 s up to 30 s, with jitter (pages that failed together, at a restart,
+ * do not all come back at once). */
+export function retryDelayMs(err, attempt) {
+  if (err && typeof err.retryAfterMs === "number") return err.retryAfterMs;
+  const cap = Math.min(BACKOFF_MAX_MS, BACKOFF_FIRST_MS * 2 ** attempt);
+  return Math.round(cap / 2 + Math.random() * (cap / 2));
 }

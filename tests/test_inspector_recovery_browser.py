@@ -1,0 +1,251 @@
+"""The inspector's open conversation when a read or its live stream fails: it says so, tries
+again, and listens again only from a read that succeeded, so it never shows a state that
+silently misses events; a deleted conversation or a revoked token stops it for good.
+
+The failures are made in the browser: the page's reads of the conversation (the query that
+carries `eventCursor`) pass through a `page.route` that fails the next ones as a test says
+(the server cannot be reached, 503 with Retry-After, 502 from a proxy), and its WebSocket
+through a `route_web_socket` relay that keeps what the page sent, can end the page's stream
+as the server would (`next` with errors, then `complete`), answer its next `subscribe` with
+an `error`, or cut the socket. The server is a real one, and the writes are made through its
+API. Headless Chromium as in test_inspector_browser.py (skipped without it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tests.test_inspector_browser import (
+    APPEND,
+    CREATE_CONVERSATION,
+    LIVE_MS,
+    TIMEOUT_MS,
+    Browser,
+    inspector,
+    ok,
+    sign_in,
+)
+
+with contextlib.suppress(ImportError):  # without Playwright, inspector() skips the test
+    from playwright.async_api import expect
+
+if TYPE_CHECKING:
+    from playwright.async_api import Page, Route, WebSocketRoute
+
+    from tests.conftest import GraphQLClient
+    from tests.live_server import LiveServer
+
+pytest_plugins = ["tests.live_server"]
+
+GRAPHQL = re.compile(r"/graphql$")
+WS_URL = re.compile(r"^ws://127\.0\.0\.1:\d+/graphql$")
+# The page's read of the conversation's head, the one with eventCursor (not the list's
+# InspectorConversations).
+READ = "InspectorConversation("
+# What Chromium and the inspector fixture report about the failures these tests make.
+FAILED_LOADS = re.compile(r"HTTP 50[23]: |status of 50[23]|net::ERR_CONNECTION_REFUSED")
+UNAVAILABLE = {
+    "message": "the database is unavailable; retry shortly",
+    "extensions": {"code": "DATABASE_UNAVAILABLE"},
+}
+LABEL = "inspector-recovery"
+
+Fail = Callable[["Route"], Awaitable[None]]
+
+
+async def unreachable(route: Route) -> None:
+    await route.abort("connectionrefused")
+
+
+def unavailable(retry_after: int) -> Fail:
+    """The server's 503 while its database is away, with the wait it asks for."""
+
+    async def fail(route: Route) -> None:
+        headers = {"Retry-After": str(retry_after)}
+        await route.fulfill(status=503, headers=headers, json={"errors": [UNAVAILABLE]})
+
+    return fail
+
+
+async def bad_gateway(route: Route) -> None:
+    """A proxy's answer while the server restarts: 502, and no JSON."""
+    await route.fulfill(status=502, content_type="text/html", body="<h1>502 Bad Gateway</h1>")
+
+
+@dataclass
+class Reads:
+    """The page's reads of the conversation: the next ones fail as `failures` say, in order;
+    the time of each, and the time and eventCursor of each that went through."""
+
+    failures: list[Fail] = field(default_factory=list)
+    asked: list[float] = field(default_factory=list)
+    answered: list[tuple[float, str]] = field(default_factory=list)
+
+    async def handle(self, route: Route) -> None:
+        if READ not in (route.request.post_data or ""):
+            await route.fallback()
+            return
+        self.asked.append(time.monotonic())
+        if self.failures:
+            await self.failures.pop(0)(route)
+            return
+        response = await route.fetch()
+        cursor = (await response.json())["data"]["conversation"]["eventCursor"]
+        # Noted before the page has the answer: a subscribe it sends on it comes later.
+        self.answered.append((time.monotonic(), cursor))
+        await route.fulfill(response=response)
+
+
+@dataclass
+class Subscribe:
+    at: float
+    id: str
+    after: str | None
+
+
+@dataclass
+class Relay:
+    """The page's WebSockets, each passed through to the server, with every `subscribe` the
+    page sent; `refuse` holds error payloads to answer the page's next subscribes with
+    instead (as a server whose database is away does)."""
+
+    sockets: list[WebSocketRoute] = field(default_factory=list)
+    subscribes: list[Subscribe] = field(default_factory=list)
+    refuse: list[list[dict[str, Any]]] = field(default_factory=list)
+
+    def through(self, ws: WebSocketRoute) -> None:
+        server = ws.connect_to_server()
+        self.sockets.append(ws)
+
+        def from_page(message: str | bytes) -> None:
+            parsed = json.loads(message)
+            if parsed.get("type") == "subscribe":
+                after = parsed["payload"]["variables"].get("after")
+                self.subscribes.append(Subscribe(time.monotonic(), parsed["id"], after))
+                if self.refuse:
+                    error = {"id": parsed["id"], "type": "error", "payload": self.refuse.pop(0)}
+                    ws.send(json.dumps(error))
+                    return
+            server.send(message)
+
+        ws.on_message(from_page)
+
+    def end_stream(self, errors: list[dict[str, Any]] | None = None) -> None:
+        """End the page's latest stream as the server ends one: with errors (a `next` that
+        carries them, then `complete`), or with `complete` only."""
+        sub = self.subscribes[-1].id
+        if errors:
+            payload = {"data": None, "errors": errors}
+            self.sockets[-1].send(json.dumps({"id": sub, "type": "next", "payload": payload}))
+        self.sockets[-1].send(json.dumps({"id": sub, "type": "complete"}))
+
+
+@dataclass
+class Session:
+    browser: Browser
+    gql: GraphQLClient
+    conversation: str
+    token: str
+    reads: Reads
+    relay: Relay
+
+    @property
+    def page(self) -> Page:
+        return self.browser.page
+
+    async def write(self, text: str) -> None:
+        message = {"role": "user", "content": text}
+        await ok(self.gql, APPEND, {"id": self.conversation, "messages": [message]})
+
+    async def shows(self, text: str, within_ms: int = LIVE_MS) -> None:
+        messages = self.page.locator(".tabpanel-transcript .messages")
+        await expect(messages).to_contain_text(text, timeout=within_ms)
+
+
+async def until(check: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.05)
+
+
+@asynccontextmanager
+async def conversation_open(
+    live_server: LiveServer, profile: Path, screenshot: str, failures: list[Fail] | None = None
+) -> AsyncIterator[Session]:
+    """A conversation of two messages, open in the inspector; its first reads fail as
+    `failures` say. Without failures, the block starts once the page has read it and
+    subscribed."""
+    token = await live_server.token(workspace="site:recovery", owner="user:ada", label=LABEL)
+    reads = Reads(list(failures or []))
+    relay = Relay()
+    async with live_server.client(token) as gql:
+        created = await ok(gql, CREATE_CONVERSATION, {"input": {"title": "Recovering"}})
+        cid = created["conversation"]["id"]
+        messages = [
+            {"role": "user", "content": "First"},
+            {"role": "assistant", "content": "Second"},
+        ]
+        await ok(gql, APPEND, {"id": cid, "messages": messages})
+        async with inspector(live_server, profile, screenshot) as browser:
+            browser.expected_console.append(FAILED_LOADS)
+            page = browser.page
+            await page.route(GRAPHQL, reads.handle)
+            await page.route_web_socket(WS_URL, relay.through)
+            await sign_in(page, token)
+            await page.goto(f"{live_server.base_url}/ui#/c/{cid}")
+            session = Session(browser, gql, cid, token, reads, relay)
+            if not failures:
+                await expect(page.locator(".tabpanel-transcript .msg")).to_have_count(
+                    2, timeout=TIMEOUT_MS
+                )
+                await until(lambda: len(relay.subscribes) == 1, "the page's subscribe")
+            yield session
+
+
+def error(page: Page) -> Any:
+    return page.locator(".conversation > .error")
+
+
+async def test_a_failed_first_read_is_shown_and_tried_again(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    """The page's first read of the conversation fails three times: the server cannot be
+    reached, then it answers 503 with Retry-After: 3, then a proxy answers 502. The page says
+    what went wrong each time, waits the 3 s it was asked to wait, and once a read succeeds
+    subscribes, from that read's eventCursor, and goes on live. (It was left with an error,
+    no subscription and no way back but a reload.)"""
+    failures = [unreachable, unavailable(3), bad_gateway]
+    async with conversation_open(
+        live_server, tmp_path / "profile", "inspector-first-read.png", failures
+    ) as s:
+        page = s.page
+        await expect(error(page)).to_contain_text(
+            "Could not read this conversation (trying again in", timeout=TIMEOUT_MS
+        )
+        await expect(error(page)).to_contain_text("The server cannot be reached")
+        await expect(error(page)).to_contain_text("the database is unavailable; retry shortly")
+        await expect(error(page)).to_contain_text("trying again in 3 s")
+        await expect(error(page)).to_contain_text("The server answered HTTP 502", timeout=5_000)
+        await expect(page.locator("#conv-title")).to_have_text("Recovering", timeout=TIMEOUT_MS)
+        await expect(error(page)).to_be_hidden()
+        await expect(page.locator(".tabpanel-transcript .msg")).to_have_count(2)
+        assert len(s.reads.asked) == 4
+        waited = s.reads.asked[2] - s.reads.asked[1]
+        assert waited >= 2.9, f"Retry-After: 3 not honoured: tried again after {waited:.1f} s"
+
+        await until(lambda: len(s.relay.subscribes) == 1, "the page's subscribe")
+        [(read_at, cursor)] = s.reads.answered
+        [subscribe] = s.relay.subscribes
+        assert subscribe.after == cursor and subscribe.at > read_at
+        await s.write("Written live")
+        await s.shows("Written live")
