@@ -58,6 +58,9 @@ UNAVAILABLE = {
     "extensions": {"code": "DATABASE_UNAVAILABLE"},
 }
 LABEL = "inspector-recovery"
+DELETE = "mutation($id: ID!) { deleteConversation(input: {id: $id}) { deleted } }"
+# Long enough for a page that re-read at once (as it does after a stream's first failure).
+QUIET_S = 3.0
 
 Fail = Callable[["Route"], Awaitable[None]]
 
@@ -216,6 +219,10 @@ def error(page: Page) -> Any:
     return page.locator(".conversation > .error")
 
 
+def notice(page: Page) -> Any:
+    return page.locator(".conversation > .notice")
+
+
 async def test_a_failed_first_read_is_shown_and_tried_again(
     live_server: LiveServer, tmp_path: Path
 ) -> None:
@@ -249,3 +256,163 @@ async def test_a_failed_first_read_is_shown_and_tried_again(
         assert subscribe.after == cursor and subscribe.at > read_at
         await s.write("Written live")
         await s.shows("Written live")
+
+
+async def test_after_an_expired_cursor_the_page_listens_again_only_from_a_new_read(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    """The page's stream ends with CURSOR_EXPIRED and its re-reads fail twice (503 with
+    Retry-After: 1, then the server cannot be reached). Meanwhile the page says it is out of
+    date and does not subscribe; once a read succeeds it subscribes from that read's
+    eventCursor, shows what was written meanwhile, and goes on live. (It subscribed at once
+    from no cursor, on the state of before, and looked up to date.)"""
+    async with conversation_open(live_server, tmp_path / "profile", "inspector-expired.png") as s:
+        page = s.page
+        s.reads.failures = [unavailable(1), unreachable]
+        expired = {
+            "message": "the event log no longer reaches back to this cursor",
+            "extensions": {"code": "CURSOR_EXPIRED"},
+            "path": ["conversationEvents"],
+        }
+        s.relay.end_stream([expired])
+        await expect(notice(page)).to_contain_text("Out of date", timeout=TIMEOUT_MS)
+        await s.write("Written while out of date")
+        await expect(error(page)).to_contain_text("Could not read this conversation")
+        await until(lambda: len(s.reads.answered) == 2, "a read that goes through")
+        await s.shows("Written while out of date", within_ms=TIMEOUT_MS)
+        await expect(notice(page)).to_be_hidden()
+        await expect(error(page)).to_be_hidden()
+
+        await until(lambda: len(s.relay.subscribes) == 2, "the page's second subscribe")
+        assert len(s.reads.asked) == 4
+        read_at, cursor = s.reads.answered[1]
+        again = s.relay.subscribes[1]
+        assert again.after == cursor and again.at > read_at
+        await s.write("Written live")
+        await s.shows("Written live")
+        await expect(page.locator(".tabpanel-transcript .msg")).to_have_count(4)
+
+
+async def test_a_stream_the_server_ends_is_followed_by_a_new_read_and_stream(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    """The server ends the page's stream with `complete` (as when it stops): the page reads
+    the conversation again and subscribes from that read. (It said that the server had ended
+    the live updates, and stayed as it was.)"""
+    async with conversation_open(live_server, tmp_path / "profile", "inspector-ended.png") as s:
+        s.relay.end_stream()
+        await until(lambda: len(s.relay.subscribes) == 2, "the page's second subscribe")
+        assert s.relay.subscribes[1].after == s.reads.answered[-1][1]
+        await s.write("Written after the end")
+        await s.shows("Written after the end")
+        await expect(notice(s.page)).to_be_hidden()
+
+
+async def test_a_stream_refused_after_a_reconnect_is_followed_by_a_new_read_and_stream(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    """The page's WebSocket drops (1012, a restart) and the server, its database not back
+    yet, answers the page's subscribe on the new socket with DATABASE_UNAVAILABLE: the page
+    reads the conversation again, subscribes from that read, and shows what was written
+    meanwhile and after. (It said that live updates were off, and stopped updating.)"""
+    async with conversation_open(live_server, tmp_path / "profile", "inspector-refused.png") as s:
+        page = s.page
+        s.relay.refuse.append([UNAVAILABLE])
+        await s.relay.sockets[0].close(code=1012, reason="Service Restart")
+        await s.write("Written while away")
+        await until(lambda: len(s.relay.subscribes) == 3, "a subscribe after a new read")
+        assert len(s.relay.sockets) == 2
+        assert s.relay.subscribes[2].after == s.reads.answered[-1][1]
+        await s.shows("Written while away", within_ms=TIMEOUT_MS)
+        await expect(notice(page)).to_be_hidden()
+        await s.write("Written after")
+        await s.shows("Written after")
+        await expect(page.locator(".tabpanel-transcript .msg")).to_have_count(4)
+
+
+async def test_a_stream_that_keeps_failing_is_tried_again_less_and_less_often(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    """The server refuses every subscribe (DATABASE_UNAVAILABLE): the page reads and
+    subscribes again at once the first time, then waits longer each time (1 s, 2 s, 4 s at
+    most for the first three waits), instead of a loop of reads; once the server takes the
+    subscribe, the page is live again."""
+    async with conversation_open(live_server, tmp_path / "profile", "inspector-backoff.png") as s:
+        s.relay.refuse.extend([[UNAVAILABLE]] * 100)
+        s.relay.end_stream([UNAVAILABLE])
+        await asyncio.sleep(6)
+        tries = len(s.reads.asked) - 1
+        assert 3 <= tries <= 5, f"{tries} reads in 6 s"
+        gaps = [b - a for a, b in zip(s.reads.asked[1:], s.reads.asked[2:], strict=False)]
+        assert gaps[0] >= 0.45 and gaps[1] >= 0.95, gaps
+        await expect(notice(s.page)).to_contain_text("Out of date")
+        s.relay.refuse.clear()
+        await until(lambda: len(s.reads.asked) == tries + 2, "one more read")
+        await s.write("Written once it took")
+        await s.shows("Written once it took", within_ms=TIMEOUT_MS)
+        await expect(notice(s.page)).to_be_hidden()
+
+
+async def test_a_deleted_conversation_or_a_revoked_token_ends_live_updates_for_good(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    """What no new read or stream can mend is said, and not tried again: a stream ended with
+    NOT_FOUND; a conversation deleted (its CONVERSATION_DELETED event, then `complete`); a
+    stream ended with FORBIDDEN; and a token revoked while its stream runs (FORBIDDEN, then the
+    server closes the socket with 4403): the page signs out and says why."""
+
+    async def stays_quiet(s: Session) -> None:
+        reads, subscribes = len(s.reads.asked), len(s.relay.subscribes)
+        await asyncio.sleep(QUIET_S)
+        assert (len(s.reads.asked), len(s.relay.subscribes)) == (reads, subscribes)
+
+    async def open_again(s: Session, cid: str, subscribes: int) -> None:
+        # By the list: the same address again would open nothing new.
+        await s.page.goto(f"{live_server.base_url}/ui#/")
+        await s.page.goto(f"{live_server.base_url}/ui#/c/{cid}")
+        await expect(s.page.locator(".tabpanel-transcript")).to_be_visible(timeout=TIMEOUT_MS)
+        await until(lambda: len(s.relay.subscribes) == subscribes, "the page's subscribe")
+
+    def ended(code: str, message: str) -> list[dict[str, Any]]:
+        return [{"message": message, "extensions": {"code": code}, "path": ["conversationEvents"]}]
+
+    async with conversation_open(live_server, tmp_path / "profile", "inspector-final.png") as s:
+        page = s.page
+        s.relay.end_stream(ended("NOT_FOUND", "conversation not found"))
+        await expect(notice(page)).to_have_text(
+            "Live updates stopped: this conversation was deleted, or this token may no longer "
+            "read it.",
+            timeout=TIMEOUT_MS,
+        )
+        await stays_quiet(s)
+
+        created = await ok(s.gql, CREATE_CONVERSATION, {"input": {"title": "Deleted soon"}})
+        doomed = created["conversation"]["id"]
+        await open_again(s, doomed, 2)
+        # Its stream runs once it brings a write (deleted before, it would end with NOT_FOUND).
+        await ok(s.gql, APPEND, {"id": doomed, "messages": [{"role": "user", "content": "Hi"}]})
+        await s.shows("Hi")
+        await s.gql(DELETE, {"id": doomed})
+        await expect(notice(page)).to_have_text(
+            "This conversation has just been deleted.", timeout=LIVE_MS
+        )
+        await stays_quiet(s)
+
+        await open_again(s, s.conversation, 3)
+        revoked = "the token of this subscription was revoked or has expired"
+        s.relay.end_stream(ended("FORBIDDEN", revoked))
+        await expect(notice(page)).to_have_text(
+            f"Live updates stopped: {revoked}.", timeout=TIMEOUT_MS
+        )
+        await stays_quiet(s)
+
+        await open_again(s, s.conversation, 4)
+        # The page asks whether the token is still good: the server's 401 is on the console.
+        s.browser.expected_console.append(re.compile(r"status of 401"))
+        listing = await live_server.cli("token", "list")
+        token_id = next(line.split()[0] for line in listing.splitlines() if LABEL in line)
+        await live_server.cli("token", "revoke", token_id)
+        await expect(page.locator("#signin-error")).to_contain_text(
+            "no longer accepts this token", timeout=TIMEOUT_MS
+        )
+        await stays_quiet(s)

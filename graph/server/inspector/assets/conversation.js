@@ -4,10 +4,11 @@
 // current; it starts at the position of the page's first read and resumes from the last
 // event's cursor when the server has cursors, and reads everything again after a reconnect
 // when it has not. A read that fails for a reason that may pass is tried again until one
-// succeeds.
+// succeeds; a stream that ends or fails is followed by a new read and a new stream from it,
+// unless the conversation is gone or the token may no longer read it.
 
 import { announce, debounce, fill, formatNumber, h, shorten, timeEl, uid } from "./dom.js";
-import { AuthError, describeError, isTransient, retryDelayMs } from "./gql.js";
+import { AuthError, GraphQLError, describeError, isTransient, retryDelayMs } from "./gql.js";
 import { toJSONText } from "./json.js";
 import { jsonDetails, renderMessage } from "./messages.js";
 import { SNAPSHOT, SNAPSHOTS, conversationQuery, eventsSubscription } from "./queries.js";
@@ -20,6 +21,10 @@ const TABS = [
   { key: "snapshots", label: "Snapshots" },
 ];
 const SNAPSHOT_RENDER_LIMIT = 200;
+// What a stream can end with that no new read or stream would mend.
+const FINAL_CODES = new Set(["NOT_FOUND", "FORBIDDEN"]);
+// A stream that ran this long before it failed counts as a success: the next one starts at once.
+const STREAM_SETTLED_MS = 30_000;
 // Below this width the child-transcript panel covers the screen (inspector.css): what is
 // behind it is made inert, so that Tab stays in the panel.
 const OVERLAY = window.matchMedia("(max-width: 1099.98px)");
@@ -33,7 +38,10 @@ export class ConversationView {
     this.conv = null;
     this.lastCursor = null;
     this.unsubscribe = null;
+    this.subscribedAt = 0;
+    this.streamFailures = 0; // streams in a row that failed before STREAM_SETTLED_MS
     this.retryTimer = null;
+    this.deleted = false;
     this.transcript = null;
     this.tree = null;
     this.panel = null; // {node, transcript, el}
@@ -185,6 +193,11 @@ export class ConversationView {
   showError(err, prefix = "") {
     this.error.hidden = !err;
     this.error.textContent = err ? prefix + describeError(err) : "";
+  }
+
+  showNotice(text) {
+    this.notice.hidden = !text;
+    this.notice.textContent = text || "";
   }
 
   renderHead() {
@@ -497,6 +510,7 @@ export class ConversationView {
   subscribe() {
     const withCursor = this.app.capabilities.eventCursor;
     const query = eventsSubscription({ withCursor });
+    this.subscribedAt = Date.now();
     this.unsubscribe = this.app.ws.subscribe(
       {
         query,
@@ -506,18 +520,14 @@ export class ConversationView {
       {
         next: (payload) => {
           if (payload.errors && payload.errors.length) {
-            this.subscriptionFailed(payload.errors);
+            this.streamEnded(payload.errors);
             return;
           }
           const event = payload.data && payload.data.conversationEvents;
           if (event) this.handle(event);
         },
-        error: (errors) => this.subscriptionFailed(errors),
-        complete: () => {
-          if (this.destroyed) return;
-          this.notice.hidden = false;
-          this.notice.textContent = "The server ended the live updates of this conversation.";
-        },
+        error: (errors) => this.streamEnded(errors),
+        complete: () => this.streamEnded([]),
         onReconnect: () => {
           // Without cursors the stream cannot say what was missed: read it all again.
           if (!withCursor || !this.lastCursor) this.resync();
@@ -526,40 +536,61 @@ export class ConversationView {
     );
   }
 
-  subscriptionFailed(errors) {
+  /** The stream ended: with errors, or completed by the server (it stops, or the
+   * conversation was deleted). */
+  streamEnded(errors) {
+    if (this.destroyed) return;
+    if (this.unsubscribe) this.unsubscribe();
+    this.unsubscribe = null;
     const list = Array.isArray(errors) ? errors : [errors];
-    const expired = list.some(
-      (e) => e && ((e.extensions && e.extensions.code === "CURSOR_EXPIRED") || /CURSOR_EXPIRED/.test(e.message || "")),
-    );
-    if (expired && !this.destroyed) {
-      // The log no longer reaches back to our cursor: read the current state, listen anew
-      // (from that read's position, when the server gives one).
-      this.lastCursor = null;
-      if (this.unsubscribe) this.unsubscribe();
-      this.unsubscribe = null;
-      if (this.fromRead()) {
-        this.resync().then(() => {
-          if (!this.destroyed && !this.unsubscribe) this.subscribe();
-        });
-      } else {
-        this.subscribe();
-        this.resync();
-      }
+    if (!list.length && this.deleted) return; // the delete's own end: the notice says so already
+    const final = list.find((e) => e && (e.final || (e.extensions && FINAL_CODES.has(e.extensions.code))));
+    if (final) {
+      const gone = final.extensions && final.extensions.code === "NOT_FOUND";
+      const why = gone ? "this conversation was deleted, or this token may no longer read it" : final.message;
+      this.showNotice(`Live updates stopped: ${why}.`);
       return;
     }
-    const text = list.map((e) => (e && e.message) || String(e)).join("; ");
-    this.notice.hidden = false;
-    this.notice.textContent = `Live updates are off for this conversation: ${text}`;
+    this.catchUp(list.length ? new GraphQLError(list) : null);
   }
 
-  async resync() {
+  /** Events may have been missed (the cursor older than the log, the stream cut off, the server
+   * stopping): say that the page is out of date, read everything again (until a read
+   * succeeds), and only then listen again, from that read's position. Listening before, from
+   * the old position or from none, would show a state that silently lacks what came between. */
+  async catchUp(err) {
+    this.lastCursor = null;
+    const why = err ? describeError(err) : "the server ended them";
+    this.showNotice(`Out of date: live updates stopped (${why}); reading the conversation again…`);
+    // A stream that fails again at once must not turn into a loop of reads: from the second
+    // failure in a row, wait as after a failed read (and always as long as the server asks).
+    const quick = Date.now() - this.subscribedAt < STREAM_SETTLED_MS;
+    const failures = quick ? this.streamFailures : 0;
+    this.streamFailures = failures + 1;
+    const asked = err && err.retryAfterMs !== null;
+    if (failures || asked) await this.sleep(retryDelayMs(err, Math.max(0, failures - 1)));
     if (this.destroyed) return;
-    await this.loadHead();
+    let ok;
+    if (this.fromRead()) {
+      ok = await this.resync();
+      if (ok) this.subscribe();
+    } else {
+      this.subscribe();
+      ok = await this.resync();
+    }
+    // No read (the conversation gone, say): the error says why; no more reading is going on.
+    this.showNotice(ok ? null : "Live updates stopped.");
+  }
+
+  /** Read everything again (the head until a read succeeds); false when it cannot. */
+  async resync() {
+    if (this.destroyed || !(await this.read())) return false;
     if (this.transcript) this.transcript.refresh();
     if (this.panel) this.panel.transcript.refresh();
     if (this.tree) this.refreshTree();
     if (this.snapshotsLoaded && this.tab === "snapshots") this.loadSnapshots();
     this.app.figuresChanged();
+    return true;
   }
 
   countChanged(conversationId, count, at = null) {
@@ -624,8 +655,8 @@ export class ConversationView {
         break;
       case "CONVERSATION_DELETED":
         if (here) {
-          this.notice.hidden = false;
-          this.notice.textContent = "This conversation has just been deleted.";
+          this.deleted = true;
+          this.showNotice("This conversation has just been deleted.");
         } else if (this.tree) this.refreshTree();
         break;
       default:

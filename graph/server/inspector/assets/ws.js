@@ -129,8 +129,9 @@ export class TransportWS {
   refuse(reason, code) {
     this.stopped = true;
     this.close();
+    // `final`: the same token over this socket cannot do better, so subscribing again is no use.
     for (const sub of this.subs.values()) {
-      if (sub.sink.error) sub.sink.error([{ message: `Live updates stopped: ${reason}.`, code }]);
+      if (sub.sink.error) sub.sink.error([{ message: reason, code, final: true }]);
     }
     this.onState({ state: "refused", reason, code });
   }
