@@ -35,6 +35,7 @@ SQLITE_ONLY=(
   tests/test_rate_limits.py
   tests/test_inspector_browser.py
   tests/test_inspector_figures_browser.py
+  tests/test_inspector_recovery_browser.py
   tests/test_graphiql_browser.py
   tests/test_adapter_entropic.py
   tests/test_adapter_manglekit.py
