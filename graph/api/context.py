@@ -49,7 +49,9 @@ class OperationLog(Protocol):
 LivenessCheck = Callable[[Principal], Awaitable[bool]]
 
 
-@dataclass
+# Slots: a WebSocket holds one per operation (see for_operation), each subscription's for as
+# long as it lasts.
+@dataclass(slots=True)
 class Context:
     services: Services
     request_id: str
