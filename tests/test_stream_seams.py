@@ -167,17 +167,6 @@ async def test_an_event_at_or_before_the_head_heard_only_after_the_read_opens_no
             await asyncio.wait_for(both.wait(), 5)  # (PostgreSQL: through LISTEN)
         return await original(self, conversation)
 
-    events = Listener.events
-
-    async def listening(self: Listener, *, idle_seconds: float | None = None) -> Any:
-        while held:
-            hear(*held.pop(0))
-        async for item in events(self, idle_seconds=idle_seconds):
-            yield item
-            if not missed_told:
-                missed_told.append(True)
-                server.services.broker.lost_track()  # once the stream took its first event
-
     page = Replay.page
 
     async def paging(
@@ -188,9 +177,9 @@ async def test_an_event_at_or_before_the_head_heard_only_after_the_read_opens_no
             written.append(await touch(gql, root))
         return found
 
-    missed_told: list[bool] = []
     monkeypatch.setattr(Listener, "hear", hearing)
-    monkeypatch.setattr(Listener, "events", listening)
+    # Once the stream took its first event, the broker tells it it lost track.
+    _heard_once_listening(monkeypatch, held, hear, after_first=server.services.broker.lost_track)
     monkeypatch.setattr(Replay, "position", position)
     monkeypatch.setattr(Replay, "page", paging)
     async with connect_app(server.app, token=gql.token) as socket:
@@ -231,16 +220,8 @@ async def test_a_delete_before_the_head_heard_only_after_the_read_still_ends_the
             await asyncio.wait_for(heard.wait(), 5)  # (PostgreSQL: through LISTEN)
         return await original(self, conversation)
 
-    events = Listener.events
-
-    async def listening(self: Listener, *, idle_seconds: float | None = None) -> Any:
-        while held:
-            hear(*held.pop(0))
-        async for item in events(self, idle_seconds=idle_seconds):
-            yield item
-
     monkeypatch.setattr(Listener, "hear", hearing)
-    monkeypatch.setattr(Listener, "events", listening)
+    _heard_once_listening(monkeypatch, held, hear)
     monkeypatch.setattr(Replay, "position", position)
     async with connect_app(server.app, token=gql.token) as socket:
         await socket.init()
@@ -250,3 +231,28 @@ async def test_a_delete_before_the_head_heard_only_after_the_read_still_ends_the
         event = message["payload"]["data"]["conversationEvents"]
         assert (event["kind"], event["conversationId"]) == ("CONVERSATION_DELETED", child)
         assert (await socket.receive(within=5))["type"] == "complete"
+
+
+def _heard_once_listening(
+    monkeypatch: pytest.MonkeyPatch,
+    held: list[tuple[Listener, Event, str]],
+    hear: Callable[[Listener, Event, str], None],
+    *,
+    after_first: Callable[[], None] | None = None,
+) -> None:
+    """The events in `held` are heard (through `hear`, the listener's own) only once the
+    stream listens, after it read the head; `after_first` runs once the stream has taken
+    its first item."""
+    events = Listener.events
+    done: list[bool] = []
+
+    async def listening(self: Listener, *, idle_seconds: float | None = None) -> Any:
+        while held:
+            hear(*held.pop(0))
+        async for item in events(self, idle_seconds=idle_seconds):
+            yield item
+            if after_first is not None and not done:
+                done.append(True)
+                after_first()
+
+    monkeypatch.setattr(Listener, "events", listening)
