@@ -385,10 +385,13 @@ async def test_a_deleted_conversation_or_a_revoked_token_ends_live_updates_for_g
             timeout=TIMEOUT_MS,
         )
         await stays_quiet(s)
+        # With nothing to listen to, the page's socket closes: "Live" would say otherwise.
+        await expect(page.locator("#live")).to_be_hidden(timeout=TIMEOUT_MS)
 
         created = await ok(s.gql, CREATE_CONVERSATION, {"input": {"title": "Deleted soon"}})
         doomed = created["conversation"]["id"]
         await open_again(s, doomed, 2)
+        await expect(page.locator("#live")).to_have_text("Live", timeout=TIMEOUT_MS)
         # Its stream runs once it brings a write (deleted before, it would end with NOT_FOUND).
         await ok(s.gql, APPEND, {"id": doomed, "messages": [{"role": "user", "content": "Hi"}]})
         await s.shows("Hi")

@@ -63,9 +63,16 @@ export class TransportWS {
       if (this.acked) this.send({ id, type: "complete" });
       if (this.subs.size === 0) {
         clearTimeout(this.timers.idle);
-        this.timers.idle = setTimeout(() => this.close(), IDLE_CLOSE_MS);
+        this.timers.idle = setTimeout(() => this.idle(), IDLE_CLOSE_MS);
       }
     };
+  }
+
+  /** No subscription for a while: close, and say so (close() silences the socket's onclose,
+   * so the indicator would go on saying "Live" with nothing open). */
+  idle() {
+    this.close();
+    if (!this.stopped) this.onState({ state: "closed" });
   }
 
   /** Close the socket and forget every subscription (sign-out). */
