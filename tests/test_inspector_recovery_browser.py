@@ -28,6 +28,7 @@ from tests.test_inspector_browser import (
     APPEND,
     CREATE_CONVERSATION,
     LIVE_MS,
+    SNAPSHOT,
     TIMEOUT_MS,
     Browser,
     inspector,
@@ -306,6 +307,32 @@ async def test_a_stream_the_server_ends_is_followed_by_a_new_read_and_stream(
         await s.write("Written after the end")
         await s.shows("Written after the end")
         await expect(notice(s.page)).to_be_hidden()
+
+
+async def test_a_snapshot_saved_while_out_of_date_is_listed_after_the_new_read(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    """The Snapshots tab was loaded, the reader went back to the transcript, and the stream
+    failed; a snapshot saved before the page's new read is in no event the new stream brings.
+    The Snapshots tab lists it. (Its count said 1 and its list "No compaction snapshots".)"""
+    async with conversation_open(live_server, tmp_path / "profile", "inspector-snaps.png") as s:
+        page = s.page
+        snapshots = page.get_by_role("tab", name=re.compile("^Snapshots"))
+        await snapshots.click()
+        await expect(page.locator(".tabpanel-snapshots")).to_contain_text(
+            "No compaction snapshots", timeout=TIMEOUT_MS
+        )
+        await page.get_by_role("tab", name=re.compile("^Transcript")).click()
+        s.reads.failures = [unavailable(2)]
+        s.relay.end_stream([UNAVAILABLE])
+        snapshot = {"id": s.conversation, "messages": [{"role": "user", "content": "Older"}]}
+        await ok(s.gql, SNAPSHOT, snapshot)
+        saved_at = time.monotonic()
+        await until(lambda: len(s.relay.subscribes) == 2, "a subscribe after a new read")
+        assert len(s.reads.asked) == 3 and s.reads.asked[2] > saved_at
+        await expect(snapshots).to_have_text("Snapshots (1)", timeout=TIMEOUT_MS)
+        await snapshots.click()
+        await expect(page.locator("details.snapshot")).to_have_count(1, timeout=TIMEOUT_MS)
 
 
 async def test_a_stream_refused_after_a_reconnect_is_followed_by_a_new_read_and_stream(

@@ -588,7 +588,9 @@ export class ConversationView {
     if (this.transcript) this.transcript.refresh();
     if (this.panel) this.panel.transcript.refresh();
     if (this.tree) this.refreshTree();
+    // As after SNAPSHOT_SAVED: a list loaded before may lack what was saved meanwhile.
     if (this.snapshotsLoaded && this.tab === "snapshots") this.loadSnapshots();
+    else this.snapshotsLoaded = false;
     this.app.figuresChanged();
     return true;
   }
