@@ -53,7 +53,7 @@ WS_URL = re.compile(r"^ws://127\.0\.0\.1:\d+/graphql$")
 # InspectorConversations).
 READ = "InspectorConversation("
 # What Chromium and the inspector fixture report about the failures these tests make.
-FAILED_LOADS = re.compile(r"HTTP 50[23]: |status of 50[23]|net::ERR_CONNECTION_REFUSED")
+FAILED_LOADS = re.compile(r"HTTP (50[23]|408): |status of (50[23]|408)|net::ERR_CONNECTION_REFUSED")
 UNAVAILABLE = {
     "message": "the database is unavailable; retry shortly",
     "extensions": {"code": "DATABASE_UNAVAILABLE"},
@@ -82,6 +82,13 @@ def unavailable(retry_after: int) -> Fail:
         await route.fulfill(status=503, headers=headers, json={"errors": [UNAVAILABLE]})
 
     return fail
+
+
+async def too_slow(route: Route) -> None:
+    """The server's 408 for a request body that came too slowly (a slow uplink): JSON errors,
+    without a code."""
+    body = {"errors": [{"message": "request body arrived too slowly"}]}
+    await route.fulfill(status=408, headers={"Connection": "close"}, json=body)
 
 
 async def bad_gateway(route: Route) -> None:
@@ -238,12 +245,13 @@ def notice(page: Page) -> Any:
 async def test_a_failed_first_read_is_shown_and_tried_again(
     live_server: LiveServer, tmp_path: Path
 ) -> None:
-    """The page's first read of the conversation fails three times: the server cannot be
-    reached, then it answers 503 with Retry-After: 3, then a proxy answers 502. The page says
-    what went wrong each time, waits the 3 s it was asked to wait, and once a read succeeds
-    subscribes, from that read's eventCursor, and goes on live. (It was left with an error,
-    no subscription and no way back but a reload.)"""
-    failures = [unreachable, unavailable(3), bad_gateway]
+    """The page's first read of the conversation fails four times: the server cannot be
+    reached, then it answers 408 (the request came too slowly), then a proxy answers 502,
+    then the server answers 503 with Retry-After: 3. The page says what went wrong each time,
+    waits the 3 s it was asked to wait, and once a read succeeds subscribes, from that read's
+    eventCursor, and goes on live. (It was left with an error, no subscription and no way
+    back but a reload; after the 408, whose errors have no code, it still was.)"""
+    failures = [unreachable, too_slow, bad_gateway, unavailable(3)]
     async with conversation_open(
         live_server, tmp_path / "profile", "inspector-first-read.png", failures
     ) as s:
@@ -254,14 +262,15 @@ async def test_a_failed_first_read_is_shown_and_tried_again(
         await expect(page.locator("#conv-title")).to_have_text("Recovering", timeout=TIMEOUT_MS)
         await expect(error(page)).to_be_hidden()
         await expect(page.locator(".tabpanel-transcript .msg")).to_have_count(2)
-        assert len(s.reads.asked) == 4
+        assert len(s.reads.asked) == 5
         # What the page said before each try after the first.
         retrying = "Could not read this conversation (trying again in "
         assert all(shown.startswith(retrying) for shown in s.reads.shown[1:]), s.reads.shown
         assert "The server cannot be reached" in s.reads.shown[1]
-        assert "in 3 s): the database is unavailable; retry shortly" in s.reads.shown[2]
+        assert "request body arrived too slowly" in s.reads.shown[2]
         assert "The server answered HTTP 502" in s.reads.shown[3]
-        waited = s.reads.asked[2] - s.reads.asked[1]
+        assert "in 3 s): the database is unavailable; retry shortly" in s.reads.shown[4]
+        waited = s.reads.asked[4] - s.reads.asked[3]
         assert waited >= 2.9, f"Retry-After: 3 not honoured: tried again after {waited:.1f} s"
 
         await until(lambda: len(s.relay.subscribes) == 1, "the page's subscribe")

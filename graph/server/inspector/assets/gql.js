@@ -22,13 +22,15 @@ export class HttpError extends Error {
 }
 
 /** The response carried GraphQL errors; `data` is whatever part did resolve. `retryAfterMs`:
- * the wait the server asked for (Retry-After, or an error's retryAfterSeconds), or null. */
+ * the wait the server asked for (Retry-After, or an error's retryAfterSeconds), or null;
+ * `status`: the HTTP status they came with (200 for a stream's). */
 export class GraphQLError extends Error {
-  constructor(errors, data, retryAfterMs = null) {
+  constructor(errors, data, retryAfterMs = null, status = 200) {
     super(errors.map((e) => e.message).join("; ") || "GraphQL error");
     this.name = "GraphQLError";
     this.errors = errors;
     this.data = data ?? null;
+    this.status = status;
     const asked = errors.map((e) => e.extensions && e.extensions.retryAfterSeconds).find((s) => typeof s === "number");
     this.retryAfterMs = retryAfterMs ?? (asked === undefined ? null : asked * 1000);
   }
@@ -93,7 +95,7 @@ export function createClient(endpoint, getToken) {
       throw new HttpError(response.status, "The server's answer was not JSON.", retryAfter(response));
     }
     if (Array.isArray(body.errors) && body.errors.length) {
-      throw new GraphQLError(body.errors, body.data, retryAfter(response));
+      throw new GraphQLError(body.errors, body.data, retryAfter(response), response.status);
     }
     return body.data;
   };
@@ -115,7 +117,10 @@ const BACKOFF_MAX_MS = 30_000;
 /** Whether a failed request may succeed later (the network, a restart, the database away, a
  * rate limit), as opposed to one that would fail the same way (a refused token, a bad id). */
 export function isTransient(err) {
-  if (err instanceof HttpError) return err.status === 0 || err.status === 408 || err.status === 429 || err.status >= 500;
+  const status = err && err.status;
+  // A refusal before GraphQL ran may carry errors without a code (the server's 408 for a
+  // body that came too slowly): its status says what it is.
+  if (status === 0 || status === 408 || status === 429 || status >= 500) return true;
   if (err instanceof GraphQLError) {
     return err.errors.every((e) => TRANSIENT_CODES.has(e && e.extensions && e.extensions.code));
   }
