@@ -361,6 +361,27 @@ async def test_a_snapshot_saved_while_out_of_date_is_listed_after_the_new_read(
         await expect(page.locator("details.snapshot")).to_have_count(1, timeout=TIMEOUT_MS)
 
 
+async def test_a_stream_cut_off_for_falling_behind_says_so_for_a_person(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    """The server cuts the page's stream off as too slow (LIMIT_EXCEEDED, whose message tells
+    a client's code to resume from its cursor): the notice says what happened in words for
+    the person reading the page, which reads again and goes on live."""
+    async with conversation_open(live_server, tmp_path / "profile", "inspector-behind.png") as s:
+        s.reads.failures = [unavailable(2)]  # the notice stays up while the read waits
+        too_slow = {
+            "message": "too many events unread: resume with `after` set to this error's `cursor`",
+            "extensions": {"code": "LIMIT_EXCEEDED", "cursor": "x"},
+            "path": ["conversationEvents"],
+        }
+        s.relay.end_stream([too_slow])
+        await expect(notice(s.page)).to_contain_text("this page fell behind the events")
+        await expect(notice(s.page)).not_to_contain_text("resume with")
+        await until(lambda: len(s.relay.subscribes) == 2, "the page's second subscribe")
+        assert s.relay.subscribes[1].after == s.reads.answered[-1][1]
+        await expect(notice(s.page)).to_be_hidden()
+
+
 async def test_a_stream_refused_after_a_reconnect_is_followed_by_a_new_read_and_stream(
     live_server: LiveServer, tmp_path: Path
 ) -> None:

@@ -23,6 +23,12 @@ const TABS = [
 const SNAPSHOT_RENDER_LIMIT = 200;
 // What a stream can end with that no new read or stream would mend.
 const FINAL_CODES = new Set(["NOT_FOUND", "FORBIDDEN"]);
+// Why a stream ended, for a person: the server's own message is written for a client's code
+// ("resume with `after` set to this error's `cursor`"), which this page does for them.
+const STREAM_END_TEXT = {
+  LIMIT_EXCEEDED: "this page fell behind the events",
+  CURSOR_EXPIRED: "the events since this page's read are no longer kept",
+};
 // A stream that ran this long before it failed counts as a success: the next one starts at once.
 const STREAM_SETTLED_MS = 30_000;
 // Below this width the child-transcript panel covers the screen (inspector.css): what is
@@ -560,7 +566,8 @@ export class ConversationView {
    * the old position or from none, would show a state that silently lacks what came between. */
   async catchUp(err) {
     this.lastCursor = null;
-    const why = err ? describeError(err) : "the server ended them";
+    const code = err instanceof GraphQLError ? err.errors.map((e) => e.extensions && e.extensions.code).find((c) => c in STREAM_END_TEXT) : undefined;
+    const why = code ? STREAM_END_TEXT[code] : err ? describeError(err) : "the server ended them";
     this.showNotice(`Out of date: live updates stopped (${why}); reading the conversation again…`);
     // A stream that fails again at once must not turn into a loop of reads: from the second
     // failure in a row, wait as after a failed read (and always as long as the server asks).
