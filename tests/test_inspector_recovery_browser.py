@@ -281,6 +281,21 @@ async def test_a_failed_first_read_is_shown_and_tried_again(
         await s.shows("Written live")
 
 
+async def test_a_retry_after_of_zero_does_not_make_the_page_ask_at_once(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    """A proxy in front of the server answers 503 with Retry-After: 0, three times: the page
+    waits as it does when no wait was asked for (from 1 s, doubling), not at once, which
+    turned an outage into a loop of reads as fast as the network allowed."""
+    failures = [unavailable(0), unavailable(0), unavailable(0)]
+    async with conversation_open(
+        live_server, tmp_path / "profile", "inspector-zero.png", failures
+    ) as s:
+        await expect(s.page.locator("#conv-title")).to_have_text("Recovering", timeout=TIMEOUT_MS)
+        gaps = [b - a for a, b in zip(s.reads.asked, s.reads.asked[1:], strict=False)]
+        assert len(gaps) == 3 and min(gaps) >= 0.45, gaps
+
+
 async def test_after_an_expired_cursor_the_page_listens_again_only_from_a_new_read(
     live_server: LiveServer, tmp_path: Path
 ) -> None:

@@ -131,7 +131,9 @@ export function isTransient(err) {
  * a delay doubling from 1 s up to 30 s, with jitter (pages that failed together, at a restart,
  * do not all come back at once). */
 export function retryDelayMs(err, attempt) {
-  if (err && typeof err.retryAfterMs === "number") return err.retryAfterMs;
+  // Retry-After: 0 (a proxy's, or a date already past) is no wait at all: taken at its word,
+  // an outage becomes a loop of requests; the backoff applies instead.
+  if (err && typeof err.retryAfterMs === "number" && err.retryAfterMs > 0) return err.retryAfterMs;
   const cap = Math.min(BACKOFF_MAX_MS, BACKOFF_FIRST_MS * 2 ** attempt);
   return Math.round(cap / 2 + Math.random() * (cap / 2));
 }
