@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from graph.domain.errors import invalid, too_large
+from graph.domain.errors import DomainError, ErrorCode, invalid, too_large
 from graph.domain.messages import check_text, metadata_json
 from graph.domain.principal import OwnerType
 from graph.domain.words import words as split
@@ -170,6 +170,22 @@ def check_lock_token(token: str) -> str:
             "token",
         )
     return token
+
+
+def lock_refusal(
+    *, digest: str, held_digest: str | None, locked_until: datetime | None
+) -> DomainError:
+    """Why an acquire with the token of `digest` was refused, from the lock it met: the token
+    was released (the row keeps a released token's digest with no expiry), or another holder
+    has the lock. A released token never takes the lock again: a first attempt carried out
+    after its retry took and released the lock would hold it for nobody until its TTL ends."""
+    if locked_until is None and held_digest == digest:
+        return DomainError(
+            ErrorCode.CONFLICT,
+            "this token was released and cannot take the lock again; choose a new token",
+            ["token"],
+        )
+    return DomainError(ErrorCode.LOCKED, "another holder has an unexpired lock", ["conversationId"])
 
 
 def pending_since(within_seconds: int, now: datetime) -> datetime:

@@ -188,6 +188,27 @@ def test_any_other_lock_token_is_invalid(token: str) -> None:
         conversations.check_lock_token(token)
 
 
+def test_an_acquire_refused_by_the_released_token_itself_is_a_conflict_on_the_token() -> None:
+    refused = conversations.lock_refusal(digest="d", held_digest="d", locked_until=None)
+    assert (refused.code, refused.field) == (ErrorCode.CONFLICT, ["token"])
+    assert "released" in refused.message and "new token" in refused.message
+
+
+@pytest.mark.parametrize(
+    ("held_digest", "locked_until"),
+    [("other", NOW + SECOND), ("d", NOW + SECOND), ("other", None), (None, None)],
+)
+def test_any_other_refused_acquire_is_locked(
+    held_digest: str | None, locked_until: datetime | None
+) -> None:
+    """Held (by another, or found held by this digest after a race), or unheld since another
+    token released it meanwhile: LOCKED, as before."""
+    refused = conversations.lock_refusal(
+        digest="d", held_digest=held_digest, locked_until=locked_until
+    )
+    assert (refused.code, refused.field) == (ErrorCode.LOCKED, ["conversationId"])
+
+
 def test_the_pending_window_reaches_back_from_now() -> None:
     assert conversations.pending_since(600, NOW) == NOW - timedelta(minutes=10)
     assert conversations.pending_since(1, NOW) == NOW - SECOND
