@@ -192,6 +192,59 @@ async def test_a_token_of_the_callers_choosing_holds_the_lock_and_a_retry_gets_i
     assert (await lock_state(gql, cid))["lockedUntil"] is None
 
 
+async def test_a_released_token_cannot_take_the_lock_again(gql: GraphQLClient) -> None:
+    """A first attempt whose answer was lost, carried out late, after its retry got the lock
+    and released it: it must not take the lock again under a token nobody holds any more."""
+    cid = await talked_to(gql)
+    mine = secrets.token_urlsafe(24)
+    assert (await acquire(gql, cid, ttl=60, token=mine))["userErrors"] == []
+    assert (await release(gql, cid, mine))["released"] is True
+    for _ in range(2):  # refused each time, and leaves the lock as it was
+        late = await acquire(gql, cid, ttl=60, token=mine)
+        assert (late["token"], late["expiresAt"]) == (None, None)
+        assert codes(late) == [("CONFLICT", ["token"])]
+        assert "released" in late["userErrors"][0]["message"]
+        freed = await lock_state(gql, cid)
+        assert (freed["pending"], freed["lockedUntil"]) == (False, None)
+    # Releasing it again releases nothing, as before.
+    assert await release(gql, cid, mine) == {"released": False, "userErrors": []}
+    # Another token (or none) takes the unheld lock as before, and the released one still
+    # meets it as LOCKED.
+    other = secrets.token_urlsafe(24)
+    taken = await acquire(gql, cid, ttl=60, token=other)
+    assert (taken["token"], taken["userErrors"]) == (other, [])
+    assert codes(await acquire(gql, cid, ttl=60, token=mine)) == [("LOCKED", ["conversationId"])]
+    assert (await release(gql, cid, other))["released"] is True
+    assert (await acquire(gql, cid, ttl=60))["userErrors"] == []
+
+
+async def test_a_server_made_token_once_released_cannot_take_the_lock_again(
+    gql: GraphQLClient,
+) -> None:
+    cid = await talked_to(gql)
+    lock = await acquire(gql, cid, ttl=60)
+    assert (await release(gql, cid, lock["token"]))["released"] is True
+    again = await acquire(gql, cid, ttl=60, token=lock["token"])
+    assert codes(again) == [("CONFLICT", ["token"])]
+    assert (await lock_state(gql, cid))["lockedUntil"] is None
+
+
+async def test_a_token_whose_lock_ran_out_unreleased_may_take_it_again(
+    gql: GraphQLClient,
+) -> None:
+    """Expiry is not release: the holder's retry after its lock ran out (and nobody took it
+    meanwhile) takes it again, as any acquire of an expired lock would."""
+    cid = await talked_to(gql)
+    mine = secrets.token_urlsafe(24)
+    assert (await acquire(gql, cid, ttl=1, token=mine))["userErrors"] == []
+    await asyncio.sleep(EXPIRY_WAIT)
+    assert (await lock_state(gql, cid))["lockedUntil"] is None
+    again = await acquire(gql, cid, ttl=60, token=mine)
+    assert (again["token"], again["userErrors"]) == (mine, [])
+    assert parse_time((await lock_state(gql, cid))["lockedUntil"]) == parse_time(again["expiresAt"])
+    assert (await release(gql, cid, mine))["released"] is True
+
+
 async def test_a_servers_token_cannot_be_taken_over_by_naming_it(gql: GraphQLClient) -> None:
     cid = await talked_to(gql)
     lock = await acquire(gql, cid, ttl=60)

@@ -30,6 +30,7 @@ from graph.domain.conversations import (
     NewConversation,
     check_own_expiry,
     lock_expiry,
+    lock_refusal,
     pending_since,
     root_of,
     search_words,
@@ -423,29 +424,45 @@ class Conversations(Part):
         self, conversation_id: str, *, ttl_seconds: int, token: str | None = None
     ) -> tuple[str, datetime]:
         """The lock of a conversation nobody holds, or that `token` holds (taken again from
-        now); LOCKED while another token holds it."""
+        now); LOCKED while another token holds it, CONFLICT (`token`) once `token` has
+        released it (until another token takes it)."""
         until = lock_expiry(ttl_seconds, self.repo.now())
         token = token or new_lock_token()
+        digest = self.repo.keyring.digest("lock", token)
         try:
-            await self.repo.versions.set_lock(
-                conversation_id, digest=self.repo.keyring.digest("lock", token), until=until
-            )
+            await self.repo.versions.set_lock(conversation_id, digest=digest, until=until)
         except DomainError as exc:
-            if exc.code is ErrorCode.CONFLICT:
-                raise DomainError(
-                    ErrorCode.LOCKED, "another holder has an unexpired lock", ["conversationId"]
-                ) from None
-            raise
+            if exc.code is not ErrorCode.CONFLICT:
+                raise
+            # Refused: the lock as it is now says why (set_lock found the conversation).
+            cid = ids.parse(conversation_id, what="conversation", field="conversationId")
+            found = await self.sql.rows(
+                select(C.c.lock_digest, C.c.locked_until).where(
+                    C.c.id == cid, self.where(C, scope.Access.WRITE), alive(C)
+                ),
+                self.params(),
+            )
+            if not found.values:  # deleted since
+                raise not_found("conversation", "conversationId") from None
+            held, locked_until = found.values[0]
+            raise lock_refusal(digest=digest, held_digest=held, locked_until=locked_until) from None
         return token, until
 
     async def release_lock(self, conversation_id: str, *, token: str) -> bool:
-        """Release the lock `token` holds; False for a stale token (someone re-took it)."""
+        """Release the lock `token` holds (or held until it ran out, while nobody took it);
+        False for a stale token (someone re-took it) or one released already. The row keeps
+        the token's digest with no expiry: the lock is unheld, and acquire refuses that token
+        (a first attempt carried out after its retry took and released the lock)."""
         cid = ids.parse(conversation_id, what="conversation", field="conversationId")
         where = [C.c.id == cid, self.where(C, scope.Access.WRITE), alive(C)]
         released = await self.sql.execute(
             update(C)
-            .where(*where, C.c.lock_digest == self.repo.keyring.digest("lock", token))
-            .values(lock_digest=None, locked_until=None),
+            .where(
+                *where,
+                C.c.lock_digest == self.repo.keyring.digest("lock", token),
+                C.c.locked_until.is_not(None),
+            )
+            .values(locked_until=None),
             self.params(),
         )
         if released:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from sqlalchemy import bindparam, case, or_, select, update
+from sqlalchemy import and_, bindparam, case, or_, select, update
 
 from graph.domain import ids
 from graph.domain.errors import DomainError, ErrorCode, conflict, count_conflict, not_found
@@ -54,7 +54,7 @@ class Versions(Part):
 
     async def set_lock(self, conversation_id: str, *, digest: str, until: Any) -> Conversation:
         """Take the advisory lock of a conversation nobody holds, or that `digest` holds
-        already; CONFLICT if another holds it."""
+        already; CONFLICT if another holds it, or if `digest` released it last."""
         return await self._write(
             conversation_id,
             field="conversationId",
@@ -150,12 +150,18 @@ def _statement(
         for name in columns
     }
     if require_unlocked:
-        # Unheld, run out, or held by the digest being set (its holder's retry or renewal).
+        # Run out (whoever took it last), held by the digest being set (its holder's retry or
+        # renewal), or unheld. An unheld lock keeps the digest of the token that released it
+        # (Conversations.release_lock): that token never takes it again.
+        digest = changes["lock_digest"]
         where.append(
             or_(
-                C.c.locked_until.is_(None),
                 C.c.locked_until <= now,
-                C.c.lock_digest == changes["lock_digest"],
+                and_(C.c.locked_until.is_not(None), C.c.lock_digest == digest),
+                and_(
+                    C.c.locked_until.is_(None),
+                    or_(C.c.lock_digest.is_(None), C.c.lock_digest != digest),
+                ),
             )
         )
     for name in counters:
