@@ -158,7 +158,10 @@ class AcquireLockInput:
         "a-z, 0-9, `-` and `_`, at random) instead of by the server. Acquiring with the "
         "token that holds the lock takes it again for `ttlSeconds` from now and answers the "
         "same token: a retry after a lost answer gets the lock it was granted, where "
-        "without a token it would meet its own lock as LOCKED.",
+        "without a token it would meet its own lock as LOCKED. A token that has released "
+        "the lock cannot take it again (CONFLICT on `token`: choose a new one), so a first "
+        "attempt carried out after its retry released the lock does not hold it for nobody; "
+        "a token whose lock ran out unreleased may, while nobody else has taken it.",
     )
 
 
