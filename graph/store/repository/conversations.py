@@ -30,12 +30,11 @@ from graph.domain.conversations import (
     NewConversation,
     check_own_expiry,
     lock_expiry,
-    lock_refusal,
     pending_since,
     root_of,
     search_words,
 )
-from graph.domain.errors import DomainError, ErrorCode, not_found
+from graph.domain.errors import not_found
 from graph.domain.events import EventKind
 from graph.domain.paging import Page
 from graph.store import event_log, scope
@@ -429,23 +428,7 @@ class Conversations(Part):
         until = lock_expiry(ttl_seconds, self.repo.now())
         token = token or new_lock_token()
         digest = self.repo.keyring.digest("lock", token)
-        try:
-            await self.repo.versions.set_lock(conversation_id, digest=digest, until=until)
-        except DomainError as exc:
-            if exc.code is not ErrorCode.CONFLICT:
-                raise
-            # Refused: the lock as it is now says why (set_lock found the conversation).
-            cid = ids.parse(conversation_id, what="conversation", field="conversationId")
-            found = await self.sql.rows(
-                select(C.c.lock_digest, C.c.locked_until).where(
-                    C.c.id == cid, self.where(C, scope.Access.WRITE), alive(C)
-                ),
-                self.params(),
-            )
-            if not found.values:  # deleted since
-                raise not_found("conversation", "conversationId") from None
-            held, locked_until = found.values[0]
-            raise lock_refusal(digest=digest, held_digest=held, locked_until=locked_until) from None
+        await self.repo.versions.set_lock(conversation_id, digest=digest, until=until)
         return token, until
 
     async def release_lock(self, conversation_id: str, *, token: str) -> bool:

@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import and_, bindparam, case, or_, select, update
 
 from graph.domain import ids
+from graph.domain.conversations import lock_refusal
 from graph.domain.errors import DomainError, ErrorCode, conflict, count_conflict, not_found
 from graph.store import event_log, scope
 from graph.store.repository.base import Part, alive
@@ -54,7 +55,8 @@ class Versions(Part):
 
     async def set_lock(self, conversation_id: str, *, digest: str, until: Any) -> Conversation:
         """Take the advisory lock of a conversation nobody holds, or that `digest` holds
-        already; CONFLICT if another holds it, or if `digest` released it last."""
+        already; LOCKED if another holds it, CONFLICT (`token`) if `digest` released it last
+        (domain.conversations.lock_refusal)."""
         return await self._write(
             conversation_id,
             field="conversationId",
@@ -111,15 +113,20 @@ class Versions(Part):
             if bump_version and not record.ancestry:
                 self.repo.positions.took(record.id, record.event_position)
             return record
+        # Refused: the row as it is now says why.
         current = await self.sql.rows(
-            select(C.c.version, C.c.message_count).where(
+            select(C.c.version, C.c.message_count, C.c.lock_digest, C.c.locked_until).where(
                 C.c.id == cid, scope.clause(C, reach), alive(C)
             ),
             self.params(),
         )
         if not current.values:
             raise not_found("conversation", field)
-        version, count = current.values[0]
+        version, count, held_digest, locked_until = current.values[0]
+        if require_unlocked:
+            raise lock_refusal(
+                digest=values["lock_digest"], held_digest=held_digest, locked_until=locked_until
+            )
         if expected_version is not None and version != expected_version:
             raise conflict(expected_version, version)
         if expected_message_count is not None and count != expected_message_count:
