@@ -115,10 +115,11 @@ class Subscription:
                     else:
                         return  # the conversation was deleted, or the server stops
             except SubscriberTooSlow as cut_off:
-                # After the last position it handled (sent, or passed over as not wanted),
-                # unless an event queued before it was not sent yet (one committed between
-                # the subscribe and the read of the head, when no `after` was given): every
-                # later event was queued, or dropped for want of room. The tree is the
+                # After the last position it handled (sent, or passed over as not wanted):
+                # every later event was queued, or dropped for want of room. `handled` starts
+                # before what was queued ahead of the head's read, so an unsent event lies past
+                # it as long as events are queued in the order of their positions; the minimum
+                # keeps the cursor from passing one if they ever are not. The tree is the
                 # stream's own: what is queued by then is of its tree.
                 unsent = [p for p in cut_off.queued if p > seen]
                 resume = min([handled, *(p - 1 for p in unsent)])
