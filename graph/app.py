@@ -63,7 +63,7 @@ def create_app(
     )
     authenticated = [
         # Before authentication: looking a token up reads a table that may not be there yet.
-        Middleware(SchemaGate, migrations=migrations),
+        Middleware(SchemaGate, migrations=migrations, graphiql=settings.graphiql),
         Middleware(AuthenticationMiddleware, backend=backend, on_error=refusal),
     ]
 

@@ -144,6 +144,17 @@ async def test_graphql_on_an_unmigrated_database_says_so_with_503_until_it_is_mi
     assert answer.status_code == 401, answer.text  # served again: an unknown token
 
 
+async def test_graphiql_opens_before_the_database_is_migrated(unmigrated: App) -> None:
+    # The page reads nothing; the queries it sends then say what is wrong.
+    http = unmigrated.http
+    page = await http.get("/graphql", headers={"Accept": "text/html"})
+    assert page.status_code == 200, page.text
+    assert page.headers["content-type"].startswith("text/html")
+    answer = await http.get("/graphql", params={"query": VIEWER}, headers={"Accept": "text/html"})
+    assert answer.status_code == 503, answer.text
+    assert answer.json()["errors"][0]["message"] == NOT_MIGRATED
+
+
 async def test_a_database_back_from_an_outage_unmigrated_says_so_at_once(
     empty_database_url: str, tmp_path: Path
 ) -> None:
@@ -171,6 +182,10 @@ async def test_a_database_back_from_an_outage_unmigrated_says_so_at_once(
                 away = await http.post("/graphql", json={"query": VIEWER}, headers=headers)
                 assert away.status_code == 503, away.text
                 assert away.json()["errors"][0]["extensions"]["code"] == "DATABASE_UNAVAILABLE"
+                # GraphiQL's page reads nothing: it opens while the database is away.
+                page = await http.get("/graphql", headers={"Accept": "text/html"})
+                assert page.status_code == 200, page.text
+                assert page.headers["content-type"].startswith("text/html")
                 await proxy.start()  # back, on the same port: not migrated
                 back = await http.post("/graphql", json={"query": VIEWER}, headers=headers)
                 assert back.status_code == 503, back.text

@@ -47,7 +47,7 @@ from graph.server.auth import (
 )
 from graph.server.body import BodyTooLarge, BodyTooSlow, ClientGone, read_body
 from graph.server.errors import error_response, internal_error
-from graph.server.ide import graphiql_html, page_headers
+from graph.server.ide import asks_for_page, graphiql_html, page_headers
 from graph.server.negotiation import GRAPHQL_RESPONSE_JSON, JSON, SERVED, negotiate
 from graph.server.parameters import (
     check_operation_name,
@@ -298,12 +298,7 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         return decode_query_params(params, self.decode_json)
 
     def _wants_ide(self, request: Request) -> bool:
-        return (
-            self.services.settings.graphiql
-            and request.method in ("GET", "HEAD")
-            and "text/html" in request.headers.get("accept", "")
-            and "query" not in request.query_params
-        )
+        return self.services.settings.graphiql and asks_for_page(request)
 
     async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
         if isinstance(scope.get("user"), Refused):

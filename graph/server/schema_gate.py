@@ -6,17 +6,22 @@ tables and columns that are not there yet: 500 "Unexpected error." (INTERNAL), a
 logged per request, and reads from a schema the code does not describe. It is answered
 what /readyz says instead, until the migration has run. Once the schema matched (or a later
 release migrated it: see migration_state.py), a request costs one attribute check.
+
+GraphiQL's page is let through unasked: it reads nothing, and the queries it then sends
+meet the gate and say what is wrong, as they would once the gate has settled.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable
 
+from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from graph.server.errors import internal_error
+from graph.server.ide import asks_for_page
 from graph.server.request_id import request_id_of
 from graph.store.errors import is_unavailable
 from graph.store.migration_state import BEHIND, MigrationState
@@ -31,15 +36,16 @@ def not_migrated() -> JSONResponse:
 
 
 class SchemaGate:
-    def __init__(self, app: ASGIApp, migrations: MigrationState) -> None:
+    def __init__(self, app: ASGIApp, migrations: MigrationState, *, graphiql: bool) -> None:
         self.app = app
         self.migrations = migrations
+        self.graphiql = graphiql
 
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
         # Once the schema is known to be this release's (or a later one's), a plain method that
         # hands back the inner app's awaitable: a WebSocket keeps no frame of this layer alive
         # for as long as it is open (see in_flight.py).
-        if self.migrations.settled:
+        if self.migrations.settled or (self.graphiql and asks_for_page(HTTPConnection(scope))):
             return self.app(scope, receive, send)
         return self._gated(scope, receive, send)
 

@@ -12,10 +12,23 @@ import html
 import json
 from pathlib import Path
 
-__all__ = ["ASSETS_DIR", "ASSET_HEADERS", "graphiql_html", "page_headers"]
+from starlette.requests import HTTPConnection
+
+__all__ = ["ASSETS_DIR", "ASSET_HEADERS", "asks_for_page", "graphiql_html", "page_headers"]
 
 # Built by tools/build_graphiql.sh; pinned versions are listed in VERSIONS.txt there.
 ASSETS_DIR = Path(__file__).parent / "assets"
+
+
+def asks_for_page(request: HTTPConnection) -> bool:
+    """A browser opening /graphql: GET or HEAD asking for HTML, with no query to run."""
+    return (
+        request.scope["type"] == "http"
+        and request.scope["method"] in ("GET", "HEAD")
+        and "text/html" in request.headers.get("accept", "")
+        and "query" not in request.query_params
+    )
+
 
 DEFAULT_QUERY = """\
 query {
