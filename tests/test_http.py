@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gzip
+import zlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -121,6 +123,87 @@ async def test_wrong_content_type_is_4xx(gql: GraphQLClient, content_type: str) 
     response = await post_raw(gql, b'{"query": "{ viewer { ownerKey } }"}', content_type)
     assert 400 <= response.status_code < 500, response.text
     assert_json_error(response, response.status_code, "content type")
+
+
+# A mutation whose title is "Ã©": in UTF-8, the bytes C3 83 C2 A9. Sent as ISO-8859-1 it is
+# the two bytes C3 A9, which read as UTF-8 are "é", another title.
+TITLED = (
+    '{"query": "mutation { createConversation(input: {title: \\"\u00c3\u00a9\\"}) '
+    '{ conversation { title } } }"}'
+)
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        "APPLICATION/JSON",
+        "Application/Json; Charset=UTF-8",
+        'application/json; charset="utf-8"',
+        "application/json;charset=utf8",
+        "application/json ; charset=UTF-8",
+    ],
+)
+async def test_application_json_is_read_in_any_case_with_a_utf8_charset(
+    gql: GraphQLClient, content_type: str
+) -> None:
+    # Media types and charset names are case-insensitive (RFC 9110 8.3.1): "APPLICATION/JSON"
+    # was 400 "Unsupported content type".
+    response = await post_raw(gql, TITLED.encode(), content_type)
+    assert response.status_code == 200, response.text
+    assert response.json()["data"]["createConversation"]["conversation"]["title"] == "Ã©"
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body", "words"),
+    [
+        # Read as UTF-8 regardless, it stored "é" where the client sent "Ã©".
+        ("application/json; charset=iso-8859-1", TITLED.encode("latin-1"), ("iso-8859-1",)),
+        ("application/json; charset=utf-16", TITLED.encode("utf-16"), ("utf-16",)),
+        ("application/json; charset=windows-1252", TITLED.encode("cp1252"), ("windows-1252",)),
+        # Only `application/json` is JSON: these were read as JSON since they contain it.
+        ("application/jsonx", TITLED.encode(), ("content type",)),
+        ("application/json-seq", TITLED.encode(), ("content type",)),
+        ("text/application/json", TITLED.encode(), ("content type",)),
+        ("", TITLED.encode(), ("content type",)),
+    ],
+    ids=lambda value: value if isinstance(value, str) else "",
+)
+async def test_a_body_in_another_media_type_or_charset_is_415_and_writes_nothing(
+    gql: GraphQLClient, content_type: str, body: bytes, words: tuple[str, ...]
+) -> None:
+    response = await post_raw(gql, body, content_type)
+    assert_json_error(response, 415, *words)
+    assert await count_conversations(gql) == 0
+
+
+@pytest.mark.parametrize(
+    ("encoding", "body"),
+    [
+        ("gzip", gzip.compress(TITLED.encode())),  # was 400 "Unable to parse … as JSON"
+        ("deflate", zlib.compress(TITLED.encode())),
+        ("br", TITLED.encode()),  # the coding was ignored: a plain body was run
+        ("gzip, identity", TITLED.encode()),
+    ],
+    ids=lambda value: value if isinstance(value, str) else "",
+)
+async def test_a_compressed_body_is_415_naming_the_coding_and_writes_nothing(
+    gql: GraphQLClient, encoding: str, body: bytes
+) -> None:
+    response = await gql.http.post(
+        "/graphql",
+        content=body,
+        headers=headers(gql, **{"Content-Type": "application/json", "Content-Encoding": encoding}),
+    )
+    assert_json_error(response, 415, "Content-Encoding", encoding)
+    assert response.headers["accept-encoding"] == "identity"
+    assert await count_conversations(gql) == 0
+    # The identity coding is no coding at all.
+    identity = {"Content-Type": "application/json", "Content-Encoding": "identity"}
+    response = await gql.http.post(
+        "/graphql", content=TITLED.encode(), headers=headers(gql, **identity)
+    )
+    assert response.status_code == 200, response.text
+    assert await count_conversations(gql) == 1
 
 
 async def test_mutation_over_get_is_405_and_writes_nothing(gql: GraphQLClient) -> None:

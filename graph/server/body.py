@@ -1,15 +1,27 @@
-"""Reading a request body within its limits: a size cap, and a rate a body must keep up.
+"""Reading a request body within its limits: a size cap, and a rate a body must keep up;
+and which bodies are read at all.
 
 After a grace period a body must arrive at a minimum average rate (Kestrel's
 MinRequestBodyDataRate rule): a client that trickles its body (slow loris) is refused
 with 408 instead of holding a request open for ever.
+
+A body is JSON in UTF-8, uncompressed: `Content-Type: application/json` (any case, RFC
+9110 8.3.1), with no charset or UTF-8's, and no `Content-Encoding` but `identity`. Anything
+else is refused with 415 before it is read, as GraphQL over HTTP's reference server does:
+read as UTF-8 JSON regardless, an ISO-8859-1 body was stored as other text than the client
+sent, and a gzip body was "not JSON".
 """
 
 from __future__ import annotations
 
 import asyncio
 
+from cross_web import parse_content_type
 from starlette.types import Receive
+
+JSON_MEDIA_TYPE = "application/json"
+_UTF8 = frozenset({"utf-8", "utf8"})
+_NO_CODING = frozenset({"", "identity"})
 
 BODY_GRACE_SECONDS = 5.0
 BODY_MIN_BYTES_PER_SECOND = 1024
@@ -48,3 +60,20 @@ async def read_body(receive: Receive, limit: int) -> bytes:
                 deadline.reschedule(start + BODY_GRACE_SECONDS + size / BODY_MIN_BYTES_PER_SECOND)
     except TimeoutError:
         raise BodyTooSlow from None
+
+
+def unsupported_body(content_type: str | None, content_encoding: str | None) -> str | None:
+    """Why a body of this Content-Type and Content-Encoding is not read (415), or None."""
+    media_type, params = parse_content_type(content_type or "")
+    if media_type != JSON_MEDIA_TYPE:
+        shown = f" {media_type!r}" if media_type else ""
+        return f"Unsupported content type{shown}: send the request as {JSON_MEDIA_TYPE}"
+    charset = params.get("charset")
+    if charset is not None and charset.strip().lower() not in _UTF8:
+        return f"Unsupported charset {charset!r}: send the request body in UTF-8"
+    coding = (content_encoding or "").strip().lower()
+    if coding not in _NO_CODING:
+        return (
+            f"Unsupported Content-Encoding {content_encoding!r}: send the request body uncompressed"
+        )
+    return None

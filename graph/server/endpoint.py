@@ -45,7 +45,14 @@ from graph.server.auth import (
     principal_of,
     unauthorized,
 )
-from graph.server.body import BodyTooLarge, BodyTooSlow, ClientGone, read_body
+from graph.server.body import (
+    JSON_MEDIA_TYPE,
+    BodyTooLarge,
+    BodyTooSlow,
+    ClientGone,
+    read_body,
+    unsupported_body,
+)
 from graph.server.errors import error_response, internal_error
 from graph.server.ide import asks_for_page, graphiql_html, page_headers
 from graph.server.negotiation import GRAPHQL_RESPONSE_JSON, JSON, SERVED, negotiate
@@ -243,6 +250,20 @@ class GraphQLEndpoint(GraphQL[Context, None]):
                 scope, receive, send
             )
             return
+        if request.method == "POST":
+            unsupported = unsupported_body(
+                request.headers.get("content-type"), request.headers.get("content-encoding")
+            )
+            if unsupported is not None:
+                # Before the body is read: neither decoded nor inflated, whatever it holds.
+                response = error_response(415, unsupported, **{"Accept-Encoding": "identity"})
+                await _in_media_type(response, scope)(scope, receive, send)
+                return
+            # Strawberry looks for its own spelling of the media type in the header's text.
+            scope["headers"] = [
+                (name, JSON_MEDIA_TYPE.encode()) if name == b"content-type" else (name, value)
+                for name, value in scope["headers"]
+            ]
         limit = self.services.settings.max_body_bytes
         length = request.headers.get("content-length", "")
         try:
