@@ -204,6 +204,44 @@ async def test_an_operation_that_cannot_run_closes_the_socket_4400_saying_why(
     assert reason in said
 
 
+_LONG = "é" * 100  # 200 bytes of UTF-8
+
+
+@pytest.mark.parametrize(
+    ("frame", "code", "reason"),
+    [
+        # The reasons strawberry gives name what the client sent, and a close frame holds
+        # 123 bytes of reason: uvicorn raised "control frame too long", the socket dropped
+        # without a close frame (the client saw no code) and the log got a traceback.
+        (
+            {"id": _LONG, "type": "subscribe", "payload": {"query": VIEWER}},
+            4409,
+            "Subscriber for éé",
+        ),
+        ({"type": _LONG}, 4400, "Unknown message type: éé"),
+        (
+            {"id": "1", "type": "subscribe", "payload": {"query": VIEWER, "operationName": _LONG}},
+            4400,
+            "Unknown operation named",
+        ),
+    ],
+)
+async def test_a_close_whose_reason_names_a_long_value_is_sent_shortened(
+    live_server: LiveServer, alice: GraphQLClient, frame: dict[str, Any], code: int, reason: str
+) -> None:
+    cid = await create(alice)
+    async with connect(live_server, token=alice.token) as socket:
+        await socket.init()
+        if code == 4409:  # the same id as an operation still running
+            await watch(socket, cid, op=_LONG)
+            await until_live(socket, alice, cid, op=_LONG)
+        await socket.send(frame)
+        closed, said = await socket.closed()
+    assert (closed, said[: len(reason)]) == (code, reason)
+    assert len(said.encode()) <= 123 and said.endswith("…"), said
+    assert "Traceback" not in live_server.logs()
+
+
 async def test_an_operation_without_a_query_is_an_error_message(live_server: LiveServer) -> None:
     async with connect(live_server, token=await live_server.token()) as socket:
         await socket.init()

@@ -67,6 +67,7 @@ from graph.server.response_status import UNAVAILABLE_RETRY_AFTER, shape
 from graph.server.sockets import OpenSockets
 from graph.server.subscription_cap import SubscriptionSlots
 from graph.server.transport_ws import REVOKED_CLOSE_CODE, REVOKED_REASON, limited_handler
+from graph.server.ws_shapes import close_reason
 from graph.services import Services
 
 REVOKED_STATE = "revoked"
@@ -115,7 +116,8 @@ class TextFrames(ASGIWebSocketAdapter):
     Strawberry sends bytes from encode_json as binary frames, and browser clients
     (graphql-ws, GraphiQL's subscriptions) parse text frames only. Once a subscription was
     ended because its token was revoked or expired (its error sent, then `complete`), the
-    connection is closed: nothing more is served to that token.
+    connection is closed: nothing more is served to that token. A close's reason is shortened
+    to what a close frame holds (ws_shapes.close_reason).
 
     A client that went away is no failure of the server: what would still go to it (an
     operation's answer, an event, a close) is dropped, with one debug line per socket, and
@@ -145,7 +147,7 @@ class TextFrames(ASGIWebSocketAdapter):
         if self.gone:
             return
         try:
-            await self.ws.close(code=code, reason=reason)
+            await self.ws.close(code=code, reason=close_reason(reason))
         except WebSocketDisconnect:
             self._client_gone(f"close ({code})")
         except ClosedSocket:
