@@ -301,6 +301,28 @@ async def test_a_socket_naming_two_owners_or_an_owner_for_a_non_service_token_is
     assert await _viewer_over_socket(server, mine, {"Convograph-Owner": "user:7"}) == 4403
 
 
+@pytest.mark.parametrize(
+    ("scope", "owner", "words"),
+    [
+        ("write", b"user:7", "only a SERVICE token"),
+        ("service", b"nobody", "Convograph-Owner"),
+        ("service", b"user:\xe9", "UTF-8"),  # not UTF-8
+    ],
+)
+async def test_an_upgrade_whose_owner_header_is_refused_is_closed_4403_saying_why(
+    server: Server, scope: str, owner: bytes, words: str
+) -> None:
+    """Over HTTP the same header is 403 or 400 naming what is wrong; at a WebSocket's upgrade
+    the refusal closed the handshake (uvicorn answers it 403, no reason), which graphql-ws
+    clients see as a connection that failed, not as a socket refused 4403."""
+    token = await server.token(workspace="site:42", owner="system:wordpress", scope=scope)
+    headers = {b"Authorization": f"Bearer {token}".encode(), b"Convograph-Owner": owner}
+    async with connect_app(server.app, headers=headers) as socket:  # type: ignore[arg-type]
+        code, reason = await socket.closed()
+    assert code == 4403
+    assert words in reason
+
+
 async def test_a_non_ascii_owner_is_the_same_owner_over_http_and_a_socket(
     server: Server, service: Service
 ) -> None:

@@ -8,7 +8,8 @@ with a token that is unknown, revoked or expired is refused with 401 (a WebSocke
 accepted and closed with 4401, which graphql-ws clients understand). A SERVICE token may
 name the owner it acts for in `Convograph-Owner: TYPE:KEY` (or that key of the
 connection_init payload): the request then runs as that owner of the token's workspace.
-The header with any other token is 403, a malformed one 400: never silently ignored.
+The header with any other token is 403, a malformed one 400: never silently ignored (a
+WebSocket is accepted and closed with 4403, the reason saying which).
 `Liveness` answers whether an open subscription's token is still live (neither revoked
 nor expired).
 """
@@ -58,7 +59,12 @@ class Caller(BaseUser):
 
 
 class Refused(BaseUser):
-    """A WebSocket whose handshake carried a token we do not accept (closed with 4401)."""
+    """A WebSocket whose handshake carried credentials we do not accept: a token (closed with
+    4401), or an owner header (4403, the reason saying why, as HTTP's 403 or 400 does)."""
+
+    def __init__(self, code: int = 4401, reason: str = "Unauthorized") -> None:
+        self.code = code
+        self.reason = reason
 
     @property
     def is_authenticated(self) -> bool:
@@ -165,6 +171,17 @@ class TokenBackend(AuthenticationBackend):
         return service.acting_for(owner_type, key, self.uow.keyring.owner_digest(key))
 
     async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, BaseUser] | None:
+        try:
+            return await self._authenticate(conn)
+        except Refusal as refused:
+            if conn.scope["type"] != "websocket":
+                raise
+            # Refused in the handshake, the socket is never accepted: uvicorn answers 403 with
+            # no reason, which a graphql-ws client sees as a connection that failed. Accepted
+            # and closed, as a refused connection_init is, it learns why.
+            return AuthCredentials(), Refused(4403, refused.message)
+
+    async def _authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, BaseUser] | None:
         authorization = conn.headers.get("authorization")
         acting_for = header_text(conn.headers.get(OWNER_HEADER))
         if authorization is None:

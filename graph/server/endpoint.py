@@ -324,7 +324,8 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         return self.services.settings.graphiql and asks_for_page(request)
 
     async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if isinstance(scope.get("user"), Refused):
+        refused = scope.get("user")
+        if isinstance(refused, Refused):
             ws = WebSocket(scope, receive, send)
             protocols = scope.get("subprotocols") or []
             chosen = (
@@ -333,7 +334,7 @@ class GraphQLEndpoint(GraphQL[Context, None]):
                 else None
             )
             await ws.accept(subprotocol=chosen)
-            await ws.close(code=4401, reason="Unauthorized")
+            await ws.close(code=refused.code, reason=close_reason(refused.reason))
             return
         if len(self.sockets) >= self.websocket_cap:
             await _refuse_busy(WebSocket(scope, receive, send))
