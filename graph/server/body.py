@@ -15,6 +15,7 @@ sent, and a gzip body was "not JSON".
 from __future__ import annotations
 
 import asyncio
+import functools
 
 from cross_web import parse_content_type
 from starlette.types import Receive
@@ -62,6 +63,7 @@ async def read_body(receive: Receive, limit: int) -> bytes:
         raise BodyTooSlow from None
 
 
+@functools.lru_cache(maxsize=256)  # a client sends the same two headers with every request
 def unsupported_body(content_type: str | None, content_encoding: str | None) -> str | None:
     """Why a body of this Content-Type and Content-Encoding is not read (415), or None."""
     media_type, params = parse_content_type(content_type or "")

@@ -253,19 +253,19 @@ class GraphQLEndpoint(GraphQL[Context, None]):
             )
             return
         if request.method == "POST":
-            unsupported = unsupported_body(
-                request.headers.get("content-type"), request.headers.get("content-encoding")
-            )
+            content_type = request.headers.get("content-type")
+            unsupported = unsupported_body(content_type, request.headers.get("content-encoding"))
             if unsupported is not None:
                 # Before the body is read: neither decoded nor inflated, whatever it holds.
                 response = error_response(415, unsupported, **{"Accept-Encoding": "identity"})
                 await _in_media_type(response, scope)(scope, receive, send)
                 return
-            # Strawberry looks for its own spelling of the media type in the header's text.
-            scope["headers"] = [
-                (name, JSON_MEDIA_TYPE.encode()) if name == b"content-type" else (name, value)
-                for name, value in scope["headers"]
-            ]
+            if content_type != JSON_MEDIA_TYPE:
+                # Strawberry looks for its own spelling of the media type in the header's text.
+                scope["headers"] = [
+                    (name, JSON_MEDIA_TYPE.encode()) if name == b"content-type" else (name, value)
+                    for name, value in scope["headers"]
+                ]
         limit = self.services.settings.max_body_bytes
         length = request.headers.get("content-length", "")
         try:
