@@ -13,6 +13,7 @@ from typing import Any
 import asyncpg
 import httpx
 import pytest
+from httpx_ws import WebSocketUpgradeError
 
 from graph.app import create_app
 from graph.server import health
@@ -79,6 +80,42 @@ async def test_requests_fail_clearly_while_the_database_is_away_and_recover_afte
         back = await gql(CREATE)
         assert back["createConversation"]["conversation"]["id"]
         assert (await http.get("/readyz")).status_code == 200
+
+
+async def test_a_websocket_whose_token_cannot_be_checked_is_told_to_retry(
+    proxied: tuple[TcpProxy, Server],
+) -> None:
+    """The token's check could not reach the database: the upgrade was closed before it was
+    accepted (uvicorn: a bare 403), which a client takes for a bad token and stops."""
+    proxy, server = proxied
+    async with clients(server) as (_, gql):
+        await gql(CREATE)  # served once: the schema gate has settled, the token is asked
+        token = gql.token
+    await proxy.cut()
+
+    async def as_uvicorn(scope: Any, receive: Any, send: Any) -> None:
+        # uvicorn offers ASGI's denial response; httpx-ws's in-process transport does not.
+        extensions = {**scope.get("extensions", {}), "websocket.http.response": {}}
+        await server.app(scope | {"extensions": extensions}, receive, send)
+
+    with pytest.raises(ExceptionGroup) as denied:  # raised in httpx-ws's task group
+        async with connect_app(as_uvicorn, token=token):
+            pass
+    upgrade = denied.value.subgroup(WebSocketUpgradeError)
+    assert upgrade is not None, denied.value
+    answer = upgrade.exceptions[0].response  # type: ignore[union-attr]
+    assert answer.status_code == 503, answer.text
+    assert answer.headers["retry-after"] == "1"
+    assert answer.json()["errors"][0]["extensions"]["code"] == "DATABASE_UNAVAILABLE"
+
+    async with connect_app(server.app, token=token) as socket:  # a server without denials
+        code, reason = await socket.closed()
+    assert code == 1013, reason  # try again later
+    assert "database is unavailable" in reason
+
+    await proxy.start()
+    async with connect_app(server.app, token=token) as socket:
+        await socket.init()  # acknowledged: the same token, checked now
 
 
 @pytest.mark.parametrize("proxied", [0.3], indirect=True)

@@ -31,6 +31,7 @@ from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse, Response
 
 from graph.domain.principal import SYSTEM, Principal, parse_owner
+from graph.server.denial import INTERNAL_ERROR, TRY_AGAIN_LATER
 from graph.server.errors import error_response, internal_error
 from graph.store.unit_of_work import UnitOfWork
 
@@ -39,6 +40,7 @@ logger = logging.getLogger("convograph.auth")
 REFUSED = "missing, unknown or revoked bearer token"
 CHALLENGE = {"WWW-Authenticate": 'Bearer realm="convograph"'}
 OWNER_HEADER = "Convograph-Owner"
+UNAVAILABLE = "the token could not be checked: the database is unavailable; retry shortly"
 OWNER_KEY = OWNER_HEADER.lower()
 NOT_A_SERVICE = f"only a SERVICE token may act for an owner ({OWNER_HEADER}); this token is not one"
 
@@ -62,9 +64,14 @@ class Refused(BaseUser):
     """A WebSocket whose handshake carried credentials we do not accept: a token (closed with
     4401), or an owner header (4403, the reason saying why, as HTTP's 403 or 400 does)."""
 
-    def __init__(self, code: int = 4401, reason: str = "Unauthorized") -> None:
+    def __init__(
+        self, code: int = 4401, reason: str = "Unauthorized", denial: Response | None = None
+    ) -> None:
         self.code = code
         self.reason = reason
+        # An HTTP answer for the upgrade instead (the token could not be checked), where the
+        # server can send one (server/denial.py).
+        self.denial = denial
 
     @property
     def is_authenticated(self) -> bool:
@@ -180,6 +187,15 @@ class TokenBackend(AuthenticationBackend):
             # no reason, which a graphql-ws client sees as a connection that failed. Accepted
             # and closed, as a refused connection_init is, it learns why.
             return AuthCredentials(), Refused(4403, refused.message)
+        except Unavailable as failed:
+            if conn.scope["type"] != "websocket":
+                raise
+            # Refused in the handshake, this too was a bare 403: a client took the database's
+            # outage for a bad token and stopped. The upgrade gets HTTP's 503 and Retry-After.
+            answer = refusal(conn, failed)
+            if answer.status_code == 503:
+                return AuthCredentials(), Refused(TRY_AGAIN_LATER, UNAVAILABLE, denial=answer)
+            return AuthCredentials(), Refused(INTERNAL_ERROR, "internal error", denial=answer)
 
     async def _authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, BaseUser] | None:
         authorization = conn.headers.get("authorization")

@@ -53,6 +53,7 @@ from graph.server.body import (
     read_body,
     unsupported_body,
 )
+from graph.server.denial import close_at_once, refuse
 from graph.server.errors import error_response, internal_error
 from graph.server.ide import asks_for_page, graphiql_html, page_headers
 from graph.server.negotiation import GRAPHQL_RESPONSE_JSON, JSON, SERVED, negotiate
@@ -165,14 +166,11 @@ class TextFrames(ASGIWebSocketAdapter):
         )
 
 
-async def _refuse_busy(ws: WebSocket) -> None:
-    """The upgrade answered 503 (ASGI's denial response, where the server offers it), or
-    the socket closed with 1013, try again later."""
-    if "websocket.http.response" in ws.scope.get("extensions", {}):
-        busy = {"errors": [{"message": "too many open connections: retry later"}]}
-        await ws.send_denial_response(JSONResponse(busy, 503, headers={"Retry-After": "1"}))
-    else:
-        await ws.close(code=1013, reason="too many open connections")
+BUSY = "too many open connections: retry later"
+
+
+def _busy() -> JSONResponse:
+    return JSONResponse({"errors": [{"message": BUSY}]}, 503, headers={"Retry-After": "1"})
 
 
 class GraphQLEndpoint(GraphQL[Context, None]):
@@ -326,18 +324,13 @@ class GraphQLEndpoint(GraphQL[Context, None]):
     async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
         refused = scope.get("user")
         if isinstance(refused, Refused):
-            ws = WebSocket(scope, receive, send)
-            protocols = scope.get("subprotocols") or []
-            chosen = (
-                GRAPHQL_TRANSPORT_WS_PROTOCOL
-                if GRAPHQL_TRANSPORT_WS_PROTOCOL in protocols
-                else None
-            )
-            await ws.accept(subprotocol=chosen)
-            await ws.close(code=refused.code, reason=close_reason(refused.reason))
+            if refused.denial is not None:
+                await refuse(scope, receive, send, refused.denial, refused.reason)
+            else:
+                await close_at_once(scope, receive, send, refused.code, refused.reason)
             return
         if len(self.sockets) >= self.websocket_cap:
-            await _refuse_busy(WebSocket(scope, receive, send))
+            await refuse(scope, receive, send, _busy(), BUSY)
             return
         with self.sockets.watch(send) as watched:
             await super().__call__(scope, receive, watched)

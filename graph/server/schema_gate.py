@@ -18,8 +18,8 @@ from collections.abc import Awaitable
 from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
-from starlette.websockets import WebSocket
 
+from graph.server.denial import refuse
 from graph.server.errors import internal_error
 from graph.server.ide import asks_for_page
 from graph.server.request_id import request_id_of
@@ -59,25 +59,10 @@ class SchemaGate:
                 # so one that comes once the database is back finds out whether it is behind
                 # (a request let through unasked then met missing tables: 500 INTERNAL).
                 unavailable = internal_error(exc, request_id_of(scope))
-                await _refuse(scope, receive, send, unavailable, "database unavailable")
+                await refuse(scope, receive, send, unavailable, "database unavailable")
                 return
             behind = False  # not the gate's to answer: the request goes on as it would
         if not behind:
             await self.app(scope, receive, send)
             return
-        await _refuse(scope, receive, send, not_migrated(), "database not migrated")
-
-
-async def _refuse(
-    scope: Scope, receive: Receive, send: Send, response: JSONResponse, reason: str
-) -> None:
-    """`response` for a request; a WebSocket upgrade is denied with it (or closed with 1013,
-    "try again later", and `reason`, where the server cannot send a denial)."""
-    if scope["type"] == "websocket":
-        ws = WebSocket(scope, receive, send)
-        if "websocket.http.response" in scope.get("extensions", {}):
-            await ws.send_denial_response(response)
-        else:
-            await ws.close(code=1013, reason=reason)
-        return
-    await response(scope, receive, send)
+        await refuse(scope, receive, send, not_migrated(), "database not migrated")
