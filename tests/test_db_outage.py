@@ -113,9 +113,17 @@ async def test_a_websocket_whose_token_cannot_be_checked_is_told_to_retry(
     assert code == 1013, reason  # try again later
     assert "database is unavailable" in reason
 
+    async with connect_app(server.app) as socket:  # the token in connection_init (browsers)
+        await socket.send_init(token)
+        code, reason = await socket.closed()
+    assert code == 1013, reason  # not 4403 (a bad token), nor a traceback and 1011
+    assert "database is unavailable" in reason
+
     await proxy.start()
     async with connect_app(server.app, token=token) as socket:
         await socket.init()  # acknowledged: the same token, checked now
+    async with connect_app(server.app) as socket:
+        await socket.init(token)
 
 
 @pytest.mark.parametrize("proxied", [0.3], indirect=True)

@@ -301,6 +301,24 @@ async def test_a_socket_naming_two_owners_or_an_owner_for_a_non_service_token_is
     assert await _viewer_over_socket(server, mine, {"Convograph-Owner": "user:7"}) == 4403
 
 
+async def test_a_refused_connection_init_says_why(server: Server, service: Service) -> None:
+    """Strawberry's rejection closed every refused init with 4403 "Forbidden": the client
+    never learned which owner was wrong, or that its token may not act for one."""
+    auth = {"Authorization": f"Bearer {service.token}"}
+    admin = await server.token(workspace="site:1", owner="user:boss", scope="admin")
+    cases = [
+        ({**auth, "Convograph-Owner": "user:7"}, {"Convograph-Owner": "user:8"}, "differs"),
+        ({"Authorization": f"Bearer {admin}", "Convograph-Owner": "user:7"}, None, "SERVICE"),
+        ({**auth, "Convograph-Owner": "nobody"}, None, "Convograph-Owner"),
+        ({"Authorization": "Bearer cvg_not-a-token"}, None, "bearer token"),
+    ]
+    for payload, headers, words in cases:
+        async with connect_app(server.app, headers=headers) as socket:
+            await socket.send({"type": "connection_init", "payload": payload})
+            code, reason = await socket.closed()
+        assert (code, words in reason) == (4403, True), (payload, reason)
+
+
 @pytest.mark.parametrize(
     ("scope", "owner", "words"),
     [

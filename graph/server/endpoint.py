@@ -22,7 +22,6 @@ from starlette.types import Message, Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 from starlette.websockets import WebSocketDisconnected as ClosedSocket
 from strawberry.asgi import ASGIWebSocketAdapter, GraphQL
-from strawberry.exceptions import ConnectionRejectionError
 from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData
 from strawberry.http.types import QueryParams
 from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
@@ -35,6 +34,8 @@ from graph.domain import jsoncodec
 from graph.server.access_log import observation_of
 from graph.server.auth import (
     OWNER_HEADER,
+    REFUSED,
+    UNAVAILABLE,
     Liveness,
     Refusal,
     Refused,
@@ -53,7 +54,7 @@ from graph.server.body import (
     read_body,
     unsupported_body,
 )
-from graph.server.denial import close_at_once, refuse
+from graph.server.denial import INTERNAL_ERROR, TRY_AGAIN_LATER, close_at_once, refuse
 from graph.server.errors import error_response, internal_error
 from graph.server.ide import asks_for_page, graphiql_html, page_headers
 from graph.server.negotiation import GRAPHQL_RESPONSE_JSON, JSON, SERVED, negotiate
@@ -67,7 +68,12 @@ from graph.server.request_id import request_id_of
 from graph.server.response_status import UNAVAILABLE_RETRY_AFTER, shape
 from graph.server.sockets import OpenSockets
 from graph.server.subscription_cap import SubscriptionSlots
-from graph.server.transport_ws import REVOKED_CLOSE_CODE, REVOKED_REASON, limited_handler
+from graph.server.transport_ws import (
+    REVOKED_CLOSE_CODE,
+    REVOKED_REASON,
+    InitRefused,
+    limited_handler,
+)
 from graph.server.ws_shapes import close_reason
 from graph.services import Services
 
@@ -371,15 +377,25 @@ class GraphQLEndpoint(GraphQL[Context, None]):
                 authorization = authorization_from_params(context.connection_params)
                 if acting_for is None:
                     acting_for = header
-                principal = await self.backend.principal(authorization, acting_for)
+                try:
+                    principal = await self.backend.principal(authorization, acting_for)
+                except Refusal:
+                    raise
+                except Exception as exc:
+                    # Logged as an HTTP request's failed check is; the client is told to
+                    # retry (1013) when the database was away.
+                    failed = internal_error(exc, context.request_id)
+                    if failed.status_code == 503:
+                        raise InitRefused(TRY_AGAIN_LATER, UNAVAILABLE) from None
+                    raise InitRefused(INTERNAL_ERROR, "internal error") from None
                 if principal is None:
-                    raise ConnectionRejectionError()
+                    raise InitRefused(4403, REFUSED)
             elif acting_for is not None and principal.acting_service is None:
                 principal = self.backend.act_for(principal, acting_for)
             elif acting_for is not None and acting_for != principal.owner:
                 raise Refusal(400, f"{OWNER_HEADER} differs from the handshake's")
         except Refusal as refused:
-            raise ConnectionRejectionError({"message": refused.message}) from None
+            raise InitRefused(4403, refused.message) from None
         context.principal_ = principal
         return await super().on_ws_connect(context)
 

@@ -51,6 +51,18 @@ REVOKED: Any = {
 Handler = BaseGraphQLTransportWSHandler[Context, None]
 
 
+class InitRefused(Exception):
+    """Raised by the endpoint's on_ws_connect: `connection_init` is answered by closing the
+    socket with `code` and `reason`. Strawberry's own rejection always says 4403 "Forbidden",
+    which told a client neither what was wrong with its init nor that a database outage is
+    worth a retry."""
+
+    def __init__(self, code: int, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+
 def limited_handler(
     rate_limit: RateLimit,
     slots: SubscriptionSlots,
@@ -71,6 +83,12 @@ def limited_handler(
                 await self.handle_invalid_message(wrong)  # closes with 4400
                 return
             await super().handle_message(message)
+
+        async def handle_connection_init(self, message: Any) -> None:
+            try:
+                await super().handle_connection_init(message)
+            except InitRefused as refused:
+                await self._close(refused.code, refused.reason)
 
         async def _close(self, code: int, reason: str) -> None:
             # A client gone already (it hung up as it was refused) is no server error.
