@@ -60,9 +60,23 @@ UNAVAILABLE = {
 }
 LABEL = "inspector-recovery"
 DELETE = "mutation($id: ID!) { deleteConversation(input: {id: $id}) { deleted } }"
-SHOWN_ERROR = """() => {
-  const error = document.querySelector(".conversation > .error");
-  return error && !error.hidden ? error.textContent : "";
+SHOWN = """() => [".conversation > .error", ".conversation > .notice"].map((selector) => {
+  const el = document.querySelector(selector);
+  return el && !el.hidden ? el.textContent : "";
+})"""
+# From now on, every text the notice shows, in order, into window.noticesSeen ("" when it is
+# hidden): a text shown for a moment is not lost between two polls.
+RECORD_NOTICES = """() => {
+  const notice = document.querySelector(".conversation > .notice");
+  const seen = (window.noticesSeen = []);
+  const note = () => {
+    const text = notice.hidden ? "" : notice.textContent;
+    if (seen[seen.length - 1] !== text) seen.push(text);
+  };
+  note();
+  new MutationObserver(note).observe(notice, {
+    subtree: true, childList: true, characterData: true, attributes: true,
+  });
 }"""
 # Long enough for a page that re-read at once (as it does after a stream's first failure).
 QUIET_S = 3.0
@@ -99,12 +113,13 @@ async def bad_gateway(route: Route) -> None:
 @dataclass
 class Reads:
     """The page's reads of the conversation: the next ones fail as `failures` say, in order;
-    the time of each, what the page's error said when it was asked, and the time and
-    eventCursor of each that went through."""
+    the time of each, what the page's error and notice said when it was asked, and the time
+    and eventCursor of each that went through."""
 
     failures: list[Fail] = field(default_factory=list)
     asked: list[float] = field(default_factory=list)
     shown: list[str] = field(default_factory=list)
+    noticed: list[str] = field(default_factory=list)
     answered: list[tuple[float, str]] = field(default_factory=list)
 
     async def handle(self, route: Route) -> None:
@@ -114,7 +129,9 @@ class Reads:
         self.asked.append(time.monotonic())
         # Read now, while the page waits for this answer: a message shown for less than a
         # second between two tries could slip between two polls of an `expect`.
-        self.shown.append(await route.request.frame.evaluate(SHOWN_ERROR))
+        shown, noticed = await route.request.frame.evaluate(SHOWN)
+        self.shown.append(shown)
+        self.noticed.append(noticed)
         if self.failures:
             await self.failures.pop(0)(route)
             return
@@ -329,6 +346,48 @@ async def test_after_an_expired_cursor_the_page_listens_again_only_from_a_new_re
         await s.write("Written live")
         await s.shows("Written live")
         await expect(page.locator(".tabpanel-transcript .msg")).to_have_count(4)
+
+
+async def test_while_the_page_waits_to_read_again_its_notice_says_when_it_will(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    """The page's stream fails, and the server answers its re-read with 503 and Retry-After:
+    3. While the page waits those 3 s, its notice says that it will read the conversation
+    again and in how long, counted down (in 3 s, then 2 s, then 1 s); it says that it is
+    reading the conversation again only while a read is on its way, and goes once one went
+    through. (It said "reading the conversation again…" all along, also while it only
+    waited.)"""
+    async with conversation_open(live_server, tmp_path / "profile", "inspector-wait.png") as s:
+        page = s.page
+        await page.evaluate(RECORD_NOTICES)
+        s.reads.failures = [unavailable(3)]
+        s.relay.end_stream([UNAVAILABLE])
+        await until(lambda: len(s.relay.subscribes) == 2, "a subscribe after a new read")
+        await expect(notice(page)).to_be_hidden()
+
+        out_of_date = (
+            "Out of date: live updates stopped (the database is unavailable; retry shortly); "
+        )
+        reading = f"{out_of_date}reading the conversation again…"
+        # What the notice said as each read was asked: the one refused, then the one after
+        # the wait.
+        assert s.reads.noticed[1:] == [reading, reading], s.reads.noticed
+        waited = s.reads.asked[2] - s.reads.asked[1]
+        assert waited >= 2.9, f"Retry-After: 3 not honoured: read again after {waited:.1f} s"
+        seen: list[str] = await page.evaluate("() => window.noticesSeen")
+        # "Reading" twice, each time until a read was asked: the one refused, the one after.
+        assert [text for text in seen if "reading" in text] == [reading, reading], seen
+        # Between the refused read and the next one, the notice counted the wait down (a
+        # second of it could go unseen on a loaded machine, not the first or the last).
+        start = seen.index(reading)
+        end = seen.index(reading, start + 1)
+        countdown = re.compile(
+            re.escape(f"{out_of_date}will read the conversation again in ") + r"(\d+) s\."
+        )
+        between = seen[start + 1 : end]
+        left = [int(m.group(1)) for m in map(countdown.fullmatch, between) if m]
+        assert len(left) == len(between) and left[0] == 3 and left[-1] == 1, seen
+        assert left == sorted(set(left), reverse=True), seen
 
 
 async def test_a_stream_the_server_ends_is_followed_by_a_new_read_and_stream(

@@ -31,6 +31,8 @@ const STREAM_END_TEXT = {
 };
 // A stream that ran this long before it failed counts as a success: the next one starts at once.
 const STREAM_SETTLED_MS = 30_000;
+/** A wait in whole seconds, as the page says it ("in 3 s"): rounded up, at least 1. */
+const seconds = (ms) => Math.max(1, Math.ceil(ms / 1000));
 // Below this width the child-transcript panel covers the screen (inspector.css): what is
 // behind it is made inert, so that Tab stays in the panel.
 const OVERLAY = window.matchMedia("(max-width: 1099.98px)");
@@ -46,7 +48,13 @@ export class ConversationView {
     this.unsubscribe = null;
     this.subscribedAt = 0;
     this.streamFailures = 0; // streams in a row that failed before STREAM_SETTLED_MS
-    this.retryTimer = null;
+    this.timers = new Set(); // the waits before a next try (destroy clears them)
+    // What the notice says: why the page is not current (or not live), and what it does about
+    // it: per read that is being tried again, {what, at}: in flight (at null), or waiting
+    // until `at` (see renderNotice).
+    this.why = null;
+    this.activities = new Map();
+    this.tickTimer = null;
     this.deleted = false;
     this.transcript = null;
     this.tree = null;
@@ -141,27 +149,54 @@ export class ConversationView {
     }
   }
 
-  /** Read the head until a read succeeds; resolves to whether there is a conversation to show
-   * (false when it is not found, the token is refused, or the view is closed). A failure that
-   * may pass (the network, a restart, the database away) is shown with the time of the next
-   * try: after the server's Retry-After, else after a delay that doubles up to a bound. */
+  /** Read the head until a read succeeds (see retry); resolves to whether there is a
+   * conversation to show (false when it is not found, the token is refused, or the view is
+   * closed). */
   async read() {
-    for (let attempt = 0; !this.destroyed; attempt += 1) {
-      try {
-        await this.readHead();
-        return Boolean(this.conv) && !this.destroyed;
-      } catch (err) {
-        if (this.destroyed) return false;
-        if (!isTransient(err)) {
-          this.failed(err);
-          return false;
+    const ok = await this.retry(() => this.readHead(), {
+      what: "the conversation",
+      show: (err, delay) => {
+        if (delay === null) this.showError(err);
+        else this.showError(err, `Could not read this conversation (trying again in ${seconds(delay)} s): `);
+      },
+    });
+    return ok && Boolean(this.conv);
+  }
+
+  /** Run `work` (a read the page needs) until it succeeds: resolves to true then, and to false
+   * when the view is closed first or the failure will not pass (a refused token signs out;
+   * anything else is given to `show(err, null)`). A failure that may pass (isTransient: the
+   * network, a restart, the database away, a rate limit) is given to `show(err, delayMs)` and
+   * tried again after the server's Retry-After, else after a delay that doubles up to 30 s
+   * (retryDelayMs). Meanwhile the notice says when the next try is, and while a try after a
+   * failure (or any, while the page is out of date) is in flight, that `what` is being read.
+   * `key` tells apart reads of the same `what` that may run at once. */
+  async retry(work, { what, key = what, show }) {
+    try {
+      for (let attempt = 0; !this.destroyed; attempt += 1) {
+        this.setActivity(key, { what, at: null, retrying: attempt > 0 });
+        try {
+          await work();
+          return !this.destroyed;
+        } catch (err) {
+          if (this.destroyed) return false;
+          if (err instanceof AuthError) {
+            this.app.onAuthError(err);
+            return false;
+          }
+          if (!isTransient(err)) {
+            show(err, null);
+            return false;
+          }
+          const delay = retryDelayMs(err, attempt);
+          show(err, delay);
+          await this.wait(delay, { what, key });
         }
-        const delay = retryDelayMs(err, attempt);
-        this.showError(err, `Could not read this conversation (trying again in ${Math.max(1, Math.round(delay / 1000))} s): `);
-        await this.sleep(delay);
       }
+      return false;
+    } finally {
+      this.setActivity(key, null);
     }
-    return false;
   }
 
   /** One read of the head; throws what the request throws. */
@@ -189,10 +224,17 @@ export class ConversationView {
     this.showError(null);
   }
 
-  /** Resolves after `ms`; never, when the view is closed first (destroy clears the timer). */
-  sleep(ms) {
+  /** Resolves after `ms`, the notice saying meanwhile when `what` is read next (the caller
+   * says when the read starts); never, when the view is closed first (destroy clears the
+   * timer). */
+  wait(ms, { what, key = what }) {
+    this.setActivity(key, { what, at: Date.now() + ms });
     return new Promise((resolve) => {
-      this.retryTimer = setTimeout(resolve, ms);
+      const timer = setTimeout(() => {
+        this.timers.delete(timer);
+        resolve();
+      }, ms);
+      this.timers.add(timer);
     });
   }
 
@@ -201,9 +243,63 @@ export class ConversationView {
     this.error.textContent = err ? prefix + describeError(err) : "";
   }
 
+  /** Say why the page is not current, or not live (a sentence without its full stop), or
+   * nothing (null); what is being done about it follows (renderNotice). */
   showNotice(text) {
-    this.notice.hidden = !text;
-    this.notice.textContent = text || "";
+    this.why = text || null;
+    this.renderNotice();
+  }
+
+  setActivity(key, activity) {
+    if (activity) this.activities.set(key, activity);
+    else this.activities.delete(key);
+    this.renderNotice();
+  }
+
+  /** The notice: `why`, then what is being read again (in flight), or when it will be. A
+   * wait is counted down in a part of its own that screen readers do not announce at each
+   * tick (the notice is a live region): they hear the wait once, as it starts. */
+  renderNotice() {
+    clearTimeout(this.tickTimer);
+    const parts = [];
+    for (const { what, at, retrying } of this.activities.values()) {
+      if (at === null) {
+        // A first try is no news, unless the page says that it is not current.
+        if (retrying || this.why) parts.push([`reading ${what} again…`]);
+      } else {
+        const left = h("span", { class: "countdown", "aria-live": "off", dataset: { at: String(at) } },
+          `${seconds(at - Date.now())} s`);
+        parts.push([`will read ${what} again in `, left]);
+      }
+    }
+    const children = [];
+    if (this.why) children.push(this.why);
+    parts.forEach((part, i) => {
+      if (children.length) children.push("; ");
+      // Without a reason first, the sentence starts here.
+      if (!this.why && i === 0) part[0] = part[0][0].toUpperCase() + part[0].slice(1);
+      children.push(...part);
+    });
+    const last = children[children.length - 1];
+    if (children.length && !(typeof last === "string" && last.endsWith("…"))) children.push(".");
+    if (children.length) fill(this.notice, children);
+    else this.notice.replaceChildren();
+    this.notice.hidden = !children.length;
+    this.tick();
+  }
+
+  /** Count the notice's waits down: "in 3 s", "in 2 s", "in 1 s", each second on the second. */
+  tick() {
+    clearTimeout(this.tickTimer);
+    let next = Infinity;
+    for (const el of this.notice.querySelectorAll(".countdown")) {
+      const left = Number(el.dataset.at) - Date.now();
+      const s = seconds(left);
+      if (el.textContent !== `${s} s`) el.textContent = `${s} s`;
+      // The next tick: when what is left drops below s - 1 seconds.
+      if (s > 1) next = Math.min(next, left - (s - 1) * 1000);
+    }
+    if (next !== Infinity) this.tickTimer = setTimeout(() => this.tick(), Math.max(1, next));
   }
 
   renderHead() {
@@ -554,7 +650,7 @@ export class ConversationView {
     if (final) {
       const gone = final.extensions && final.extensions.code === "NOT_FOUND";
       const why = gone ? "this conversation was deleted, or this token may no longer read it" : final.message;
-      this.showNotice(`Live updates stopped: ${why}.`);
+      this.showNotice(`Live updates stopped: ${why}`);
       return;
     }
     this.catchUp(list.length ? new GraphQLError(list) : null);
@@ -568,14 +664,16 @@ export class ConversationView {
     this.lastCursor = null;
     const code = err instanceof GraphQLError ? err.errors.map((e) => e.extensions && e.extensions.code).find((c) => c in STREAM_END_TEXT) : undefined;
     const why = code ? STREAM_END_TEXT[code] : err ? describeError(err) : "the server ended them";
-    this.showNotice(`Out of date: live updates stopped (${why}); reading the conversation again…`);
+    this.showNotice(`Out of date: live updates stopped (${why})`);
     // A stream that fails again at once must not turn into a loop of reads: from the second
     // failure in a row, wait as after a failed read (and always as long as the server asks).
     const quick = Date.now() - this.subscribedAt < STREAM_SETTLED_MS;
     const failures = quick ? this.streamFailures : 0;
     this.streamFailures = failures + 1;
     const asked = err && err.retryAfterMs !== null;
-    if (failures || asked) await this.sleep(retryDelayMs(err, Math.max(0, failures - 1)));
+    if (failures || asked) {
+      await this.wait(retryDelayMs(err, Math.max(0, failures - 1)), { what: "the conversation" });
+    }
     if (this.destroyed) return;
     let ok;
     if (this.fromRead()) {
@@ -586,7 +684,7 @@ export class ConversationView {
       ok = await this.resync();
     }
     // No read (the conversation gone, say): the error says why; no more reading is going on.
-    this.showNotice(ok ? null : "Live updates stopped.");
+    this.showNotice(ok ? null : "Live updates stopped");
   }
 
   /** Read everything again (the head until a read succeeds); false when it cannot. */
@@ -665,7 +763,7 @@ export class ConversationView {
       case "CONVERSATION_DELETED":
         if (here) {
           this.deleted = true;
-          this.showNotice("This conversation has just been deleted.");
+          this.showNotice("This conversation has just been deleted");
         } else if (this.tree) this.refreshTree();
         break;
       default:
@@ -676,7 +774,8 @@ export class ConversationView {
 
   destroy() {
     this.destroyed = true;
-    clearTimeout(this.retryTimer);
+    for (const timer of this.timers) clearTimeout(timer);
+    clearTimeout(this.tickTimer);
     OVERLAY.removeEventListener("change", this.onOverlayChange);
     if (this.unsubscribe) this.unsubscribe();
     if (this.transcript) this.transcript.destroy();
