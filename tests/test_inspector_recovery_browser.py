@@ -3,8 +3,9 @@ again, and listens again only from a read that succeeded, so it never shows a st
 silently misses events; a deleted conversation or a revoked token stops it for good.
 
 The failures are made in the browser: the page's reads of the conversation (the query that
-carries `eventCursor`) pass through a `page.route` that fails the next ones as a test says
-(the server cannot be reached, 503 with Retry-After, 502 from a proxy), and its WebSocket
+carries `eventCursor`) and of its transcript's latest messages pass through a `page.route`
+that fails the next ones as a test says (the server cannot be reached, 503 with
+Retry-After, 502 from a proxy), and its WebSocket
 through a `route_web_socket` relay that keeps what the page sent, can end the page's stream
 as the server would (`next` with errors, then `complete`), answer its next `subscribe` with
 an `error`, or cut the socket. The server is a real one, and the writes are made through its
@@ -52,6 +53,8 @@ WS_URL = re.compile(r"^ws://127\.0\.0\.1:\d+/graphql$")
 # The page's read of the conversation's head, the one with eventCursor (not the list's
 # InspectorConversations).
 READ = "InspectorConversation("
+# The page's read of the latest messages of a transcript (when it opens, and again).
+TRANSCRIPT_READ = "InspectorMessagesLast("
 # What Chromium and the inspector fixture report about the failures these tests make.
 FAILED_LOADS = re.compile(r"HTTP (50[23]|408): |status of (50[23]|408)|net::ERR_CONNECTION_REFUSED")
 UNAVAILABLE = {
@@ -60,10 +63,18 @@ UNAVAILABLE = {
 }
 LABEL = "inspector-recovery"
 DELETE = "mutation($id: ID!) { deleteConversation(input: {id: $id}) { deleted } }"
-SHOWN = """() => [".conversation > .error", ".conversation > .notice"].map((selector) => {
+ERROR = ".conversation > .error"
+TRANSCRIPT_ERROR = ".tabpanel-transcript .transcript > .error"
+
+
+def shown_script(error: str) -> str:
+    """A script for what the page shows: the text of the error `error`, and of its notice."""
+    return f"""() => [{json.dumps(error)}, ".conversation > .notice"].map((selector) => {{
   const el = document.querySelector(selector);
   return el && !el.hidden ? el.textContent : "";
-})"""
+}})"""
+
+
 # From now on, every text the notice shows, in order, into window.noticesSeen ("" when it is
 # hidden): a text shown for a moment is not lost between two polls.
 RECORD_NOTICES = """() => {
@@ -112,31 +123,35 @@ async def bad_gateway(route: Route) -> None:
 
 @dataclass
 class Reads:
-    """The page's reads of the conversation: the next ones fail as `failures` say, in order;
-    the time of each, what the page's error and notice said when it was asked, and the time
-    and eventCursor of each that went through."""
+    """The page's reads of the conversation (or, with TRANSCRIPT_READ and TRANSCRIPT_ERROR, of
+    its transcript): the next ones fail as `failures` say, in order; the time of each, what
+    the page's `error` and notice said when it was asked, and the time and eventCursor (None
+    for a transcript) of each that went through."""
 
+    marker: str = READ
+    error: str = ERROR
     failures: list[Fail] = field(default_factory=list)
     asked: list[float] = field(default_factory=list)
     shown: list[str] = field(default_factory=list)
     noticed: list[str] = field(default_factory=list)
-    answered: list[tuple[float, str]] = field(default_factory=list)
+    answered: list[tuple[float, str | None]] = field(default_factory=list)
 
     async def handle(self, route: Route) -> None:
-        if READ not in (route.request.post_data or ""):
+        if self.marker not in (route.request.post_data or ""):
             await route.fallback()
             return
         self.asked.append(time.monotonic())
         # Read now, while the page waits for this answer: a message shown for less than a
         # second between two tries could slip between two polls of an `expect`.
-        shown, noticed = await route.request.frame.evaluate(SHOWN)
+        shown, noticed = await route.request.frame.evaluate(shown_script(self.error))
         self.shown.append(shown)
         self.noticed.append(noticed)
         if self.failures:
             await self.failures.pop(0)(route)
             return
         response = await route.fetch()
-        cursor = (await response.json())["data"]["conversation"]["eventCursor"]
+        conversation = (await response.json())["data"]["conversation"] or {}
+        cursor = conversation.get("eventCursor")
         # Noted before the page has the answer: a subscribe it sends on it comes later.
         self.answered.append((time.monotonic(), cursor))
         await route.fulfill(response=response)
@@ -196,6 +211,7 @@ class Session:
     token: str
     reads: Reads
     relay: Relay
+    transcript_reads: Reads
 
     @property
     def page(self) -> Page:
@@ -219,13 +235,18 @@ async def until(check: Callable[[], bool], what: str) -> None:
 
 @asynccontextmanager
 async def conversation_open(
-    live_server: LiveServer, profile: Path, screenshot: str, failures: list[Fail] | None = None
+    live_server: LiveServer,
+    profile: Path,
+    screenshot: str,
+    failures: list[Fail] | None = None,
+    transcript_failures: list[Fail] | None = None,
 ) -> AsyncIterator[Session]:
     """A conversation of two messages, open in the inspector; its first reads fail as
-    `failures` say. Without failures, the block starts once the page has read it and
-    subscribed."""
+    `failures` say, and those of its transcript as `transcript_failures` say. Without
+    failures, the block starts once the page has read it and subscribed."""
     token = await live_server.token(workspace="site:recovery", owner="user:ada", label=LABEL)
-    reads = Reads(list(failures or []))
+    reads = Reads(failures=list(failures or []))
+    transcript_reads = Reads(TRANSCRIPT_READ, TRANSCRIPT_ERROR, list(transcript_failures or []))
     relay = Relay()
     async with live_server.client(token) as gql:
         created = await ok(gql, CREATE_CONVERSATION, {"input": {"title": "Recovering"}})
@@ -239,11 +260,12 @@ async def conversation_open(
             browser.expected_console.append(FAILED_LOADS)
             page = browser.page
             await page.route(GRAPHQL, reads.handle)
+            await page.route(GRAPHQL, transcript_reads.handle)
             await page.route_web_socket(WS_URL, relay.through)
             await sign_in(page, token)
             await page.goto(f"{live_server.base_url}/ui#/c/{cid}")
-            session = Session(browser, gql, cid, token, reads, relay)
-            if not failures:
+            session = Session(browser, gql, cid, token, reads, relay, transcript_reads)
+            if not failures and not transcript_failures:
                 await expect(page.locator(".tabpanel-transcript .msg")).to_have_count(
                     2, timeout=TIMEOUT_MS
                 )
@@ -257,6 +279,10 @@ def error(page: Page) -> Any:
 
 def notice(page: Page) -> Any:
     return page.locator(".conversation > .notice")
+
+
+def transcript_error(page: Page) -> Any:
+    return page.locator(TRANSCRIPT_ERROR)
 
 
 async def test_a_failed_first_read_is_shown_and_tried_again(
@@ -375,8 +401,8 @@ async def test_while_the_page_waits_to_read_again_its_notice_says_when_it_will(
         waited = s.reads.asked[2] - s.reads.asked[1]
         assert waited >= 2.9, f"Retry-After: 3 not honoured: read again after {waited:.1f} s"
         seen: list[str] = await page.evaluate("() => window.noticesSeen")
-        # "Reading" twice, each time until a read was asked: the one refused, the one after.
-        assert [text for text in seen if "reading" in text] == [reading, reading], seen
+        # Reading it twice, each time until a read was asked: the one refused, the one after.
+        assert [text for text in seen if "reading the conv" in text] == [reading, reading], seen
         # Between the refused read and the next one, the notice counted the wait down (a
         # second of it could go unseen on a loaded machine, not the first or the last).
         start = seen.index(reading)
@@ -388,6 +414,97 @@ async def test_while_the_page_waits_to_read_again_its_notice_says_when_it_will(
         left = [int(m.group(1)) for m in map(countdown.fullmatch, between) if m]
         assert len(left) == len(between) and left[0] == 3 and left[-1] == 1, seen
         assert left == sorted(set(left), reverse=True), seen
+
+
+async def test_a_transcript_whose_first_read_fails_is_read_again(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    """The conversation's head is read, but the first reads of its transcript fail: 503 with
+    Retry-After: 1, then a proxy's 502. The transcript says what went wrong and when it is
+    tried again, the notice says that it is read again while it is, and the transcript is
+    read again until a read goes through: it shows the messages, and goes on live. (It said
+    what went wrong and stayed empty.)"""
+    failures = [unavailable(1), bad_gateway]
+    async with conversation_open(
+        live_server, tmp_path / "profile", "inspector-first-transcript.png", None, failures
+    ) as s:
+        page = s.page
+        await expect(page.locator("#conv-title")).to_have_text("Recovering", timeout=TIMEOUT_MS)
+        await expect(page.locator(".tabpanel-transcript .msg")).to_have_count(2, timeout=TIMEOUT_MS)
+        await expect(transcript_error(page)).to_be_hidden()
+        await expect(notice(page)).to_be_hidden()
+        reads = s.transcript_reads
+        assert len(reads.asked) == 3 and len(reads.answered) == 1
+        retrying = "Could not read the transcript (trying again in "
+        assert reads.shown[1] == f"{retrying}1 s): the database is unavailable; retry shortly"
+        assert reads.shown[2].startswith(retrying), reads.shown
+        assert "The server answered HTTP 502" in reads.shown[2]
+        # The first try is no news; the next ones are.
+        assert reads.noticed == [
+            "",
+            "Reading the transcript again…",
+            "Reading the transcript again…",
+        ], reads.noticed
+        waited = reads.asked[1] - reads.asked[0]
+        assert waited >= 0.9, f"Retry-After: 1 not honoured: read again after {waited:.1f} s"
+        await until(lambda: len(s.relay.subscribes) == 1, "the page's subscribe")
+        await s.write("Written live")
+        await s.shows("Written live")
+
+
+async def test_a_transcript_read_again_is_tried_again_before_the_page_listens_again(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    """The server ends the page's stream, and a message is written before the page reads the
+    conversation again (its first new read is refused with 503). That read goes through, but
+    the reads of the transcript fail: 503 with Retry-After: 1, then the server cannot be
+    reached. The transcript says each time what went wrong and when it is tried again, the
+    page stays out of date and does not subscribe; once a read of the transcript goes
+    through, it shows the message written meanwhile, the page is current again, and it
+    subscribes from the eventCursor of its read of the conversation and goes on live. (The
+    transcript's failure was shown and never tried again, the page subscribed at once, and
+    the message, in no event of the new stream, was missing for good.)"""
+    async with conversation_open(
+        live_server, tmp_path / "profile", "inspector-transcript-again.png"
+    ) as s:
+        page = s.page
+
+        async def write_then_refuse(route: Route) -> None:
+            # Before the read the new stream starts from: the message is in no event of it.
+            await s.write("Written while out of date")
+            await unavailable(1)(route)
+
+        s.reads.failures = [write_then_refuse]
+        s.transcript_reads.failures = [unavailable(1), unreachable]
+        s.relay.end_stream()
+        await until(
+            lambda: len(s.transcript_reads.answered) == 2, "a transcript read that goes through"
+        )
+        await s.shows("Written while out of date")
+        await expect(transcript_error(page)).to_be_hidden()
+        await expect(notice(page)).to_be_hidden()
+
+        reads = s.transcript_reads
+        assert len(reads.asked) == 4, reads.asked
+        retrying = "Could not read the transcript (trying again in "
+        assert reads.shown[2] == f"{retrying}1 s): the database is unavailable; retry shortly"
+        assert reads.shown[3].startswith(retrying), reads.shown
+        assert "The server cannot be reached" in reads.shown[3]
+        out_of_date = "Out of date: live updates stopped (the server ended them); "
+        reading = f"{out_of_date}reading the transcript again…"
+        assert reads.noticed[1:] == [reading] * 3, reads.noticed
+        waited = reads.asked[2] - reads.asked[1]
+        assert waited >= 0.9, f"Retry-After: 1 not honoured: read again after {waited:.1f} s"
+        # No stream while the transcript could not be read: then one from the head's read.
+        await until(lambda: len(s.relay.subscribes) == 2, "the page's second subscribe")
+        assert len(s.reads.answered) == 2
+        _, cursor = s.reads.answered[1]
+        transcript_read_at, _ = reads.answered[1]
+        again = s.relay.subscribes[1]
+        assert again.after == cursor and again.at > transcript_read_at
+        await s.write("Written live")
+        await s.shows("Written live")
+        await expect(page.locator(".tabpanel-transcript .msg")).to_have_count(4)
 
 
 async def test_a_stream_the_server_ends_is_followed_by_a_new_read_and_stream(

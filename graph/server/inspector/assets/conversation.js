@@ -48,7 +48,8 @@ export class ConversationView {
     this.unsubscribe = null;
     this.subscribedAt = 0;
     this.streamFailures = 0; // streams in a row that failed before STREAM_SETTLED_MS
-    this.timers = new Set(); // the waits before a next try (destroy clears them)
+    this.waits = new Map(); // the waits before a next try: key -> {timer, resolve}
+    this.transcriptReloads = new Map(); // TranscriptView -> {done, again} (reloadTranscript)
     // What the notice says: why the page is not current (or not live), and what it does about
     // it: per read that is being tried again, {what, at}: in flight (at null), or waiting
     // until `at` (see renderNotice).
@@ -224,18 +225,23 @@ export class ConversationView {
     this.showError(null);
   }
 
-  /** Resolves after `ms`, the notice saying meanwhile when `what` is read next (the caller
-   * says when the read starts); never, when the view is closed first (destroy clears the
-   * timer). */
+  /** Resolves after `ms`, or once endWait(key); the notice saying meanwhile when `what` is
+   * read next (the caller says when the read starts). Never, when the view is closed first
+   * (destroy clears the timer). */
   wait(ms, { what, key = what }) {
     this.setActivity(key, { what, at: Date.now() + ms });
     return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        this.timers.delete(timer);
-        resolve();
-      }, ms);
-      this.timers.add(timer);
+      const timer = setTimeout(() => this.endWait(key), ms);
+      this.waits.set(key, { timer, resolve });
     });
+  }
+
+  endWait(key) {
+    const wait = this.waits.get(key);
+    if (!wait) return;
+    this.waits.delete(key);
+    clearTimeout(wait.timer);
+    wait.resolve();
   }
 
   showError(err, prefix = "") {
@@ -383,7 +389,7 @@ export class ConversationView {
         onCount: (n) => this.countChanged(this.id, n),
       });
       this.panels.transcript.append(this.transcript.el);
-      this.transcript.start().catch((err) => this.failed(err));
+      this.reloadTranscript(this.transcript);
     }
     if (this.tab === "tree" && !this.tree) this.buildTree();
     if (this.tab === "snapshots" && !this.snapshotsLoaded) this.loadSnapshots();
@@ -502,7 +508,7 @@ export class ConversationView {
     this.tree.setCurrent(node);
     this.setBehindInert(OVERLAY.matches);
     el.querySelector("h3").focus();
-    transcript.start().catch((err) => this.failed(err));
+    this.reloadTranscript(transcript);
     announce(`Transcript of ${d.targetTier} opened`);
   }
 
@@ -511,6 +517,7 @@ export class ConversationView {
     if (!this.panel) return false;
     const { node, transcript } = this.panel;
     transcript.destroy();
+    this.endWait(transcript); // a read it waited for would read nothing: the notice forgets it
     this.panel = null;
     this.panelSlot.replaceChildren();
     this.panelSlot.classList.remove("open");
@@ -687,17 +694,52 @@ export class ConversationView {
     this.showNotice(ok ? null : "Live updates stopped");
   }
 
-  /** Read everything again (the head until a read succeeds); false when it cannot. */
+  /** Read everything again: the head, then the transcripts, each until a read succeeds; false
+   * when it cannot (the conversation gone, the token refused, the view closed). A stream
+   * started before the transcripts are read again would leave a transcript that failed stale
+   * for good: what was written before the head's read is in no event of it. */
   async resync() {
     if (this.destroyed || !(await this.read())) return false;
-    if (this.transcript) this.transcript.refresh();
-    if (this.panel) this.panel.transcript.refresh();
+    const transcripts = [this.transcript, this.panel && this.panel.transcript].filter(Boolean);
+    const reloads = transcripts.map((t) => this.reloadTranscript(t));
     if (this.tree) this.refreshTree();
     // As after SNAPSHOT_SAVED: a list loaded before may lack what was saved meanwhile.
     if (this.snapshotsLoaded && this.tab === "snapshots") this.loadSnapshots();
     else this.snapshotsLoaded = false;
     this.app.figuresChanged();
-    return true;
+    // A transcript refused for good (its conversation deleted since the head's read, say)
+    // says so; the stream that follows ends with the same refusal.
+    await Promise.all(reloads);
+    return !this.destroyed;
+  }
+
+  /** Read a transcript's latest messages (again) until a read succeeds, as read() reads the
+   * head (see retry); its failures are shown in it, with the time of the next try. Resolves
+   * to whether it was read. One reload per transcript at a time: one asked for while another
+   * runs joins it, and that one reads once more if it had a read in flight. */
+  reloadTranscript(transcript) {
+    const running = this.transcriptReloads.get(transcript);
+    if (running) {
+      running.again = true;
+      return running.done;
+    }
+    const what = `the ${transcript.label.charAt(0).toLowerCase()}${transcript.label.slice(1)}`;
+    const run = { again: false, done: null };
+    this.transcriptReloads.set(transcript, run);
+    const work = async () => {
+      do {
+        run.again = false;
+        await transcript.refresh();
+      } while (run.again);
+      // At once, not when `done` settles: a reload asked for from now on starts anew.
+      this.transcriptReloads.delete(transcript);
+    };
+    const show = (err, delay) =>
+      transcript.showError(err, delay === null ? "" : `Could not read ${what} (trying again in ${seconds(delay)} s): `);
+    run.done = this.retry(work, { what, key: transcript, show }).finally(() => {
+      if (this.transcriptReloads.get(transcript) === run) this.transcriptReloads.delete(transcript);
+    });
+    return run.done;
   }
 
   countChanged(conversationId, count, at = null) {
@@ -728,8 +770,8 @@ export class ConversationView {
         break;
       }
       case "TRANSCRIPT_REPLACED":
-        if (here && this.transcript) this.transcript.refresh();
-        if (inPanel) this.panel.transcript.refresh();
+        if (here && this.transcript) this.reloadTranscript(this.transcript);
+        if (inPanel) this.reloadTranscript(this.panel.transcript);
         if (here) this.refreshHead();
         if (this.tree) this.refreshTree();
         break;
@@ -774,7 +816,7 @@ export class ConversationView {
 
   destroy() {
     this.destroyed = true;
-    for (const timer of this.timers) clearTimeout(timer);
+    for (const { timer } of this.waits.values()) clearTimeout(timer);
     clearTimeout(this.tickTimer);
     OVERLAY.removeEventListener("change", this.onOverlayChange);
     if (this.unsubscribe) this.unsubscribe();

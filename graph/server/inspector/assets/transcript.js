@@ -39,12 +39,14 @@ export class TranscriptView {
   constructor({ request, conversationId, label = "Transcript", onCount }) {
     this.request = request;
     this.conversationId = conversationId;
+    this.label = label;
     this.onCount = onCount || (() => {});
     this.items = []; // [{seq, cursor, li}], in order
     this.hasBefore = false;
     this.hasAfter = false;
     this.total = 0;
     this.loading = false;
+    this.idle = Promise.resolve(); // resolves when the load in flight ends
     // A jump asked for while a load is in flight: it runs when that load ends.
     this.pendingJump = null;
     this.unseen = 0;
@@ -106,33 +108,36 @@ export class TranscriptView {
     }
   }
 
-  async start() {
-    await this.jump("latest", { focus: false });
-  }
-
   async fetch(query, variables) {
     const data = await this.request(query, { id: this.conversationId, ...variables });
     if (!data.conversation) throw new Error("This conversation no longer exists.");
     return data.conversation;
   }
 
-  showError(err) {
+  showError(err, prefix = "") {
     this.error.hidden = !err;
-    this.error.textContent = err ? describeError(err) : "";
+    this.error.textContent = err ? prefix + describeError(err) : "";
   }
 
-  async guard(work) {
+  /** Run a load (one at a time): its failure is shown, or with `raise` thrown for the caller
+   * to show (a refused token is always thrown). */
+  async guard(work, { raise = false } = {}) {
     if (this.loading || this.destroyed) return;
     this.loading = true;
+    let loaded;
+    this.idle = new Promise((resolve) => {
+      loaded = resolve;
+    });
     this.el.setAttribute("aria-busy", "true");
     try {
       await work();
       this.showError(null);
     } catch (err) {
-      if (err && err.name === "AuthError") throw err;
+      if (raise || (err && err.name === "AuthError")) throw err;
       this.showError(err);
     } finally {
       this.loading = false;
+      loaded();
       this.el.removeAttribute("aria-busy");
       this.update();
       if (this.pendingJump && !this.destroyed) {
@@ -151,7 +156,7 @@ export class TranscriptView {
     }
   }
 
-  async jump(where, { focus = true } = {}) {
+  async jump(where, { focus = true, raise = false } = {}) {
     if (this.loading) {
       // The reader's click must not be lost to a page the observer is loading: it waits.
       this.pendingJump = { where, focus };
@@ -171,7 +176,7 @@ export class TranscriptView {
       this.hasBefore = where === "first" ? false : page.pageInfo.hasPreviousPage;
       this.hasAfter = where === "first" ? page.pageInfo.hasNextPage : false;
       this.unseen = 0;
-    });
+    }, { raise });
     if (this.destroyed) return;
     const target = where === "first" ? this.items[0] : this.items[this.items.length - 1];
     if (target) {
@@ -305,14 +310,17 @@ export class TranscriptView {
     });
   }
 
-  /** The transcript was replaced, or events may have been missed: read the latest again. */
+  /** The first read, or the transcript was replaced, or events may have been missed: read the
+   * latest again (once the load in flight ended). Throws what the read throws: the caller
+   * shows it, and may try again. */
   async refresh() {
+    while (this.loading) await this.idle;
     if (this.hasAfter) {
       this.unseen = Math.max(this.unseen, 1);
       this.update();
       return;
     }
-    await this.jump("latest", { focus: false });
+    await this.jump("latest", { focus: false, raise: true });
   }
 
   update() {
