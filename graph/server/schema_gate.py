@@ -8,7 +8,9 @@ what /readyz says instead, until the migration has run. Once the schema matched 
 release migrated it: see migration_state.py), a request costs one attribute check.
 
 GraphiQL's page is let through unasked: it reads nothing, and the queries it then sends
-meet the gate and say what is wrong, as they would once the gate has settled.
+meet the gate and say what is wrong, as they would once the gate has settled. Not with an
+Authorization header, though: authentication would look the token up in a table that may
+not be there (500 INTERNAL and a traceback), so such a request is gated as any other.
 """
 
 from __future__ import annotations
@@ -45,9 +47,17 @@ class SchemaGate:
         # Once the schema is known to be this release's (or a later one's), a plain method that
         # hands back the inner app's awaitable: a WebSocket keeps no frame of this layer alive
         # for as long as it is open (see in_flight.py).
-        if self.migrations.settled or (self.graphiql and asks_for_page(HTTPConnection(scope))):
+        if self.migrations.settled or self._page_unasked(scope):
             return self.app(scope, receive, send)
         return self._gated(scope, receive, send)
+
+    def _page_unasked(self, scope: Scope) -> bool:
+        """GraphiQL's page, asked for without a token: nothing behind the gate reads the
+        database for it."""
+        if not self.graphiql:
+            return False
+        request = HTTPConnection(scope)
+        return asks_for_page(request) and "authorization" not in request.headers
 
     async def _gated(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
