@@ -32,7 +32,9 @@ from tests.test_inspector_browser import (
     SNAPSHOT,
     TIMEOUT_MS,
     Browser,
+    delegate,
     inspector,
+    node,
     ok,
     sign_in,
 )
@@ -689,3 +691,46 @@ async def test_a_deleted_conversation_or_a_revoked_token_ends_live_updates_for_g
             "no longer accepts this token", timeout=TIMEOUT_MS
         )
         await stays_quiet(s)
+
+
+async def test_a_child_transcript_closed_while_it_is_read_again_does_not_hold_the_page_up(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    """The server ends the page's stream while a child's transcript is open in the side panel
+    and its read is on its way; the reader closes the panel, and that read then fails (503,
+    Retry-After: 30). The page reads nothing more for the closed panel, never says that it
+    will, and listens again at once. (It waited the 30 s out to "read" a transcript no longer
+    shown, its notice counting down to that read, and stayed out of date meanwhile, with no
+    stream.)"""
+    async with conversation_open(live_server, tmp_path / "profile", "inspector-panel.png") as s:
+        page = s.page
+        await delegate(s.gql, s.conversation, ("root", "researcher"), "Look it up")
+        released = asyncio.Event()
+
+        async def held_then_refused(route: Route) -> None:
+            await released.wait()
+            await unavailable(30)(route)
+
+        s.transcript_reads.failures = [held_then_refused]
+        await page.get_by_role("tab", name=re.compile("^Delegations")).click()
+        await node(page, "Look it up").locator(".tnode-open").click()
+        panel = page.locator(".panel")
+        await expect(panel).to_be_visible(timeout=TIMEOUT_MS)
+        await until(lambda: len(s.transcript_reads.asked) == 2, "the panel's transcript read")
+        await page.evaluate(RECORD_NOTICES)
+
+        s.relay.end_stream()  # the page reads again: the head, then both transcripts
+        await until(lambda: len(s.reads.answered) == 2, "the conversation read again")
+        await until(lambda: len(s.transcript_reads.answered) == 2, "the transcript read again")
+        await expect(notice(page)).to_contain_text("reading the transcript of researcher again")
+        await panel.get_by_role("button", name="Close the transcript panel").click()
+        await expect(panel).to_have_count(0)
+        released.set()
+
+        await until(lambda: len(s.relay.subscribes) == 2, "the page's second subscribe")
+        await expect(notice(page)).to_be_hidden()
+        seen: list[str] = await page.evaluate("() => window.noticesSeen")
+        assert not [text for text in seen if "will read the transcript of" in text], seen
+        assert len(s.transcript_reads.asked) == 3, s.transcript_reads.asked
+        await s.write("Written live")
+        await s.shows("Written live")

@@ -171,16 +171,18 @@ export class ConversationView {
    * tried again after the server's Retry-After, else after a delay that doubles up to 30 s
    * (retryDelayMs). Meanwhile the notice says when the next try is, and while a try after a
    * failure (or any, while the page is out of date) is in flight, that `what` is being read.
-   * `key` tells apart reads of the same `what` that may run at once. */
-  async retry(work, { what, key = what, show }) {
+   * `key` tells apart reads of the same `what` that may run at once. `gone()` says that what
+   * is read is no longer shown (a child panel closed): then it is not tried again, nor waited
+   * for, and the result is false. */
+  async retry(work, { what, key = what, show, gone = () => false }) {
     try {
-      for (let attempt = 0; !this.destroyed; attempt += 1) {
+      for (let attempt = 0; !this.destroyed && !gone(); attempt += 1) {
         this.setActivity(key, { what, at: null, retrying: attempt > 0 });
         try {
           await work();
           return !this.destroyed;
         } catch (err) {
-          if (this.destroyed) return false;
+          if (this.destroyed || gone()) return false;
           if (err instanceof AuthError) {
             this.app.onAuthError(err);
             return false;
@@ -267,6 +269,7 @@ export class ConversationView {
    * tick (the notice is a live region): they hear the wait once, as it starts. */
   renderNotice() {
     clearTimeout(this.tickTimer);
+    if (this.destroyed) return; // a read that ends after the view closed: no countdown to run
     const parts = [];
     for (const { what, at, retrying } of this.activities.values()) {
       if (at === null) {
@@ -517,7 +520,10 @@ export class ConversationView {
     if (!this.panel) return false;
     const { node, transcript } = this.panel;
     transcript.destroy();
-    this.endWait(transcript); // a read it waited for would read nothing: the notice forgets it
+    // A read of it that waits, or is on its way, will not be tried again (reloadTranscript):
+    // the notice forgets it now.
+    this.endWait(transcript);
+    this.setActivity(transcript, null);
     this.panel = null;
     this.panelSlot.replaceChildren();
     this.panelSlot.classList.remove("open");
@@ -736,7 +742,8 @@ export class ConversationView {
     };
     const show = (err, delay) =>
       transcript.showError(err, delay === null ? "" : `Could not read ${what} (trying again in ${seconds(delay)} s): `);
-    run.done = this.retry(work, { what, key: transcript, show }).finally(() => {
+    const gone = () => transcript.destroyed;
+    run.done = this.retry(work, { what, key: transcript, show, gone }).finally(() => {
       if (this.transcriptReloads.get(transcript) === run) this.transcriptReloads.delete(transcript);
     });
     return run.done;
