@@ -15,6 +15,7 @@ from sqlalchemy import text
 
 from graph.domain.principal import SYSTEM
 from graph.settings import Settings
+from graph.store.unit_of_work import UnitOfWork
 from tests.conftest import GraphQLClient, Server
 from tests.test_http import serving
 from tests.test_isolation import (
@@ -28,6 +29,7 @@ from tests.test_isolation import (
     seed,
     session_document,
 )
+from tests.ws import connect_app
 
 VIEWER = "{ viewer { workspace { type id key } ownerType ownerKey scopes } }"
 
@@ -52,6 +54,27 @@ async def token_id(server: Server, owner: str, scopes: str) -> str:
 
 
 # -- refusals --------------------------------------------------------------------------------
+
+
+async def test_a_websocket_whose_token_check_fails_for_another_reason_is_closed_1011(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The token's check failed, and not for want of the database (a bug, say): the upgrade
+    and the connection_init alike are closed with 1011, masked, as HTTP answers 500; not
+    with 1013 (try again later), which the upgrade got where the server cannot send a denial
+    response, though it meant 1011."""
+    token = await server.token()
+
+    async def broken(self: UnitOfWork, token: str) -> None:
+        raise RuntimeError("no route to 10.1.2.3:5432")
+
+    monkeypatch.setattr(UnitOfWork, "authenticate", broken)
+    async with connect_app(server.app, token=token) as socket:  # no denial: httpx-ws has none
+        upgrade = await socket.closed()
+    async with connect_app(server.app) as socket:
+        await socket.send_init(token)
+        init = await socket.closed()
+    assert upgrade == init == (1011, "internal error")
 
 
 @pytest.mark.parametrize("method", ["POST", "GET"])

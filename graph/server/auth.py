@@ -31,7 +31,7 @@ from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse, Response
 
 from graph.domain.principal import SYSTEM, Principal, parse_owner
-from graph.server.denial import INTERNAL_ERROR, TRY_AGAIN_LATER
+from graph.server.denial import close_for
 from graph.server.errors import error_response, internal_error
 from graph.store.unit_of_work import UnitOfWork
 
@@ -70,7 +70,7 @@ class Refused(BaseUser):
         self.code = code
         self.reason = reason
         # An HTTP answer for the upgrade instead (the token could not be checked), where the
-        # server can send one (server/denial.py).
+        # server can send one; else the close says it (server/denial.py).
         self.denial = denial
 
     @property
@@ -193,9 +193,8 @@ class TokenBackend(AuthenticationBackend):
             # Refused in the handshake, this too was a bare 403: a client took the database's
             # outage for a bad token and stopped. The upgrade gets HTTP's 503 and Retry-After.
             answer = refusal(conn, failed)
-            if answer.status_code == 503:
-                return AuthCredentials(), Refused(TRY_AGAIN_LATER, UNAVAILABLE, denial=answer)
-            return AuthCredentials(), Refused(INTERNAL_ERROR, "internal error", denial=answer)
+            code, reason = close_for(answer, UNAVAILABLE)
+            return AuthCredentials(), Refused(code, reason, denial=answer)
 
     async def _authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, BaseUser] | None:
         authorization = conn.headers.get("authorization")

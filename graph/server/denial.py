@@ -21,16 +21,30 @@ INTERNAL_ERROR = 1011
 
 
 async def refuse(
-    scope: Scope, receive: Receive, send: Send, response: Response, reason: str
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    response: Response,
+    reason: str,
+    code: int = TRY_AGAIN_LATER,
 ) -> None:
     """`response` for a request; for a WebSocket upgrade, a denial with it where the server
-    can send one, else the socket closed at once with 1013 (try again later) and `reason`."""
+    can send one, else the socket closed at once with `code` (1013, try again later, unless
+    told otherwise) and `reason`."""
     if scope["type"] != "websocket":
         await response(scope, receive, send)
     elif "websocket.http.response" in scope.get("extensions", {}):
         await WebSocket(scope, receive, send).send_denial_response(response)
     else:
-        await close_at_once(scope, receive, send, TRY_AGAIN_LATER, reason)
+        await close_at_once(scope, receive, send, code, reason)
+
+
+def close_for(failure: Response, unavailable: str) -> tuple[int, str]:
+    """The close that says what the masked `failure` (errors.internal_error) says over HTTP:
+    1013 (try again later) with `unavailable` for a database away (503), else 1011."""
+    if failure.status_code == 503:
+        return TRY_AGAIN_LATER, unavailable
+    return INTERNAL_ERROR, "internal error"
 
 
 async def close_at_once(scope: Scope, receive: Receive, send: Send, code: int, reason: str) -> None:

@@ -54,7 +54,7 @@ from graph.server.body import (
     read_body,
     unsupported_body,
 )
-from graph.server.denial import INTERNAL_ERROR, TRY_AGAIN_LATER, close_at_once, refuse
+from graph.server.denial import close_at_once, close_for, refuse
 from graph.server.errors import error_response, internal_error
 from graph.server.ide import asks_for_page, graphiql_html, page_headers
 from graph.server.negotiation import GRAPHQL_RESPONSE_JSON, JSON, SERVED, negotiate
@@ -331,7 +331,7 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         refused = scope.get("user")
         if isinstance(refused, Refused):
             if refused.denial is not None:
-                await refuse(scope, receive, send, refused.denial, refused.reason)
+                await refuse(scope, receive, send, refused.denial, refused.reason, refused.code)
             else:
                 await close_at_once(scope, receive, send, refused.code, refused.reason)
             return
@@ -385,9 +385,7 @@ class GraphQLEndpoint(GraphQL[Context, None]):
                     # Logged as an HTTP request's failed check is; the client is told to
                     # retry (1013) when the database was away.
                     failed = internal_error(exc, context.request_id)
-                    if failed.status_code == 503:
-                        raise InitRefused(TRY_AGAIN_LATER, UNAVAILABLE) from None
-                    raise InitRefused(INTERNAL_ERROR, "internal error") from None
+                    raise InitRefused(*close_for(failed, UNAVAILABLE)) from None
                 if principal is None:
                     raise InitRefused(4403, REFUSED)
             elif acting_for is not None and principal.acting_service is None:
