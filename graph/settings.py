@@ -180,7 +180,7 @@ class Settings(BaseModel):
     def _database_url(cls, value: str) -> str:
         scheme, sep, rest = value.partition("://")
         if sep and scheme in DATABASE_SCHEMES and rest:
-            return value
+            return _database_url_parts(value)
         hint = ""
         if scheme.split("+")[0] in ("postgresql", "postgres"):
             hint = " (convograph talks to PostgreSQL through asyncpg: postgresql+asyncpg://)"
@@ -260,7 +260,10 @@ class Settings(BaseModel):
     def sqlite_path(self) -> Path | None:
         if not self.is_sqlite:
             return None
-        path = self.database_url.split("///", 1)[1] if "///" in self.database_url else ""
+        from sqlalchemy.engine import make_url
+
+        # As SQLAlchemy reads it (`%20` is a space): the file the migrations' engine opens.
+        path = make_url(self.database_url).database
         return Path(path) if path and path != ":memory:" else None
 
     @property
@@ -269,6 +272,34 @@ class Settings(BaseModel):
             return Path(self.secret_file)
         db = self.sqlite_path
         return (db.parent if db else Path("data")) / "secret"
+
+
+def _database_url_parts(value: str) -> str:
+    """The URL read as SQLAlchemy reads it (the engines do), so that a part they cannot use
+    is refused at start, in one line, instead of as a traceback where they connect (a port
+    that is no number or past 65535, a parameter asyncpg does not take, a SQLite URL with a
+    host), and an empty SQLite path is not taken for a database in memory."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        url = make_url(value)
+        port = url.port
+    except ValueError as exc:
+        raise ValueError(f"is not a URL that can be read ({exc})") from None
+    if url.query:
+        raise ValueError(
+            f"takes no query parameters (got {', '.join(sorted(url.query))}): PostgreSQL's TLS "
+            "and other connection options come from libpq's variables (PGSSLMODE, …)"
+        )
+    if url.get_backend_name() == "sqlite":
+        if url.host or url.username or not url.database:
+            raise ValueError(
+                "must be sqlite+aiosqlite:///PATH: three slashes, then the file's path (a "
+                "fourth slash begins an absolute one)"
+            )
+    elif port is not None and not 0 < port <= 65535:
+        raise ValueError(f"has port {port}: a port is 1 to 65535")
+    return value
 
 
 def master_key_bytes(value: str) -> bytes:

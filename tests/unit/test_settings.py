@@ -5,6 +5,7 @@ a driver convograph does not speak, two master keys."""
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 
 import pytest
 
@@ -104,6 +105,38 @@ def test_a_database_url_names_a_driver_convograph_speaks(
     said = refusal(monkeypatch, DATABASE_URL=url)
     assert "CONVOGRAPH_DATABASE_URL" in said and says in said
     assert "s3cr3tpass" not in said  # a URL may hold a password: never echoed
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        # Each was taken, then failed where the engine connects, with a traceback.
+        ("postgresql+asyncpg://a:s3cr3tpass@h:notaport/db", "is not a URL that can be read"),
+        ("postgresql+asyncpg://a:s3cr3tpass@h:99999/db", "a port is 1 to 65535"),
+        ("postgresql+asyncpg://a:s3cr3tpass@h/db?sslmode=require", "no query parameters"),
+        ("sqlite+aiosqlite://host", "sqlite+aiosqlite:///PATH"),
+        # Ignored by the driver, with a warning, and taken into the path of the secret's file.
+        ("sqlite+aiosqlite:///data/x.db?mode=ro", "no query parameters (got mode)"),
+        # Was a database in memory, lost when the server stops.
+        ("sqlite+aiosqlite:///", "sqlite+aiosqlite:///PATH"),
+    ],
+)
+def test_a_database_url_the_engines_could_not_use_is_refused_by_name(
+    monkeypatch: pytest.MonkeyPatch, url: str, says: str
+) -> None:
+    said = refusal(monkeypatch, DATABASE_URL=url)
+    assert said.startswith("invalid settings: CONVOGRAPH_DATABASE_URL: ") and says in said, said
+    assert "s3cr3tpass" not in said
+
+
+def test_the_sqlite_file_is_the_one_the_engines_open() -> None:
+    """`%20` is a space to SQLAlchemy, which the migrations open the file with: the server
+    opened `a%20b.db` beside the migrated `a b.db`, and `serve` answered 503 for good."""
+    settings = Settings(database_url="sqlite+aiosqlite:///data/a%20b/c.db")
+    assert str(settings.sqlite_path) == "data/a b/c.db"
+    assert Settings(database_url="sqlite+aiosqlite:////srv/ü x.db").sqlite_path == (
+        Path("/srv/ü x.db")
+    )
 
 
 def test_the_master_key_is_given_once(monkeypatch: pytest.MonkeyPatch) -> None:
