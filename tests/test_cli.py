@@ -566,6 +566,25 @@ def test_postgresql_with_a_secret_file_that_holds_none_is_refused_clearly(
     assert given == "missing" or path.read_text() == "\n"
 
 
+@pytest.mark.parametrize("command", [("token", "list"), ("serve", "--no-migrate")])
+def test_a_secret_that_cannot_be_created_is_named_not_blamed_on_the_database(
+    cli: Cli, command: tuple[str, ...]
+) -> None:
+    """Said "error: the database of CONVOGRAPH_DATABASE_URL: [Errno 17] File exists" (a
+    directory that cannot be written to: "Permission denied: '.secret.1234.abcd'"), and
+    `serve` warned that the database was not ready."""
+    (cli.cwd / "run").write_text("a file where the secret's directory should be")
+    path = cli.cwd / "run" / "secret"
+    env = clean_env(CONVOGRAPH_DATABASE_URL=cli.url, CONVOGRAPH_SECRET_FILE=str(path))
+    port = ("--port", str(free_port())) if command[0] == "serve" else ()
+    result = graph(*command, *port, env=env, cwd=cli.cwd)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines()[-1].startswith(
+        f"error: CONVOGRAPH_SECRET_FILE: cannot create the secret {path}: "
+    ), result.stderr
+    assert "database" not in result.stderr and "Traceback" not in result.stderr
+
+
 def test_servers_started_together_on_sqlite_share_one_secret(tmp_path: Path) -> None:
     """The secret generated beside a new database: each first process reads the whole of
     the one that was linked into place first."""

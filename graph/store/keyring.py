@@ -98,6 +98,17 @@ def load_secret(settings: Settings) -> bytes:
     if path.exists() or not settings.is_sqlite:
         # On PostgreSQL the file is the secret every replica was given: never generated.
         return _read_secret(path)
+    try:
+        return _generate_secret(path)
+    except OSError as exc:
+        # Not the database's failure, which is what a command would otherwise call it.
+        raise MissingSecret(
+            f"CONVOGRAPH_SECRET_FILE: cannot create the secret {path}: "
+            f"{exc.strerror or exc} (or set CONVOGRAPH_SECRET)"
+        ) from None
+
+
+def _generate_secret(path: Path) -> bytes:
     path.parent.mkdir(parents=True, exist_ok=True)
     value = secrets.token_hex(32).encode()
     # Written apart, then linked into place: a process starting beside this one reads the
