@@ -362,6 +362,36 @@ def _bootstrap_when_ready(settings: Settings) -> str | None:
         return None
 
 
+def _cannot_listen(settings: Settings, args: argparse.Namespace) -> str | None:
+    """Why the server could not listen on its host and port (taken, or no such address),
+    found before anything is migrated or stored: uvicorn finds out only once the app has
+    started (a bootstrap token made and printed), and says so in a few log lines, exit 3.
+    The sockets are bound as asyncio's server binds them, then closed."""
+    import socket
+
+    host, port = settings.host, settings.port
+    named = "/".join(
+        f"--{flag}" if getattr(args, flag, None) is not None else f"CONVOGRAPH_{flag.upper()}"
+        for flag in ("host", "port")
+    )
+    bound: list[socket.socket] = []
+    try:
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        for family, kind, proto, _, address in dict.fromkeys(found):
+            sock = socket.socket(family, kind, proto)
+            bound.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6 and hasattr(socket, "IPPROTO_IPV6"):
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+    except OSError as exc:
+        return f"{named}: cannot listen on {host}:{port}: {exc.strerror or exc}"
+    finally:
+        for sock in bound:
+            sock.close()
+    return None
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -374,6 +404,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from graph.store.migrate import upgrade_blocking
 
     settings = _settings(args, creates=True)
+    if (reason := _cannot_listen(settings, args)) is not None:
+        print(f"error: {reason}", file=sys.stderr)
+        return 1
     configure_logging(settings)
     if settings.migrate_on_start:
         upgrade_blocking(settings)

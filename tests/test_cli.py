@@ -13,6 +13,7 @@ import contextlib
 import os
 import re
 import shutil
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -416,6 +417,24 @@ def test_serve_bootstraps_an_admin_token_once(tmp_path: Path, serve: Callable[..
     assert response.status_code == 200, response.text  # the same secret, so the same token
     second.stop()
     assert TOKEN.search(second.stdout) is None, second.stdout
+
+
+def test_serve_on_a_port_already_taken_says_so_before_it_stores_anything(tmp_path: Path) -> None:
+    """uvicorn found the port taken only once the app had started: the database was made and
+    migrated, the bootstrap ADMIN token stored and printed by a command that then failed (exit
+    3, after a few log lines), and the next `serve` printed no token."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = clean_env(CONVOGRAPH_DATABASE_URL=f"sqlite+aiosqlite:///{tmp_path}/db.sqlite")
+        result = graph("serve", "--port", str(port), env=env, cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr == (
+        f"error: CONVOGRAPH_HOST/--port: cannot listen on 127.0.0.1:{port}: "
+        "Address already in use\n"
+    )
+    assert result.stdout == "" and list(tmp_path.iterdir()) == []
 
 
 def test_serve_without_migrating_waits_out_of_rotation_for_the_migration(
