@@ -63,22 +63,23 @@ class Settings(BaseModel):
     database_url: str = DEFAULT_DATABASE_URL
     # HMAC key for token and owner-key digests. When unset it is read from (or
     # generated into) `secret_file`, beside the SQLite database by default.
-    secret: str | None = Field(default=None, repr=False)
-    secret_file: str | None = None
+    secret: str | None = Field(default=None, repr=False, min_length=1)
+    secret_file: str | None = Field(default=None, min_length=1)
     # Encryption at rest (store/encryption.py): off unless a master key is given, as 32
     # random bytes in base64 (`convograph keys generate`), here or in a file of its own.
     encryption_key: str | None = Field(default=None, repr=False)
-    encryption_key_file: str | None = None
+    encryption_key_file: str | None = Field(default=None, min_length=1)
     # The master key being rotated away from: it still unwraps the data keys that
     # `convograph keys rotate` has not yet wrapped again under `encryption_key`.
     encryption_previous_key: str | None = Field(default=None, repr=False)
     # Where the wrapped data keys live, apart from the data so that the two are backed up
     # apart: on SQLite a file (beside the database by default), on PostgreSQL a schema.
-    encryption_key_store_file: str | None = None
+    encryption_key_store_file: str | None = Field(default=None, min_length=1)
     encryption_key_schema: str = Field(
         default="convograph_keys", pattern=r"^[a-z_][a-z0-9_]{0,62}$"
     )
-    host: str = "127.0.0.1"
+    # Not empty: asyncio takes "" for every interface of the machine.
+    host: str = Field(default="127.0.0.1", min_length=1)
     port: int = Field(default=8000, ge=0, le=65535)
     migrate_on_start: bool = True
     log_level: Literal["debug", "info", "warning", "error", "critical"] = "info"
@@ -375,7 +376,10 @@ class _Environment(BaseSettings, Settings):
     """The CONVOGRAPH_* variables, as raw values for Settings to check."""
 
     model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX, extra="ignore", frozen=True, env_ignore_empty=True
+        # An empty value is checked like any other, not taken for an unset one: an empty
+        # CONVOGRAPH_ENCRYPTION_KEY (a secret that did not reach the environment) stored
+        # everything unencrypted, an empty CONVOGRAPH_DATABASE_URL used ./data.
+        env_prefix=ENV_PREFIX, extra="ignore", frozen=True, env_ignore_empty=False
     )
 
 
@@ -387,5 +391,8 @@ def _explain(error: ValidationError, given: dict[str, Any]) -> str:
         got = problem.get("input")
         shown = "a value that is not shown" if name in _SECRET_SETTINGS else repr(got)
         message = problem["msg"].removeprefix("Value error, ")
+        if got == "":
+            lines.append(f"{source}: is empty ({message}); unset it for the default")
+            continue
         lines.append(f"{source}: {message} (got {shown})")
     return "invalid settings: " + "; ".join(lines)

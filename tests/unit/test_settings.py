@@ -139,6 +139,37 @@ def test_the_sqlite_file_is_the_one_the_engines_open() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    "name",
+    [
+        # Each empty value was taken for an unset one: encryption off, the secret generated
+        # into a file, ./data/convograph.db, the key store beside it, port 8000.
+        "ENCRYPTION_KEY",
+        "ENCRYPTION_KEY_FILE",
+        "SECRET",
+        "SECRET_FILE",
+        "DATABASE_URL",
+        "ENCRYPTION_KEY_STORE_FILE",
+        "PORT",
+        "MIGRATE_ON_START",
+        "WORKSPACE_MAX_MESSAGES",
+        # asyncio listens on every interface of the machine for "".
+        "HOST",
+    ],
+)
+def test_an_empty_value_is_refused_not_taken_for_the_default(
+    monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    said = refusal(monkeypatch, **{name: ""})
+    assert said.startswith(f"invalid settings: CONVOGRAPH_{name}: is empty ("), said
+    assert said.endswith("; unset it for the default"), said
+
+
+def test_an_empty_host_flag_is_refused() -> None:
+    with pytest.raises(SettingsError, match="--host: is empty"):
+        Settings.from_env(host="")
+
+
 def test_the_master_key_is_given_once(monkeypatch: pytest.MonkeyPatch) -> None:
     said = refusal(monkeypatch, ENCRYPTION_KEY=KEY, ENCRYPTION_KEY_FILE="/run/secrets/key")
     assert "CONVOGRAPH_ENCRYPTION_KEY_FILE" in said and "set one of the two" in said
