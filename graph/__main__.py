@@ -9,6 +9,7 @@ import logging
 import os
 import re
 import sys
+import unicodedata
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, TypeVar
@@ -138,7 +139,24 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def _control_character(args: argparse.Namespace, flags: Sequence[str]) -> str | None:
+    """The first of `flags` whose value holds a control character (a tab, a line break, an
+    escape): `token list` prints one token per line, its fields apart by tabs."""
+    for flag in flags:
+        value = getattr(args, flag.removeprefix("--").replace("-", "_"))
+        if value is not None and any(unicodedata.category(c) == "Cc" for c in value):
+            return flag
+    return None
+
+
 def cmd_token_create(args: argparse.Namespace) -> int:
+    if (flag := _control_character(args, ("--workspace", "--owner", "--label"))) is not None:
+        print(
+            f"error: argument {flag}: holds a control character (a tab, a line break, …), "
+            "which `token list` could not show",
+            file=sys.stderr,
+        )
+        return 2
     try:
         workspace = parse_workspace(args.workspace)
         owner = parse_owner(args.owner)

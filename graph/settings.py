@@ -379,7 +379,10 @@ class _Environment(BaseSettings, Settings):
         # An empty value is checked like any other, not taken for an unset one: an empty
         # CONVOGRAPH_ENCRYPTION_KEY (a secret that did not reach the environment) stored
         # everything unencrypted, an empty CONVOGRAPH_DATABASE_URL used ./data.
-        env_prefix=ENV_PREFIX, extra="ignore", frozen=True, env_ignore_empty=False
+        env_prefix=ENV_PREFIX,
+        extra="ignore",
+        frozen=True,
+        env_ignore_empty=False,
     )
 
 

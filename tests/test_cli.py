@@ -541,6 +541,25 @@ async def test_an_argument_that_is_not_utf8_is_refused_by_name_and_nothing_is_wr
     assert await asyncio.to_thread(cli.tokens) == []
 
 
+@pytest.mark.parametrize(
+    ("flag", "args"),
+    [
+        ("--label", ("--workspace", "site:1", "--owner", "user:a", "--label", "a\tb")),
+        ("--owner", ("--workspace", "site:1", "--owner", "user:a\nsite:2")),
+        ("--workspace", ("--workspace", "site:1\x1b[2J", "--owner", "user:a")),
+    ],
+)
+async def test_a_control_character_that_token_list_could_not_show_is_refused(
+    cli: Cli, flag: str, args: tuple[str, ...]
+) -> None:
+    """A tab or a line break was stored, and `token list` printed the token's fields one
+    column off, or over two lines."""
+    result = await run(cli, "token", "create", *args, ok=False)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(f"error: argument {flag}: holds a control character")
+    assert result.stdout == "" and await asyncio.to_thread(cli.tokens) == []
+
+
 async def test_a_positional_argument_that_is_not_utf8_is_named_as_such(cli: Cli) -> None:
     result = await run(cli, "token", "revoke", "ab\udcff", ok=False)
     assert result.returncode == 2, result.stderr
