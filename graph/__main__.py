@@ -92,7 +92,7 @@ def _as_system(
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    from graph.store.migrate import DowngradeRefused, upgrade_blocking
+    from graph.store.migrate import DowngradeRefused, downgrade_target, upgrade_blocking
 
     if args.downgrade_to is not None:
         revision = args.downgrade_to.strip()
@@ -104,15 +104,18 @@ def cmd_migrate(args: argparse.Namespace) -> int:
             return 2
         from alembic.util import CommandError
 
+        settings = _settings(args)
         try:
-            upgrade_blocking(_settings(args), downgrade_to=revision)
+            # The script's own id: `0016@head` names the head (0017), where it stops.
+            target = downgrade_target(settings, revision)
+            upgrade_blocking(settings, downgrade_to=revision)
         except CommandError as exc:  # an unknown revision, or one above the database's
             print(f"error: cannot downgrade to {revision!r}: {exc}", file=sys.stderr)
             return 2
         except DowngradeRefused as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        print(f"database is at revision {revision}")
+        print(f"database is at revision {target}")
         return 0
     upgrade_blocking(_settings(args, creates=True))
     print("database is at the newest revision")

@@ -30,6 +30,7 @@ import pytest
 
 from graph.settings import Settings
 from graph.store.keyring import load_secret
+from graph.store.migrate import head_revisions
 from tests import fork_server
 from tests.conftest import GraphQLClient
 from tests.ports import free_port, holds_port
@@ -125,6 +126,17 @@ async def test_a_downgrade_to_no_lower_revision_is_refused_saying_so(
     assert result.stderr.startswith("error:"), (result.stdout, result.stderr)
     assert "Traceback" not in result.stderr
     assert "newest revision" in (await run(cli, "migrate")).stdout  # nothing changed
+
+
+async def test_a_downgrade_says_the_revision_the_database_is_at(cli: Cli) -> None:
+    """`0016@head` is Alembic's head of 0016's branch, the newest: nothing was done, and the
+    command said "database is at revision 0016@head"."""
+    (head,) = head_revisions()
+    result = await run(cli, "migrate", "--downgrade-to", "0016@head")
+    assert result.stdout == f"database is at revision {head}\n"
+    result = await run(cli, "migrate", "--downgrade-to", " 0016 ")
+    assert result.stdout == "database is at revision 0016\n"
+    assert "newest revision" in (await run(cli, "migrate")).stdout
 
 
 @pytest.mark.parametrize("revision", ["base", "0016@base"])
