@@ -275,6 +275,9 @@ class Settings(BaseModel):
         return (db.parent if db else Path("data")) / "secret"
 
 
+_PG_QUERY = {"host"}
+
+
 def _database_url_parts(value: str) -> str:
     """The URL read as SQLAlchemy reads it (the engines do), so that a part they cannot use
     is refused at start, in one line, instead of as a traceback where they connect (a port
@@ -287,12 +290,19 @@ def _database_url_parts(value: str) -> str:
         port = url.port
     except ValueError as exc:
         raise ValueError(f"is not a URL that can be read ({exc})") from None
-    if url.query:
+    # `host` alone means the same to SQLAlchemy's engine and to asyncpg's own DSN parser (the
+    # LISTEN connection): a Unix socket's directory, `?host=/var/run/postgresql`. Any other
+    # parameter reaches one of them as something else (`sslmode` a keyword asyncpg's connect()
+    # refuses, `ssl` a server setting PostgreSQL refuses).
+    sqlite = url.get_backend_name() == "sqlite"
+    refused = sorted(set(url.query) - (set() if sqlite else _PG_QUERY))
+    if refused:
+        but = "" if sqlite else " but `host`, a socket's directory"
         raise ValueError(
-            f"takes no query parameters (got {', '.join(sorted(url.query))}): PostgreSQL's TLS "
+            f"takes no query parameters{but} (got {', '.join(refused)}): PostgreSQL's TLS "
             "and other connection options come from libpq's variables (PGSSLMODE, …)"
         )
-    if url.get_backend_name() == "sqlite":
+    if sqlite:
         if url.host or url.username or not url.database:
             raise ValueError(
                 "must be sqlite+aiosqlite:///PATH: three slashes, then the file's path (a "

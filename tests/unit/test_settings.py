@@ -129,6 +129,13 @@ def test_a_database_url_the_engines_could_not_use_is_refused_by_name(
     assert "s3cr3tpass" not in said
 
 
+def test_a_postgresql_socket_directory_may_be_given_as_host() -> None:
+    # What both of asyncpg's readers (the engine's keywords, the LISTEN connection's DSN)
+    # take alike: PostgreSQL over a Unix socket.
+    url = "postgresql+asyncpg://postgres@/convograph?host=/var/run/postgresql"
+    assert Settings(database_url=url).database_url == url
+
+
 def test_the_sqlite_file_is_the_one_the_engines_open() -> None:
     """`%20` is a space to SQLAlchemy, which the migrations open the file with: the server
     opened `a%20b.db` beside the migrated `a b.db`, and `serve` answered 503 for good."""
