@@ -720,7 +720,9 @@ async def test_a_child_transcript_closed_while_it_is_read_again_does_not_hold_th
         await page.evaluate(RECORD_NOTICES)
 
         s.relay.end_stream()  # the page reads again: the head, then both transcripts
-        await until(lambda: len(s.reads.answered) == 2, "the conversation read again")
+        # At least: the delegation's event may have the page read the head once more, before
+        # or after the stream ends. The root's transcript is read only by the new read.
+        await until(lambda: len(s.reads.answered) >= 2, "the conversation read again")
         await until(lambda: len(s.transcript_reads.answered) == 2, "the transcript read again")
         await expect(notice(page)).to_contain_text("reading the transcript of researcher again")
         await panel.get_by_role("button", name="Close the transcript panel").click()
