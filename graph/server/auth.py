@@ -156,14 +156,21 @@ class TokenBackend(AuthenticationBackend):
 
     async def principal(self, authorization: Any, acting_for: Any = None) -> Principal | None:
         """The principal of an Authorization value (and Convograph-Owner value), or None
-        when it names no live token; Refusal for an owner the token may not act for."""
-        token = bearer(authorization)
-        if token is None:
-            return None
-        principal = await self.uow.authenticate(token)
-        if principal is None or acting_for is None:
-            return principal
-        return self.act_for(principal, acting_for)
+        when it names no live token; Refusal for an owner the token may not act for;
+        Unavailable when the token could not be checked (the upgrade and connection_init
+        alike tell a client to retry that)."""
+        try:
+            token = bearer(authorization)
+            if token is None:
+                return None
+            principal = await self.uow.authenticate(token)
+            if principal is None or acting_for is None:
+                return principal
+            return self.act_for(principal, acting_for)
+        except Refusal:
+            raise
+        except Exception as exc:
+            raise Unavailable(exc) from exc
 
     def act_for(self, service: Principal, acting_for: Any) -> Principal:
         """`service` acting for the owner `acting_for` names; Refusal if it may not."""
@@ -201,12 +208,7 @@ class TokenBackend(AuthenticationBackend):
         acting_for = header_text(conn.headers.get(OWNER_HEADER))
         if authorization is None:
             return None  # anonymous, header or not: the endpoint asks for credentials
-        try:
-            principal = await self.principal(authorization, acting_for)
-        except Refusal:
-            raise
-        except Exception as exc:
-            raise Unavailable(exc) from exc
+        principal = await self.principal(authorization, acting_for)
         if principal is None:
             if conn.scope["type"] == "websocket":
                 return AuthCredentials(), Refused()

@@ -40,6 +40,7 @@ from graph.server.auth import (
     Refusal,
     Refused,
     TokenBackend,
+    Unavailable,
     authorization_from_params,
     header_text,
     owner_from_params,
@@ -379,13 +380,11 @@ class GraphQLEndpoint(GraphQL[Context, None]):
                     acting_for = header
                 try:
                     principal = await self.backend.principal(authorization, acting_for)
-                except Refusal:
-                    raise
-                except Exception as exc:
+                except Unavailable as failed:
                     # Logged as an HTTP request's failed check is; the client is told to
                     # retry (1013) when the database was away.
-                    failed = internal_error(exc, context.request_id)
-                    raise InitRefused(*close_for(failed, UNAVAILABLE)) from None
+                    masked = internal_error(failed.cause, context.request_id)
+                    raise InitRefused(*close_for(masked, UNAVAILABLE)) from None
                 if principal is None:
                     raise InitRefused(4403, REFUSED)
             elif acting_for is not None and principal.acting_service is None:
