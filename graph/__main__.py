@@ -92,7 +92,7 @@ def _as_system(
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    from graph.store.migrate import DowngradeRefused, downgrade_target, upgrade_blocking
+    from graph.store.migrate import DowngradeRefused, upgrade_blocking
 
     if args.downgrade_to is not None:
         revision = args.downgrade_to.strip()
@@ -104,11 +104,9 @@ def cmd_migrate(args: argparse.Namespace) -> int:
             return 2
         from alembic.util import CommandError
 
-        settings = _settings(args)
         try:
             # The script's own id: `0016@head` names the head (0017), where it stops.
-            target = downgrade_target(settings, revision)
-            upgrade_blocking(settings, downgrade_to=revision)
+            target = upgrade_blocking(_settings(args), downgrade_to=revision)
         except CommandError as exc:  # an unknown revision, or one above the database's
             print(f"error: cannot downgrade to {revision!r}: {exc}", file=sys.stderr)
             return 2

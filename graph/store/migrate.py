@@ -106,9 +106,10 @@ def _run_sync(connection: Any, config: Config, revision: str, down: bool) -> Non
         command.upgrade(config, revision)
 
 
-async def upgrade(settings: Settings, *, downgrade_to: str | None = None) -> None:
+async def upgrade(settings: Settings, *, downgrade_to: str | None = None) -> str:
     """Upgrade the database to the newest revision (idempotent); or, with `downgrade_to`,
-    downgrade it to that revision (to run a release before it on the data)."""
+    downgrade it to that revision (to run a release before it on the data). The revision it
+    went to: "head", or the id of the script `downgrade_to` names (`0016@head` is 0017)."""
     path = settings.sqlite_path
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -123,6 +124,7 @@ async def upgrade(settings: Settings, *, downgrade_to: str | None = None) -> Non
             await connection.commit()
     finally:
         await engine.dispose()
+    return revision
 
 
 @contextlib.asynccontextmanager
@@ -151,8 +153,8 @@ async def _one_at_a_time(settings: Settings, engine: AsyncEngine) -> AsyncIterat
         os.close(directory)
 
 
-def upgrade_blocking(settings: Settings, *, downgrade_to: str | None = None) -> None:
-    asyncio.run(upgrade(settings, downgrade_to=downgrade_to))
+def upgrade_blocking(settings: Settings, *, downgrade_to: str | None = None) -> str:
+    return asyncio.run(upgrade(settings, downgrade_to=downgrade_to))
 
 
 @functools.cache
