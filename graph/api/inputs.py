@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import strawberry
+from strawberry.schema.name_converter import NameConverter
+from strawberry.types.arguments import InputContext
+from strawberry.types.base import StrawberryType, get_object_definition
 
 from graph.api.scalars import JSON
 from graph.api.types.enums import DelegationStatus, OwnerType, ReflectOutcome
@@ -182,3 +189,58 @@ class CheckpointSessionInput:
 @strawberry.input
 class DeleteSessionStateInput:
     session_id: str
+
+
+# -- building the inputs -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Fields:
+    """An input class's fields, resolved for one name converter."""
+
+    # (GraphQL name, Python name, type) of each field.
+    named: tuple[tuple[str, str, StrawberryType | type], ...]
+    # The Python names of the fields without a default: None when the value leaves them out.
+    without_default: tuple[str, ...]
+
+
+_resolved: dict[tuple[type, NameConverter], _Fields] = {}
+
+
+def _fields(cls: type, names: NameConverter) -> _Fields:
+    found = _resolved.get((cls, names))
+    if found is None:
+        definition = get_object_definition(cls, strict=True)
+        found = _resolved[(cls, names)] = _Fields(
+            named=tuple(
+                (names.from_field(f), f.python_name, f.resolve_type(type_definition=definition))
+                for f in definition.fields
+            ),
+            without_default=tuple(
+                f.python_name
+                for f in definition.fields
+                if f.default_value is dataclasses.MISSING
+                and f.default_factory is dataclasses.MISSING
+            ),
+        )
+    return found
+
+
+def build_input(cls: type, value: Mapping[str, Any], context: InputContext) -> Any:
+    """Strawberry's `from_input` hook, doing what Strawberry does without it (each field
+    the value holds converted by Strawberry, None for a field with no default that it leaves
+    out), but with each field's GraphQL name and type resolved once per class, where
+    Strawberry resolves both again for every field of every input of every request."""
+    fields = _fields(cls, context.config.name_converter)
+    kwargs: dict[str, Any] = dict.fromkeys(fields.without_default)
+    for graphql_name, python_name, type_ in fields.named:
+        if graphql_name in value:
+            kwargs[python_name] = context.convert(value[graphql_name], type_, graphql_name)
+    return cls(**kwargs)
+
+
+# Every input type of this module (they are all the schema has).
+for _value in list(globals().values()):
+    _definition = get_object_definition(_value) if isinstance(_value, type) else None
+    if _definition is not None and _definition.is_input:
+        _definition.from_input = build_input
