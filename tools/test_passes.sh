@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole suite on SQLite, then again on PostgreSQL when a server is reachable.
+# The whole suite on SQLite and, side by side with it, on PostgreSQL when a server is reachable.
 # CONVOGRAPH_TEST_DATABASE_URL names the PostgreSQL database to work in (tests create
 # their own databases beside it); without it, the local server on 127.0.0.1:5432 is tried.
 # With CONVOGRAPH_SLOW_TESTS=1 (.ci/run sets it) each backend also runs the long reliability
@@ -47,14 +47,28 @@ SQLITE_ONLY=(
 # The serial run collects only the files that mark tests `serial`, not the whole suite.
 mapfile -t SERIAL_FILES < <(grep -rlE --include='test_*.py' 'pytest\.mark\.serial' tests)
 
-run_pytest() {  # $1: marker expression; $2: pytest workers; then a timeout command, if any
+run_parallel() {  # $1: marker expression; $2: pytest workers; then a timeout command, if any
   local marks="$1" workers="$2"; shift 2
   "$@" "$PY" -m pytest -q -m "($marks) and not serial" -n "$workers" ${PYTEST_ARGS:-}
-  local parallel_rc=$?
+  local rc=$?
+  [ "$rc" -eq 5 ] && rc=0  # no test of that kind selected
+  return "$rc"
+}
+
+run_serial() {  # $1: marker expression; then a timeout command, if any
+  local marks="$1"; shift
   "$@" "$PY" -m pytest -q -m "($marks) and serial" ${PYTEST_ARGS:-} "${SERIAL_FILES[@]}"
+  local rc=$?
+  [ "$rc" -eq 5 ] && rc=0
+  return "$rc"
+}
+
+run_pytest() {  # the parallel part, then the serial one
+  run_parallel "$@"
+  local parallel_rc=$?
+  local marks="$1"; shift 2
+  run_serial "$marks" "$@"
   local serial_rc=$?
-  [ "$serial_rc" -eq 5 ] && serial_rc=0  # no test of that kind selected
-  [ "$parallel_rc" -eq 5 ] && parallel_rc=0
   [ "$parallel_rc" -eq 0 ] && [ "$serial_rc" -eq 0 ]
 }
 
@@ -77,28 +91,60 @@ for what in "${missing[@]}"; do echo "!! SKIPPED: no $what: its tests will not r
 
 took() { echo "== $1 took $((SECONDS - $2)) s"; }
 
-echo "== test pass 1/2: SQLite"
-started=$SECONDS
-(unset CONVOGRAPH_TEST_DATABASE_URL; run_pytest "not slow" "$WORKERS")
-sqlite_rc=$?
-took "SQLite pass" "$started"
-(unset CONVOGRAPH_TEST_DATABASE_URL; slow_pass SQLite)
-sqlite_slow_rc=$?
-
 pg_url="${CONVOGRAPH_TEST_DATABASE_URL:-postgresql+asyncpg://postgres@127.0.0.1:5432/postgres}"
+pg_ready=0
+"$PY" -m tests.pg_probe "$pg_url" && pg_ready=1
+
+# The two backends' parallel parts run side by side: each test waits on its server,
+# subprocesses or browser much of the time, so one pass alone leaves the cores half idle.
+# The PostgreSQL part's output is held until the SQLite part has printed its own. The timed
+# (serial) tests follow once both are done, each backend's on its own; then the long variants.
+pg_url="${CONVOGRAPH_TEST_DATABASE_URL:-postgresql+asyncpg://postgres@127.0.0.1:5432/postgres}"
+pg_where=$("$PY" -m tests.pg_probe --describe "$pg_url")
+pg_rc=0
 pg_slow_rc=0
-if "$PY" -m tests.pg_probe "$pg_url"; then
-  echo "== test pass 2/2: PostgreSQL ($("$PY" -m tests.pg_probe --describe "$pg_url"))"
-  started=$SECONDS
+pg_ready=0
+"$PY" -m tests.pg_probe "$pg_url" && pg_ready=1
+pg_env() {  # runs "$@" in the PostgreSQL pass's environment
   (export CONVOGRAPH_TEST_DATABASE_URL="$pg_url"
-   PYTEST_ARGS="${PYTEST_ARGS:-} ${SQLITE_ONLY[*]/#/--ignore=}"; run_pytest "not slow" "$WORKERS")
+   PYTEST_ARGS="${PYTEST_ARGS:-} ${SQLITE_ONLY[*]/#/--ignore=}"; "$@")
+}
+sqlite_env() { (unset CONVOGRAPH_TEST_DATABASE_URL; "$@"); }
+
+started=$SECONDS
+if [ "$pg_ready" -eq 1 ]; then
+  pg_log=$(mktemp)
+  trap 'rm -f "$pg_log"' EXIT
+  pg_env run_parallel "not slow" "$WORKERS" > "$pg_log" 2>&1 &
+  pg_job=$!
+  echo "== test passes: SQLite, and PostgreSQL ($pg_where) beside it"
+else
+  echo "== test pass: SQLite; PostgreSQL SKIPPED: no PostgreSQL server answered at $pg_where."
+  echo "   Set CONVOGRAPH_TEST_DATABASE_URL=postgresql+asyncpg://user@host:port/db to run it."
+fi
+echo "== SQLite"
+sqlite_env run_parallel "not slow" "$WORKERS"
+sqlite_rc=$?
+if [ "$pg_ready" -eq 1 ]; then
+  wait "$pg_job"
   pg_rc=$?
-  took "PostgreSQL pass" "$started"
+  echo "== PostgreSQL"
+  cat "$pg_log"
+fi
+took "parallel parts" "$started"
+started=$SECONDS
+echo "== timed tests, SQLite"
+sqlite_env run_serial "not slow" || sqlite_rc=1
+if [ "$pg_ready" -eq 1 ]; then
+  echo "== timed tests, PostgreSQL"
+  pg_env run_serial "not slow" || pg_rc=1
+fi
+took "timed tests" "$started"
+
+sqlite_env slow_pass SQLite
+sqlite_slow_rc=$?
+if [ "$pg_ready" -eq 1 ]; then
   (export CONVOGRAPH_TEST_DATABASE_URL="$pg_url"; slow_pass PostgreSQL)
   pg_slow_rc=$?
-else
-  echo "== test pass 2/2: PostgreSQL SKIPPED: no PostgreSQL server answered at $("$PY" -m tests.pg_probe --describe "$pg_url")."
-  echo "   Set CONVOGRAPH_TEST_DATABASE_URL=postgresql+asyncpg://user@host:port/db to run it."
-  pg_rc=0
 fi
 [ "$sqlite_rc" -eq 0 ] && [ "$pg_rc" -eq 0 ] && [ "$sqlite_slow_rc" -eq 0 ] && [ "$pg_slow_rc" -eq 0 ]
