@@ -56,14 +56,14 @@ class Observation:
     def operation_finished(self, record: OperationRecord, *, subscription: bool) -> None:
         metrics = self.metrics
         label = metrics.operation_label(record.name)
-        metrics.operations.labels(label, record.type, record.outcome).inc()
+        metrics.operations(label, record.type, record.outcome).inc()
         if subscription:
             metrics.active_subscriptions.dec()
         else:
-            metrics.operation_seconds.labels(label, record.type).observe(record.duration)
+            metrics.operation_seconds(label, record.type).observe(record.duration)
         for code in record.codes:
             counter = metrics.internal_errors if code in INTERNAL_CODES else metrics.user_errors
-            counter.labels(code).inc()
+            counter(code).inc()
         self.principal = record.principal or self.principal
         if self.websocket:
             self._log_websocket_operation(record)
@@ -166,8 +166,8 @@ class AccessLog:
     def _done(self, scope: Scope, observation: Observation, status: int, seconds: float) -> None:
         path, method = scope["path"], scope["method"]
         route = route_label(path)
-        self.metrics.http_requests.labels(route, method_label(method), str(status)).inc()
-        self.metrics.http_seconds.labels(route).observe(seconds)
+        self.metrics.http_requests(route, method_label(method), str(status)).inc()
+        self.metrics.http_seconds(route).observe(seconds)
 
         if status == CLIENT_CLOSED_REQUEST:
             # A client that goes away is routine (a tab closed, a timeout of its own): a line

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from prometheus_client import (
     CollectorRegistry,
@@ -51,6 +51,26 @@ ROUTES = ("/graphql", "/healthz", "/readyz", "/metrics", "/ui")
 # Static files: labelled by their folder, never by file.
 ASSET_PREFIXES = ("/graphiql-assets", "/ui/assets")
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+M = TypeVar("M", Counter, Histogram)
+
+
+class Labelled(Generic[M]):
+    """A metric's children by label values, each made once: prometheus_client's `labels()`
+    converts, checks and locks on every call, and the access log asks for four per request.
+    Every label here has a bounded set of values (routes, methods, statuses, outcomes,
+    operation names past MAX_OPERATION_NAMES counted as "other")."""
+
+    def __init__(self, metric: M) -> None:
+        self.metric: M = metric
+        self._children: dict[tuple[str, ...], M] = {}
+
+    def __call__(self, *values: str) -> M:
+        child = self._children.get(values)
+        if child is None:
+            child = self._children[values] = self.metric.labels(*values)
+        return child
 
 
 def method_label(method: str) -> str:
@@ -182,48 +202,60 @@ class Metrics:
         """`collectors` read counters that other parts keep (StorageCollector, LimitsCollector)."""
         self.registry = CollectorRegistry()
         r = self.registry
-        self.operations = Counter(
-            "convograph_graphql_operations",
-            "GraphQL operations by name, type and outcome (ok, user_error, error)",
-            ["operation", "type", "outcome"],
-            registry=r,
+        self.operations = Labelled(
+            Counter(
+                "convograph_graphql_operations",
+                "GraphQL operations by name, type and outcome (ok, user_error, error)",
+                ["operation", "type", "outcome"],
+                registry=r,
+            )
         )
-        self.operation_seconds = Histogram(
-            "convograph_graphql_operation_duration_seconds",
-            "Time to answer a query or mutation (subscriptions are not timed)",
-            ["operation", "type"],
-            buckets=LATENCY_BUCKETS,
-            registry=r,
+        self.operation_seconds = Labelled(
+            Histogram(
+                "convograph_graphql_operation_duration_seconds",
+                "Time to answer a query or mutation (subscriptions are not timed)",
+                ["operation", "type"],
+                buckets=LATENCY_BUCKETS,
+                registry=r,
+            )
         )
-        self.user_errors = Counter(
-            "convograph_graphql_user_errors",
-            "Expected failures returned to clients (userErrors, GraphQL errors), by code",
-            ["code"],
-            registry=r,
+        self.user_errors = Labelled(
+            Counter(
+                "convograph_graphql_user_errors",
+                "Expected failures returned to clients (userErrors, GraphQL errors), by code",
+                ["code"],
+                registry=r,
+            )
         )
-        self.internal_errors = Counter(
-            "convograph_graphql_errors",
-            "Unexpected failures (masked for clients, logged), by code",
-            ["code"],
-            registry=r,
+        self.internal_errors = Labelled(
+            Counter(
+                "convograph_graphql_errors",
+                "Unexpected failures (masked for clients, logged), by code",
+                ["code"],
+                registry=r,
+            )
         )
         self.active_subscriptions = Gauge(
             "convograph_graphql_active_subscriptions",
             "Subscriptions currently streaming",
             registry=r,
         )
-        self.http_requests = Counter(
-            "convograph_http_requests",
-            "HTTP requests by route, method and status",
-            ["route", "method", "status"],
-            registry=r,
+        self.http_requests = Labelled(
+            Counter(
+                "convograph_http_requests",
+                "HTTP requests by route, method and status",
+                ["route", "method", "status"],
+                registry=r,
+            )
         )
-        self.http_seconds = Histogram(
-            "convograph_http_request_duration_seconds",
-            "Time to answer an HTTP request, by route",
-            ["route"],
-            buckets=LATENCY_BUCKETS,
-            registry=r,
+        self.http_seconds = Labelled(
+            Histogram(
+                "convograph_http_request_duration_seconds",
+                "Time to answer an HTTP request, by route",
+                ["route"],
+                buckets=LATENCY_BUCKETS,
+                registry=r,
+            )
         )
         self.database_errors = Counter(
             "convograph_db_errors",
