@@ -220,8 +220,13 @@ def cmd_token_revoke(args: argparse.Namespace) -> int:
     if _as_system(_settings(args), work):
         print(f"revoked token {args.id}")
         return 0
-    print(f"error: no live token with id {args.id}", file=sys.stderr)
-    return 1
+    # Exit 2 as for every ID, revision or path the command was given that names nothing
+    # it can act on (`token rotate` among them); 1 is the database's failure.
+    print(
+        f"error: no token with id {args.id} to revoke (unknown, or revoked already)",
+        file=sys.stderr,
+    )
+    return 2
 
 
 def cmd_token_rotate(args: argparse.Namespace) -> int:

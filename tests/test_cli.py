@@ -286,10 +286,20 @@ async def test_token_revoke_takes_effect_on_the_next_request(cli: Cli) -> None:
         assert response.json()["errors"][0]["message"]
         assert (await client.post(VIEWER, token=keep)).status_code == 200
     again = await run(cli, "token", "revoke", token_id, ok=False)
-    assert again.returncode != 0
+    assert again.returncode == 2
     assert token_id in again.stderr
-    unknown = await run(cli, "token", "revoke", "00000000-0000-4000-8000-000000000000", ok=False)
-    assert unknown.returncode != 0
+
+
+@pytest.mark.parametrize("command", ["revoke", "rotate"])
+async def test_revoke_and_rotate_refuse_an_unknown_id_alike(cli: Cli, command: str) -> None:
+    """`token revoke` exited 1 (what a database failure exits) and `token rotate` 2 for the
+    same mistake: an ID that names no token."""
+    unknown = "00000000-0000-4000-8000-000000000000"
+    result = await run(cli, "token", command, unknown, ok=False)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("error: no ") and unknown in result.stderr
+    assert len(result.stderr.splitlines()) == 1 and result.stdout == ""
+    assert await asyncio.to_thread(cli.tokens) == []
 
 
 # -- export-schema and sweep -----------------------------------------------------------------
