@@ -41,12 +41,26 @@ def duration(text: str) -> timedelta:
     found = DURATION.fullmatch(text.strip())
     if found is None:
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not a duration: a whole number and a unit, d, h, m or s (e.g. 30d, 12h)"
+            f"{text!r} is not a duration: a whole number above 0 and a unit, d, h, m or s "
+            "(e.g. 30d, 12h)"
         )
     value = timedelta(seconds=int(found[1]) * UNIT_SECONDS[found[2]])
     if not timedelta(0) < value <= LONGEST_LIFETIME:
         raise argparse.ArgumentTypeError(f"{text!r} must be more than 0s and at most 36600d")
     return value
+
+
+def _durations_joined(given: list[str]) -> list[str]:
+    """`--expires-in -1d` as `--expires-in=-1d`: argparse takes a value that starts with a
+    dash and a digit but is no number for a flag of its own, and said only "expected one
+    argument"; joined to its flag, it reaches `duration`, which says what a duration is."""
+    joined: list[str] = []
+    for arg in given:
+        if joined and joined[-1] == "--expires-in" and re.match(r"-[0-9.]", arg):
+            joined[-1] = f"--expires-in={arg}"
+        else:
+            joined.append(arg)
+    return joined
 
 
 def _settings(args: argparse.Namespace, *, creates: bool = False) -> Settings:
@@ -558,7 +572,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
-    given = list(sys.argv[1:] if argv is None else argv)
+    given = _durations_joined(list(sys.argv[1:] if argv is None else argv))
     args = parser().parse_args(given)
     for name, value in vars(args).items():
         # Bytes that are not UTF-8 arrive as lone surrogates (PEP 383): no token, label or
