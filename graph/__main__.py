@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 BOOTSTRAP_WORKSPACE = ("default", "default")
 BOOTSTRAP_OWNER = "system:admin"
+# How a command's error names the database, when it is the database that failed (exit 1).
+DATABASE = "the database of CONVOGRAPH_DATABASE_URL"
 
 DURATION = re.compile(r"([0-9]{1,9})([dhms])")
 UNIT_SECONDS = {"d": 86_400, "h": 3_600, "m": 60, "s": 1}
@@ -105,6 +107,17 @@ def _as_system(
     return asyncio.run(run())
 
 
+def _refused_read_only(settings: Settings) -> bool:
+    """Whether the SQLite database cannot be written, said in one line (exit 1): for the
+    commands that write whatever the database holds (migrate, serve), before they start."""
+    from graph.store.db import sqlite_read_only
+
+    if (reason := sqlite_read_only(settings)) is None:
+        return False
+    print(f"error: {DATABASE}: {reason}", file=sys.stderr)
+    return True
+
+
 def cmd_migrate(args: argparse.Namespace) -> int:
     from graph.store.migrate import DowngradeRefused, upgrade_blocking
 
@@ -118,9 +131,12 @@ def cmd_migrate(args: argparse.Namespace) -> int:
             return 2
         from alembic.util import CommandError
 
+        settings = _settings(args)
+        if _refused_read_only(settings):
+            return 1
         try:
             # The script's own id: `0016@head` names the head (0017), where it stops.
-            target = upgrade_blocking(_settings(args), downgrade_to=revision)
+            target = upgrade_blocking(settings, downgrade_to=revision)
         except CommandError as exc:  # an unknown revision, or one above the database's
             print(f"error: cannot downgrade to {revision!r}: {exc}", file=sys.stderr)
             return 2
@@ -129,7 +145,10 @@ def cmd_migrate(args: argparse.Namespace) -> int:
             return 2
         print(f"database is at revision {target}")
         return 0
-    upgrade_blocking(_settings(args, creates=True))
+    settings = _settings(args, creates=True)
+    if _refused_read_only(settings):
+        return 1
+    upgrade_blocking(settings)
     print("database is at the newest revision")
     return 0
 
@@ -445,6 +464,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if (reason := _cannot_listen(settings, args)) is not None:
         print(f"error: {reason}", file=sys.stderr)
         return 1
+    if _refused_read_only(settings):
+        return 1
     configure_logging(settings)
     if settings.migrate_on_start:
         upgrade_blocking(settings)
@@ -593,7 +614,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         reason = database_problem(exc)
         if reason is None:
             raise
-        print(f"error: the database of CONVOGRAPH_DATABASE_URL: {reason}", file=sys.stderr)
+        print(f"error: {DATABASE}: {reason}", file=sys.stderr)
         return 1
 
 

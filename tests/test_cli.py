@@ -476,6 +476,55 @@ def test_serve_on_a_port_already_taken_says_so_before_it_stores_anything(tmp_pat
     assert result.stdout == "" and list(tmp_path.iterdir()) == []
 
 
+@contextlib.contextmanager
+def read_only(path: Path) -> Iterator[None]:
+    """`path` (a file or a directory) read-only to this process: by its mode, or for root,
+    whom a mode does not stop, by the immutable attribute where the file system has one."""
+    if os.geteuid() != 0:
+        mode = path.stat().st_mode
+        path.chmod(mode & ~0o222)
+        try:
+            yield
+        finally:
+            path.chmod(mode)
+        return
+    made = subprocess.run(["chattr", "+i", str(path)], capture_output=True, check=False)
+    if made.returncode != 0:
+        pytest.skip(f"root writes through any mode, and chattr +i failed: {made.stderr!r}")
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
+
+
+@pytest.mark.parametrize("command", [("serve", "--no-migrate"), ("serve",), ("migrate",)])
+@pytest.mark.parametrize("which", ["file", "directory"])
+def test_a_sqlite_database_that_cannot_be_written_is_named_before_anything_is_stored(
+    tmp_path: Path, sqlite_template: Path, command: tuple[str, ...], which: str
+) -> None:
+    """SQLite opens a read-only file for reading: `serve` started, then stopped in a
+    traceback (exit 3) at its first write, and `migrate` said the database was at the
+    newest revision. A read-only directory (for the -wal and -shm) went the same way."""
+    path = tmp_path / "db" / "convograph.db"
+    path.parent.mkdir()
+    shutil.copy(sqlite_template, path)
+    port = ("--port", str(free_port())) if command[0] == "serve" else ()
+    env = clean_env(CONVOGRAPH_DATABASE_URL=f"sqlite+aiosqlite:///{path}")
+    if which == "directory":  # else the secret that cannot be made beside it is said first
+        env["CONVOGRAPH_SECRET"] = SECRET
+    with read_only(path if which == "file" else path.parent):
+        result = graph(*command, *port, env=env, cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    said = (
+        f"the SQLite file {path} is read-only"
+        if which == "file"
+        else f"the directory {path.parent} is read-only: the SQLite database {path} needs "
+        "its -wal and -shm made beside it"
+    )
+    assert result.stderr == f"error: the database of CONVOGRAPH_DATABASE_URL: {said}\n"
+    assert result.stdout == "" and [p.name for p in path.parent.iterdir()] == [path.name]
+
+
 def test_serve_without_migrating_waits_out_of_rotation_for_the_migration(
     tmp_path: Path, serve: Callable[..., Served]
 ) -> None:

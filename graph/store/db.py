@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import os
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable
@@ -171,6 +172,27 @@ def _where(settings: Settings) -> str:
     if settings.is_sqlite:
         return str(settings.sqlite_path or ":memory:")
     return make_url(settings.database_url).render_as_string(hide_password=True)
+
+
+def sqlite_read_only(settings: Settings) -> str | None:
+    """Why the SQLite database of `settings` cannot be written, found before it is opened:
+    its file, or the -wal or -shm file beside it, is read-only, or the directory they are
+    in (made if missing) is. SQLite opens a read-only file for reading without a word, and
+    the first write fails (a server's, as it starts); in a read-only directory it cannot
+    make its -wal and -shm, and says only "unable to open database file"."""
+    path = settings.sqlite_path
+    if path is None:
+        return None
+    for file in (path, path.with_name(f"{path.name}-wal"), path.with_name(f"{path.name}-shm")):
+        if file.exists() and not os.access(file, os.W_OK):
+            return f"the SQLite file {file} is read-only"
+    directory = next(d for d in path.parents if d.is_dir())
+    if not os.access(directory, os.W_OK | os.X_OK):
+        needs = "its -wal and -shm made beside it"
+        if directory != path.parent:
+            needs = f"the directory {path.parent} made"
+        return f"the directory {directory} is read-only: the SQLite database {path} needs {needs}"
+    return None
 
 
 class _Group:
