@@ -29,6 +29,7 @@ import httpx
 import pytest
 
 from graph.settings import Settings
+from graph.store.encryption import generate_key
 from graph.store.keyring import load_secret
 from graph.store.migrate import head_revisions
 from tests import fork_server
@@ -709,6 +710,34 @@ def test_a_secret_that_cannot_be_created_is_named_not_blamed_on_the_database(
         f"error: CONVOGRAPH_SECRET_FILE: cannot create the secret {path}: "
     ), result.stderr
     assert "database" not in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("command", [("token", "list"), ("serve", "--no-migrate")])
+@pytest.mark.parametrize("encrypted", [True, False])
+def test_a_key_store_file_that_is_no_key_store_is_named_not_blamed_on_the_database(
+    cli: Cli, command: tuple[str, ...], encrypted: bool
+) -> None:
+    """Said "error: the database of CONVOGRAPH_DATABASE_URL: file is not a database" (exit
+    1), and `serve` warned that the database was not ready, then stopped in a traceback. With
+    encryption off the key store is still read: one holding keys refuses the start."""
+    store = cli.cwd / "keys"
+    store.write_bytes(b"not a key store\n")
+    env = clean_env(
+        CONVOGRAPH_DATABASE_URL=cli.url,
+        CONVOGRAPH_SECRET=SECRET,
+        CONVOGRAPH_ENCRYPTION_KEY_STORE_FILE=str(store),
+    )
+    if encrypted:
+        env["CONVOGRAPH_ENCRYPTION_KEY"] = generate_key()
+    port = ("--port", str(free_port())) if command[0] == "serve" else ()
+    result = graph(*command, *port, env=env, cwd=cli.cwd)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        f"error: CONVOGRAPH_ENCRYPTION_KEY_STORE_FILE: cannot use the key store {store}: "
+        "file is not a database (damaged, or another file than a key store)"
+    ), result.stderr
+    assert "database of" not in result.stderr and "Traceback" not in result.stderr
+    assert result.stdout == "" and store.read_bytes() == b"not a key store\n"
 
 
 def test_servers_started_together_on_sqlite_share_one_secret(tmp_path: Path) -> None:

@@ -93,6 +93,15 @@ _CREATE = (
 )
 
 
+# SQLite's refusals of a key store file that no retry cures, and what each means here.
+_UNUSABLE = {
+    sqlite3.SQLITE_NOTADB: "damaged, or another file than a key store",
+    sqlite3.SQLITE_CORRUPT: "damaged",
+    sqlite3.SQLITE_READONLY: "it, or its directory, is read-only",
+    sqlite3.SQLITE_CANTOPEN: "a directory, or in one that cannot be written",
+}
+
+
 class SQLiteKeyStore(KeyStore):
     """A SQLite file of its own, on the stdlib driver: a key is read once per process and
     conversation (then cached), so its few statements run on the event loop, as the data's
@@ -106,16 +115,39 @@ class SQLiteKeyStore(KeyStore):
 
     def _db(self) -> sqlite3.Connection:
         if self._conn is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(
-                self.path, timeout=self._busy, isolation_level=None, check_same_thread=False
-            )
+            try:
+                self._conn = self._open()
+            except OSError as exc:
+                raise self._unusable(exc.strerror or str(exc)) from None
+            except sqlite3.DatabaseError as exc:
+                if exc.sqlite_errorcode & 0xFF not in _UNUSABLE:
+                    raise
+                raise self._unusable(f"{exc} ({_UNUSABLE[exc.sqlite_errorcode & 0xFF]})") from None
+        return self._conn
+
+    def _open(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(
+            self.path, timeout=self._busy, isolation_level=None, check_same_thread=False
+        )
+        try:
             conn.execute("PRAGMA journal_mode=WAL")
             # A key must outlive a power cut once the data it seals has committed.
             conn.execute("PRAGMA synchronous=FULL")
             conn.execute(_CREATE)
-            self._conn = conn
-        return self._conn
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _unusable(self, reason: str) -> Exception:
+        """The key store's file cannot be used: its setting's to fix, not the database's
+        (what a command said of SQLite's error, "file is not a database")."""
+        from graph.store.encryption import EncryptionError  # which imports this module
+
+        return EncryptionError(
+            f"CONVOGRAPH_ENCRYPTION_KEY_STORE_FILE: cannot use the key store {self.path}: {reason}"
+        )
 
     async def open(self) -> None:
         self._db()
