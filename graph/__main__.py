@@ -401,6 +401,27 @@ def bootstrap_token(settings: Settings) -> str | None:
     return _as_system(settings, work)
 
 
+def _tokens_of_another_secret(settings: Settings) -> None:
+    """Say so, at start, when every live token was made under another server secret than
+    this one (a secret file lost and made anew, another CONVOGRAPH_SECRET): the server
+    would answer each of them 401, and nothing else would say why."""
+
+    async def work(repo: Repository) -> tuple[int, int]:
+        return await repo.tokens.live_under_another_secret()
+
+    live, foreign = _as_system(settings, work, write=False)
+    if live and foreign == live:
+        where = "CONVOGRAPH_SECRET" if settings.secret else str(settings.resolved_secret_file)
+        logging.getLogger("convograph").error(
+            "none of the %d live API tokens can be accepted: they were made under another "
+            "server secret than %s holds. Start with the secret that made them or, if it is "
+            "lost, make a new token (convograph token create) and revoke the old ones "
+            "(convograph token list, token revoke)",
+            live,
+            where,
+        )
+
+
 def _bootstrap_when_ready(settings: Settings) -> str | None:
     """`bootstrap_token`, unless the database cannot take it yet (not migrated, or away): a
     replica started before the migration, or while its database is down, still starts, out
@@ -408,7 +429,10 @@ def _bootstrap_when_ready(settings: Settings) -> str | None:
     from graph.store.errors import database_problem
 
     try:
-        return bootstrap_token(settings)
+        token = bootstrap_token(settings)
+        if token is None:
+            _tokens_of_another_secret(settings)
+        return token
     except Exception as exc:
         reason = database_problem(exc)
         if reason is None:

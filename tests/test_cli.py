@@ -457,6 +457,30 @@ def test_serve_bootstraps_an_admin_token_once(tmp_path: Path, serve: Callable[..
     assert response.status_code == 200, response.text  # the same secret, so the same token
     second.stop()
     assert TOKEN.search(second.stdout) is None, second.stdout
+    assert OTHER_SECRET not in second.log.read_text()
+
+
+OTHER_SECRET = "live API tokens can be accepted"
+
+
+def test_serve_says_when_every_token_was_made_under_another_secret(
+    tmp_path: Path, serve: Callable[..., Served]
+) -> None:
+    """A secret file lost and made anew (or another CONVOGRAPH_SECRET): every token is then
+    refused with 401, and nothing at start said why."""
+    url = f"sqlite+aiosqlite:///{tmp_path}/db.sqlite"
+    first = serve(url)
+    token = TOKEN.findall(first.stdout)[0]
+    first.stop()
+    (tmp_path / "secret").unlink()  # the next start makes a new one
+
+    second = serve(url)
+    assert second.viewer(token).status_code == 401
+    second.stop()
+    log = second.log.read_text()
+    assert f"none of the 1 {OTHER_SECRET}" in log, log
+    assert str(tmp_path / "secret") in log and "token create" in log
+    assert TOKEN.search(second.stdout) is None  # no second ADMIN token made behind its back
 
 
 def test_serve_on_a_port_already_taken_says_so_before_it_stores_anything(tmp_path: Path) -> None:

@@ -179,11 +179,15 @@ class Tokens(Part):
         ]
 
     def _owner_key(self, sealed: str) -> str:
+        found = self._unsealed(sealed)
+        # Sealed under another server secret: this server could never accept the token.
+        return "<sealed under another secret>" if found is None else found
+
+    def _unsealed(self, sealed: str) -> str | None:
         try:
             return self.repo.keyring.unseal(sealed)
         except ValueError:
-            # Sealed under another server secret: this server could never accept the token.
-            return "<sealed under another secret>"
+            return None
 
     async def revoke(self, token_id: str) -> bool:
         self._require_system()
@@ -194,6 +198,16 @@ class Tokens(Part):
             .values(revoked_at=self.repo.now())
         )
         return bool(revoked)
+
+    async def live_under_another_secret(self) -> tuple[int, int]:
+        """How many tokens are live, and how many of those were sealed under another server
+        secret than this one: this server can accept none of those."""
+        self._require_system()
+        found = await self.sql.rows(
+            select(T.c.owner_key_sealed).where(_live()), {"now": self.repo.now()}
+        )
+        sealed = [row[0] for row in found.values]
+        return len(sealed), sum(1 for value in sealed if self._unsealed(value) is None)
 
     async def exist(self) -> bool:
         self._require_system()
