@@ -385,31 +385,24 @@ def cmd_export_schema(args: argparse.Namespace) -> int:
 
 
 def bootstrap_token(settings: Settings) -> str | None:
-    """On a database without tokens, create the first ADMIN token (returned once)."""
+    """On a database without tokens, create the first ADMIN token (returned once).
 
-    async def work(repo: Repository) -> str | None:
+    On one with tokens, say so when every live one was made under another server secret
+    than this one (a secret file lost and made anew, another CONVOGRAPH_SECRET): the server
+    would answer each of them 401, and nothing else would say why."""
+
+    async def work(repo: Repository) -> tuple[str | None, int, int]:
         if await repo.tokens.exist():
-            return None
+            return None, *await repo.tokens.live_under_another_secret()
         _, token = await repo.tokens.create(
             workspace=BOOTSTRAP_WORKSPACE,
             owner=parse_owner(BOOTSTRAP_OWNER),
             scope_=Scope.ADMIN,
             label="bootstrap",
         )
-        return token
+        return token, 0, 0
 
-    return _as_system(settings, work)
-
-
-def _tokens_of_another_secret(settings: Settings) -> None:
-    """Say so, at start, when every live token was made under another server secret than
-    this one (a secret file lost and made anew, another CONVOGRAPH_SECRET): the server
-    would answer each of them 401, and nothing else would say why."""
-
-    async def work(repo: Repository) -> tuple[int, int]:
-        return await repo.tokens.live_under_another_secret()
-
-    live, foreign = _as_system(settings, work, write=False)
+    token, live, foreign = _as_system(settings, work)
     if live and foreign == live:
         where = "CONVOGRAPH_SECRET" if settings.secret else str(settings.resolved_secret_file)
         logging.getLogger("convograph").error(
@@ -420,6 +413,7 @@ def _tokens_of_another_secret(settings: Settings) -> None:
             live,
             where,
         )
+    return token
 
 
 def _bootstrap_when_ready(settings: Settings) -> str | None:
@@ -429,10 +423,7 @@ def _bootstrap_when_ready(settings: Settings) -> str | None:
     from graph.store.errors import database_problem
 
     try:
-        token = bootstrap_token(settings)
-        if token is None:
-            _tokens_of_another_secret(settings)
-        return token
+        return bootstrap_token(settings)
     except Exception as exc:
         reason = database_problem(exc)
         if reason is None:
