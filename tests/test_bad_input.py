@@ -682,6 +682,48 @@ async def test_a_number_with_an_exponent_past_what_decimal_holds_is_stored_not_a
     assert b'"content":[0.0,0.0,1234567890123456]' in read.content
 
 
+async def test_an_integer_past_4300_digits_is_refused_saying_the_limit(gql: GraphQLClient) -> None:
+    # Python reads at most 4,300 digits of an integer (int()'s guard against a quadratic
+    # conversion): the body's was a 400 "Unable to parse request body as JSON", the
+    # literal's graphql-core read as NaN and refused as "JSON numbers must be finite".
+    cid = await create(gql)
+    body = b'{"query": %s, "variables": {"id": "%s", "m": [{"role": "user", "content": %s}]}}'
+    limit = "JSON integers may have at most 4300 digits"
+    for number in (b"1" * 4301, b"-" + b"9" * 20_000):
+        response = await gql.post_body(body % (orjson.dumps(APPEND), cid.encode(), number))
+        assert response.status_code == 400, response.text
+        assert response.json() == {"errors": [{"message": limit}]}
+        document = (
+            f'mutation {{ appendMessages(input: {{conversationId: "{cid}", '
+            f'messages: [{{role: "user", content: {number.decode()}}}]}}) '
+            "{ userErrors { code } } }"
+        )
+        answer = (await gql.post(document)).json()
+        assert answer["data"] is None, answer
+        assert [e["message"] for e in answer["errors"]] == [limit]
+    read = await gql.post(READ, {"id": cid})
+    assert read.json()["data"]["conversation"]["messageCount"] == 0
+    # As many digits as Python reads are stored, and read back as sent.
+    most = b"-" + b"7" * 4300
+    response = await gql.post_body(body % (orjson.dumps(APPEND), cid.encode(), most))
+    assert response.json()["data"]["appendMessages"]["userErrors"] == []
+    read = await gql.post(READ, {"id": cid})
+    assert b'"transcript":[{"role":"user","content":' + most + b"}]" in read.content
+
+
+async def test_a_number_past_a_doubles_range_in_a_body_is_refused_saying_so(
+    gql: GraphQLClient,
+) -> None:
+    # It was a 400 "Unable to parse request body as JSON", of a body that is JSON.
+    cid = await create(gql)
+    body = b'{"query": %s, "variables": {"id": "%s", "m": [{"role": "user", "content": %s}]}}'
+    for number in (b"1e400", b"[-1e99999,1234567890123456]"):
+        response = await gql.post_body(body % (orjson.dumps(APPEND), cid.encode(), number))
+        assert response.status_code == 400, response.text
+        (error,) = response.json()["errors"]
+        assert error["message"].startswith("JSON numbers must be finite: at most 1.79"), error
+
+
 async def test_the_bytes_of_a_surrogate_are_a_400_beside_a_long_number(gql: GraphQLClient) -> None:
     # Beside a long number the exact parser let them through, and the search that received
     # them answered INTERNAL; alone they were always a 400.

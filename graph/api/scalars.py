@@ -21,6 +21,7 @@ import strawberry
 from graphql import (
     FloatValueNode,
     GraphQLError,
+    IntValueNode,
     ListValueNode,
     ObjectValueNode,
     Undefined,
@@ -28,7 +29,7 @@ from graphql import (
     value_from_ast_untyped,
 )
 
-from graph.domain.jsoncodec import RawJSON, check_finite, exact_float
+from graph.domain.jsoncodec import NumberOutOfRange, RawJSON, check_finite, exact_float, exact_int
 
 JSON = NewType("JSON", object)
 BigInt = NewType("BigInt", int)
@@ -46,9 +47,16 @@ def _parse_value(value: Any) -> Any:
 def _literal(node: ValueNode, variables: dict[str, Any] | None) -> Any:
     """A JSON literal's value, as graphql-core reads it but for two things: a variable the
     request did not provide is left out of an object (as an input object's field would be)
-    and null in a list; a number keeps the digits a float would lose (jsoncodec)."""
+    and null in a list; a number keeps the digits a float would lose (jsoncodec), or is
+    refused in the codec's words (graphql-core read an integer past 4,300 digits as NaN,
+    which was then refused as "JSON numbers must be finite")."""
     if isinstance(node, FloatValueNode):
         return exact_float(node.value)
+    if isinstance(node, IntValueNode):
+        try:
+            return exact_int(node.value)
+        except NumberOutOfRange as exc:
+            raise GraphQLError(str(exc), node) from None
     if isinstance(node, ObjectValueNode):
         fields = ((f.name.value, _literal(f.value, variables)) for f in node.fields)
         return {name: value for name, value in fields if value is not Undefined}

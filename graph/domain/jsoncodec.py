@@ -92,14 +92,45 @@ _INFINITY = float("inf")
 _SMALLEST_NORMAL = sys.float_info.min
 
 
+class NumberOutOfRange(ValueError):
+    """A JSON number the codec does not hold: an integer with more digits than Python
+    reads (a guard against quadratic conversion), or one past a float's range (1e400).
+    The message says which, and the limit, for the client to read."""
+
+
+def integer_too_long() -> NumberOutOfRange:
+    return NumberOutOfRange(f"JSON integers may have at most {sys.get_int_max_str_digits()} digits")
+
+
+def out_of_range() -> NumberOutOfRange:
+    return NumberOutOfRange(
+        f"JSON numbers must be finite: at most {sys.float_info.max!r} in magnitude"
+    )
+
+
+def exact_int(text: str) -> int:
+    """The integer JSON writes as `text` (a GraphQL literal's), or NumberOutOfRange."""
+    try:
+        return int(text)
+    except ValueError:
+        raise integer_too_long() from None
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
 def loads(data: str | bytes) -> Any:
+    """The JSON value of `data`, exact. ValueError if it is no JSON, NumberOutOfRange (a
+    ValueError) for a number the codec does not hold."""
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
     if not _has_long_number(raw):
-        return orjson.loads(raw)
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            if _ORJSON_INFINITY in str(exc):
+                raise out_of_range() from None
+            raise
     try:
         # Decoded strictly: json.loads would let the bytes of a surrogate (ED A0 80) through,
         # which orjson refuses as the invalid UTF-8 they are.
@@ -112,10 +143,19 @@ def loads(data: str | bytes) -> Any:
     except RecursionError:
         # orjson refuses nesting past 1024 levels with a ValueError: so does the exact path.
         raise ValueError("JSON nested too deeply") from None
+    except ValueError as exc:
+        # int() refuses more digits than sys.get_int_max_str_digits() (4,300): it was a 400
+        # "Unable to parse request body as JSON", as if the body were no JSON at all.
+        if _INT_DIGITS_LIMIT in str(exc):
+            raise integer_too_long() from None
+        raise
     return value
 
 
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+# The words of int()'s refusal (3.11 and later) and of orjson's for 1e400.
+_INT_DIGITS_LIMIT = "for integer string conversion"
+_ORJSON_INFINITY = "number is infinity"
 
 
 def check_finite(value: Any) -> None:
@@ -127,7 +167,7 @@ def _check(value: Any, *, texts: bool) -> None:
     """`check_finite`, and with `texts` a UnicodeEncodeError (a ValueError) for a lone
     surrogate in any string or key: one walk for both."""
     if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
-        raise ValueError("number out of range")
+        raise out_of_range()
     if isinstance(value, str):
         if texts:
             value.encode("utf-8")

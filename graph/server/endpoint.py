@@ -91,6 +91,12 @@ ws_logger = logging.getLogger("convograph.ws")
 NOT_ACCEPTABLE = f"Accept allows none of the media types served here: {', '.join(SERVED)}"
 
 
+class _RefusedNumber(json.JSONDecodeError):
+    """A body the codec read, but with a number it does not hold (jsoncodec.NumberOutOfRange):
+    a JSONDecodeError still for strawberry (a WebSocket's frame, a GET's variables), which
+    parse_json answers with the codec's words."""
+
+
 def _http_error(request: Request, exc: HTTPException) -> Response:
     refused = exc.__cause__
     if isinstance(refused, CannotGetOperationTypeError):
@@ -423,7 +429,15 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         return HTMLResponse(page, headers=page_headers(page))
 
     def parse_json(self, data: str | bytes) -> Any:
-        value = super().parse_json(data)
+        try:
+            value = super().parse_json(data)
+        except HTTPException as exc:
+            refused = exc.__cause__
+            if isinstance(refused, _RefusedNumber):
+                # JSON text, but with a number the service does not hold: say which limit,
+                # not "Unable to parse request body as JSON".
+                raise HTTPException(400, refused.msg) from None
+            raise
         # Strawberry assumes an object (or a batch list) and fails with a 500 on anything else.
         if not isinstance(value, dict | list):
             raise HTTPException(400, "expected a JSON object")
@@ -432,6 +446,8 @@ class GraphQLEndpoint(GraphQL[Context, None]):
     def decode_json(self, data: str | bytes) -> object:
         try:
             return jsoncodec.loads(data)
+        except jsoncodec.NumberOutOfRange as exc:
+            raise _RefusedNumber(str(exc), "", 0) from None
         except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             # Strawberry turns this into a 400 "Unable to parse request body as JSON".
             # RecursionError: the exact-number parser gives up on JSON nested ~1000 deep,

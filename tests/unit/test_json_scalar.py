@@ -34,3 +34,11 @@ def test_a_literal_with_a_non_finite_number_anywhere_is_refused(text: str) -> No
     # an internal one).
     with pytest.raises(GraphQLError, match="finite"):
         literal(text)
+
+
+def test_a_literal_integer_past_the_digits_python_reads_is_refused_saying_the_limit() -> None:
+    # graphql-core read it as NaN, which was then refused as "JSON numbers must be finite".
+    for text in ("1" * 4301, "{n: [-" + "9" * 5000 + "]}"):
+        with pytest.raises(GraphQLError, match="JSON integers may have at most 4300 digits"):
+            literal(text)
+    assert literal("{n: " + "7" * 4300 + "}") == {"n": int("7" * 4300)}

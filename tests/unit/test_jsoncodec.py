@@ -280,6 +280,35 @@ def test_a_number_is_stored_alike_on_both_paths(text: bytes, stored: bytes) -> N
     assert beside == b"[" + stored + b",1234567890123456]"
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        b"1" * 4301,
+        b"[-" + b"9" * 5000 + b"]",
+        b'{"a":1234567890123456,"b":' + b"1" * 20_000 + b"}",
+    ],
+)
+def test_an_integer_past_the_digits_python_reads_is_refused_saying_the_limit(text: bytes) -> None:
+    # It was int()'s own ValueError, which the endpoint could only call "Unable to parse
+    # request body as JSON".
+    with pytest.raises(jsoncodec.NumberOutOfRange, match="at most 4300 digits"):
+        jsoncodec.loads(text)
+
+
+def test_an_integer_of_as_many_digits_as_python_reads_is_kept() -> None:
+    text = b'{"n":-' + b"7" * 4300 + b"}"
+    assert jsoncodec.dumps_document(jsoncodec.loads(text)) == text
+    assert jsoncodec.exact_int("7" * 4300) == int("7" * 4300)
+    with pytest.raises(jsoncodec.NumberOutOfRange, match="at most 4300 digits"):
+        jsoncodec.exact_int("7" * 4301)
+
+
+@pytest.mark.parametrize("text", [b"[1e400]", b"[-1e99999]", b"[1e400,1234567890123456]"])
+def test_a_number_past_a_floats_range_is_refused_saying_so(text: bytes) -> None:
+    with pytest.raises(jsoncodec.NumberOutOfRange, match=r"finite: at most 1\.79"):
+        jsoncodec.loads(text)
+
+
 def test_the_bytes_of_a_surrogate_are_refused_on_both_paths() -> None:
     # json.loads decoded them (surrogatepass) where orjson refuses them: a lone surrogate
     # reached a search, which answered INTERNAL.
