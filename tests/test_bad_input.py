@@ -679,7 +679,41 @@ async def test_a_number_with_an_exponent_past_what_decimal_holds_is_stored_not_a
     assert response.status_code == 200, response.text
     assert response.json()["data"]["appendMessages"]["userErrors"] == []
     read = await gql.post(READ, {"id": cid})
-    assert b'"content":[0.0,0.0,1234567890123456]' in read.content
+    # A zero is the float zero; the other is no float's number, and keeps its text.
+    assert b'"content":[0.0,1e-99999999999999999999,1234567890123456]' in read.content
+
+
+# Numbers past a double's smallest normal whose double is another number: 0.0, 5e-324 and
+# 2.225073858507203e-309, 1.2347e-320, -0.0. Each with a number whose double is itself.
+TINY = (
+    b"[1e-400,4.9406564584124654e-324,2.2250738585072014e-309,1.2345e-320,-1e-400,"
+    b"5e-324,1e-310,-0.0]"
+)
+
+
+@pytest.mark.parametrize("beside", [b"", b',"pad":1234567890123456'])
+async def test_numbers_past_a_doubles_smallest_normal_are_stored_as_written(
+    gql: GraphQLClient, beside: bytes
+) -> None:
+    # They were stored as their double: a different number, and no error said so. Alone,
+    # and beside a long number (the exact parser's path).
+    cid = await create(gql)
+    body = b'{"query": %s, "variables": {"id": "%s", "m": [{"role": "user", "content": %s%s}]}}'
+    sent = body % (orjson.dumps(APPEND), cid.encode(), TINY, beside)
+    response = await gql.post_body(sent)
+    assert response.status_code == 200, response.text
+    assert response.json()["data"]["appendMessages"]["userErrors"] == []
+    assert b'"content":' + TINY + beside in response.content
+    # In a literal too.
+    literal = f'{{role: "user", content: {TINY.decode()}}}'
+    document = (
+        f'mutation {{ appendMessages(input: {{conversationId: "{cid}", messages: [{literal}]}})'
+        " { userErrors { code } } }"
+    )
+    assert (await gql(document))["appendMessages"]["userErrors"] == []
+    read = await gql.post(READ, {"id": cid})
+    stored = b'{"role":"user","content":' + TINY
+    assert b'"transcript":[' + stored + beside + b"}," + stored + b"}]" in read.content
 
 
 async def test_an_integer_past_4300_digits_is_refused_saying_the_limit(gql: GraphQLClient) -> None:

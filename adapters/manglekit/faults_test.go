@@ -511,16 +511,18 @@ func TestSameDocumentKeepsWhatTheServerKeepsApart(t *testing.T) {
 		{`-0.0`, `-0e5`, true},
 		{`-0.0`, `0.0`, false},
 		{`0e-400`, `0.0`, true},
-		{`5e-324`, `4.9406564584124654e-324`, true}, // past a double's smallest normal: the double
+		{`5e-324`, `4.9406564584124654e-324`, false}, // the double's exact value is not its shortest form
+		{`5e-324`, `5e-324`, true},
 		// Numbers whose double says less than the text: stored as the text, exactly.
 		{`0.30000000000000000001`, `0.30000000000000000001`, true},
 		{`0.30000000000000000001`, `0.300000000000000000010`, false},
 		{`0.30000000000000000001`, `0.30000000000000000001e0`, false},
 		{`0.10000000000000000555`, `0.1`, false},
 		{`9007199254740993.0`, `9007199254740992.0`, false},
-		{`1e-400`, `0.0`, true}, // past a double's smallest normal: the double, as orjson reads it
-		{`4e-324`, `5e-324`, true},
-		{`1e-99999999999999999999`, `0.0`, true}, // an exponent past 64 bits: 0.0 too
+		{`1e-400`, `0.0`, false}, // past a double's smallest normal, the double is another number
+		{`4e-324`, `5e-324`, false},
+		{`1e-400`, `1e-400`, true},
+		{`1e-99999999999999999999`, `0.0`, false}, // an exponent past 64 bits
 		// Strings, compared unescaped.
 		{`"\u00e9"`, `"é"`, true},
 		{`"\ud83d\ude00"`, `"😀"`, true},

@@ -408,12 +408,13 @@ func writeTagged(w *bufio.Writer, tag byte, text string) {
 // with a tag that keeps the kinds apart:
 //   - 'i': an integer literal (no '.', 'e' or 'E'), by its exact value whatever its size
 //     (-0 is 0);
-//   - 'd': any other number whose decimal value is that of its double's shortest form, or
-//     that is a zero or past a double's smallest normal (1e-400 is 0.0, 4e-324 is 5e-324),
-//     by that double (1e2, 100.0 and 100.00 alike; not the integer 100; -0.0 is not 0.0);
-//   - 'x': any other number (0.30000000000000000001, a double's digits and more), by its
-//     text as sent, which the server keeps as it is: a number of the same value spelled
-//     otherwise is another text.
+//   - 'd': any other number whose decimal value is that of its double's shortest form, by
+//     that double (1e2, 100.0 and 100.00 alike; not the integer 100; -0.0 is not 0.0;
+//     0e-400 is 0.0);
+//   - 'x': any other number (0.30000000000000000001, a double's digits and more; 1e-400
+//     and 4e-324, past a double's smallest normal, whose doubles are 0.0 and 5e-324), by
+//     its text as sent, which the server keeps as it is: a number of the same value
+//     spelled otherwise is another text.
 func canonicalNumber(n string) (tag byte, text string) {
 	if !strings.ContainsAny(n, ".eE") {
 		if n == "-0" {
@@ -426,7 +427,7 @@ func canonicalNumber(n string) (tag byte, text string) {
 		return 'x', n // out of a double's range: refused before any request
 	}
 	shortest := strconv.FormatFloat(f, 'g', -1, 64)
-	if math.Abs(f) < 0x1p-1022 || sameDecimal(n, shortest) {
+	if sameDecimal(n, shortest) {
 		return 'd', shortest
 	}
 	return 'x', n

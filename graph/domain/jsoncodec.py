@@ -3,8 +3,9 @@
 orjson loads integers beyond 64 bits as floats (silently) and refuses to dump
 them; the standard library keeps them exact. A cheap scan for long digit runs
 picks the path, so ordinary documents never pay for the slow one. On that path a
-number with more digits than a float holds (0.30000000000000000001) is kept with its
-text, and written back as that text.
+number its float would change (0.30000000000000000001, or 1e-400 and 4e-324, past a
+float's smallest normal, where a float holds fewer digits or none) is kept with its text,
+and written back as that text.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import json
 import re
 import secrets
 import sys
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import orjson
@@ -21,20 +22,35 @@ import orjson
 # 16+ digits may exceed 2**63 or lose float precision (a decimal point may sit among them:
 # 12345678.123456789): let the exact parser decide. The scan maps every digit and point to
 # "0" and looks for 16 of them in a row: both run in C, where a regex walk of a
-# 1,000-message transcript cost 20 times orjson's parse of it.
-_DIGITS_AS_ZERO = bytes.maketrans(b"123456789.", b"0000000000")
+# 1,000-message transcript cost 20 times orjson's parse of it. It also maps E to e, and
+# every byte that may end a number (`,]}` and white space) to a comma, for the next scan.
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789.E]} \t\n\r", b"0000000000e,,,,,,")
 _LONG_NUMBER = b"0" * 16
+# A number past a float's smallest normal (2.2e-308) holds fewer digits than its text, or
+# none (1e-400 reads as 0.0): with at most 15 digits before it (more are a long number),
+# its exponent is -294 or less. The scan looks for an exponent of three digits or more that
+# ends a number: a UUID's `…1e-412…` is never one (a hyphen or a hex digit follows it).
+_NEGATIVE_EXPONENT = re.compile(rb"e-000+(?:,|\Z)")
+# Where it finds one, the text says whether it is that small: a digit before, -290 or less.
+_TINY_EXPONENT = re.compile(rb"[0-9][eE]-0*(?:29[0-9]|[3-9][0-9]{2}|[1-9][0-9]{3,})(?![0-9])")
 # Every stored document is scanned for a null: a compiled pattern scans a short text faster
 # than `bytes.__contains__` does.
 _NULL = re.compile(rb"null")
 
 
 def _has_long_number(raw: bytes) -> bool:
-    if _LONG_NUMBER not in raw.translate(_DIGITS_AS_ZERO):
-        return False
+    """Whether orjson could read a number in `raw` as another number: the exact parser
+    reads it."""
+    zeros = raw.translate(_DIGITS_AS_ZERO)
     # 16 digits and points in a row: a long number, unless most are points (the leader dots
     # of a table of contents, which need no exact parse).
-    return any(len(run) - run.count(b".") >= 16 for run in _RUN.findall(raw))
+    if _LONG_NUMBER in zeros and any(len(run) - run.count(b".") >= 16 for run in _RUN.findall(raw)):
+        return True
+    if b"e-000" not in zeros:  # in C, faster than the pattern's call on a short text
+        return False
+    return any(
+        _TINY_EXPONENT.match(raw, found.start() - 1) for found in _NEGATIVE_EXPONENT.finditer(zeros)
+    )
 
 
 _RUN = re.compile(rb"[0-9.]{16,}")
@@ -71,25 +87,30 @@ class ExactFloat(float):
 
 def exact_float(text: str) -> float:
     """The number JSON writes as `text`: a float, or an ExactFloat when the float would
-    write it otherwise. An infinity stays one (for `check_finite` to refuse)."""
+    write it otherwise (0.30000000000000000001; 1e-400, which is 0.0; 4e-324, which is
+    5e-324). An infinity stays one (for `check_finite` to refuse)."""
     value = float(text)
     if value != value or value in (_INFINITY, -_INFINITY):
         return value
-    if -_SMALLEST_NORMAL < value < _SMALLEST_NORMAL:
-        # A zero, or past a float's smallest normal (1e-400, 4e-324): the float, as orjson
-        # reads it, so that a document is stored alike on both paths whatever else it holds
-        # (and an exponent past Decimal's range, 0e99999999999999999999, is never compared).
-        return value
     shortest = repr(value)
-    if shortest == text or Decimal(shortest) == Decimal(text):  # 2.50, 1e5: the same number
+    if shortest == text or _same_number(shortest, text):  # 2.50, 1e5, 0e9: the same number
         return value
     exact = ExactFloat(value)
     exact.text = text.encode("ascii")
     return exact
 
 
+def _same_number(shortest: str, text: str) -> bool:
+    try:
+        return Decimal(shortest) == Decimal(text)
+    except InvalidOperation:
+        # An exponent past Decimal's (more than 18 digits): the float is a zero (an
+        # infinity is returned before), which the text is only when its digits are zeros.
+        return _ZERO.fullmatch(text) is not None
+
+
 _INFINITY = float("inf")
-_SMALLEST_NORMAL = sys.float_info.min
+_ZERO = re.compile(r"-?[0.]+(?:[eE].*)?")
 
 
 class NumberOutOfRange(ValueError):

@@ -8,6 +8,7 @@ import pytest
 from graphql import GraphQLError, parse_value
 
 from graph.api.scalars import JSON, SCALAR_MAP
+from graph.domain import jsoncodec
 
 
 def literal(text: str) -> Any:
@@ -42,3 +43,19 @@ def test_a_literal_integer_past_the_digits_python_reads_is_refused_saying_the_li
         with pytest.raises(GraphQLError, match="JSON integers may have at most 4300 digits"):
             literal(text)
     assert literal("{n: " + "7" * 4300 + "}") == {"n": int("7" * 4300)}
+
+
+@pytest.mark.parametrize(
+    ("text", "stored"),
+    [
+        ("1e-400", b"1e-400"),
+        ("-4e-324", b"-4e-324"),
+        ("2.2250738585072014e-309", b"2.2250738585072014e-309"),
+        ("5e-324", b"5e-324"),
+    ],
+)
+def test_a_literal_number_past_a_floats_smallest_normal_keeps_its_text(
+    text: str, stored: bytes
+) -> None:
+    # It was the float: 1e-400 was stored as 0.0, 4e-324 as 5e-324.
+    assert jsoncodec.dumps_document({"n": literal(text)}) == b'{"n":' + stored + b"}"
