@@ -57,6 +57,8 @@ WS_URL = re.compile(r"^ws://127\.0\.0\.1:\d+/graphql$")
 READ = "InspectorConversation("
 # The page's read of the latest messages of a transcript (when it opens, and again).
 TRANSCRIPT_READ = "InspectorMessagesLast("
+# The page's question about what the server can do (eventCursor among it).
+CAPABILITIES = "InspectorCapabilities"
 # What Chromium and the inspector fixture report about the failures these tests make.
 FAILED_LOADS = re.compile(r"HTTP (50[23]|408): |status of (50[23]|408)|net::ERR_CONNECTION_REFUSED")
 UNAVAILABLE = {
@@ -65,6 +67,8 @@ UNAVAILABLE = {
 }
 LABEL = "inspector-recovery"
 DELETE = "mutation($id: ID!) { deleteConversation(input: {id: $id}) { deleted } }"
+RENAME = """mutation($id: ID!, $title: String!) {
+  updateConversation(input: {id: $id, title: $title}) { userErrors { code } } }"""
 ERROR = ".conversation > .error"
 TRANSCRIPT_ERROR = ".tabpanel-transcript .transcript > .error"
 
@@ -159,6 +163,14 @@ class Reads:
         await route.fulfill(response=response)
 
 
+async def no_introspection(route: Route) -> None:
+    if CAPABILITIES not in (route.request.post_data or ""):
+        await route.fallback()
+        return
+    body = {"errors": [{"message": "introspection is disabled"}]}
+    await route.fulfill(status=200, json=body)
+
+
 @dataclass
 class Subscribe:
     at: float
@@ -242,10 +254,14 @@ async def conversation_open(
     screenshot: str,
     failures: list[Fail] | None = None,
     transcript_failures: list[Fail] | None = None,
+    introspection: bool = True,
 ) -> AsyncIterator[Session]:
     """A conversation of two messages, open in the inspector; its first reads fail as
     `failures` say, and those of its transcript as `transcript_failures` say. Without
-    failures, the block starts once the page has read it and subscribed."""
+    failures, the block starts once the page has read it and subscribed. Without
+    `introspection`, the page's question about what the server can do is refused, as a server
+    with introspection off refuses it: the page knows no eventCursor then, and subscribes
+    before it reads."""
     token = await live_server.token(workspace="site:recovery", owner="user:ada", label=LABEL)
     reads = Reads(failures=list(failures or []))
     transcript_reads = Reads(TRANSCRIPT_READ, TRANSCRIPT_ERROR, list(transcript_failures or []))
@@ -263,6 +279,8 @@ async def conversation_open(
             page = browser.page
             await page.route(GRAPHQL, reads.handle)
             await page.route(GRAPHQL, transcript_reads.handle)
+            if not introspection:
+                await page.route(GRAPHQL, no_introspection)
             await page.route_web_socket(WS_URL, relay.through)
             await sign_in(page, token)
             await page.goto(f"{live_server.base_url}/ui#/c/{cid}")
@@ -736,3 +754,52 @@ async def test_a_child_transcript_closed_while_it_is_read_again_does_not_hold_th
         assert len(s.transcript_reads.asked) == 3, s.transcript_reads.asked
         await s.write("Written live")
         await s.shows("Written live")
+
+
+async def test_two_reads_of_the_conversation_at_once_are_one_read_that_is_tried_again(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    """A server with introspection off: the page knows no eventCursor, so it subscribes first
+    and then reads, and reads everything again whenever its WebSocket reconnects. Its first
+    read is refused (503, Retry-After: 3); while it waits, the WebSocket drops (1012) and
+    reconnects, and the next read is refused too (503, Retry-After: 1). The page waits as
+    each refusal asked, reads the conversation, shows its transcript and goes on live. (The
+    reconnect's read started beside the waiting one, under the same wait: its wait replaced
+    the first one's, which was never resumed, so the page showed the conversation's head and
+    never its transcript.)"""
+    failures = [unavailable(3), unavailable(1)]
+    async with conversation_open(
+        live_server, tmp_path / "profile", "inspector-two-reads.png", failures, introspection=False
+    ) as s:
+        page = s.page
+        await until(lambda: len(s.relay.subscribes) == 1, "the page's subscribe")
+        await expect(error(page)).to_contain_text("(trying again in 3 s)", timeout=TIMEOUT_MS)
+        await s.relay.sockets[0].close(code=1012, reason="Service Restart")
+        await until(lambda: len(s.relay.subscribes) == 2, "the subscribe on the new socket")
+        await expect(page.locator(".tabpanel-transcript .msg")).to_have_count(2, timeout=TIMEOUT_MS)
+        await expect(error(page)).to_be_hidden()
+        await expect(notice(page)).to_be_hidden()
+        gaps = [b - a for a, b in zip(s.reads.asked, s.reads.asked[1:], strict=False)]
+        assert gaps[0] >= 2.9 and gaps[1] >= 0.9, f"Retry-After not honoured: {gaps}"
+        await s.write("Written live")
+        await s.shows("Written live")
+
+
+async def test_a_read_of_the_conversation_after_an_event_is_tried_again(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    """The conversation is renamed, and the page's read of it after that event is refused
+    (503, Retry-After: 1): the page says so and when it tries again, reads it again after
+    that wait, and shows the new title. (Its failure was shown and nothing read it again
+    until the next event: the old title stayed, under the error.)"""
+    async with conversation_open(live_server, tmp_path / "profile", "inspector-renamed.png") as s:
+        page = s.page
+        s.reads.failures = [unavailable(1)]
+        await ok(s.gql, RENAME, {"id": s.conversation, "title": "Renamed"})
+        await expect(error(page)).to_contain_text(
+            "Could not read this conversation (trying again in 1 s)", timeout=TIMEOUT_MS
+        )
+        await expect(page.locator("#conv-title")).to_have_text("Renamed", timeout=TIMEOUT_MS)
+        await expect(error(page)).to_be_hidden()
+        assert len(s.reads.asked) == 3, s.reads.asked
+        assert s.reads.asked[2] - s.reads.asked[1] >= 0.9, s.reads.asked

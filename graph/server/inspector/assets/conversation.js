@@ -49,7 +49,7 @@ export class ConversationView {
     this.subscribedAt = 0;
     this.streamFailures = 0; // streams in a row that failed before STREAM_SETTLED_MS
     this.waits = new Map(); // the waits before a next try: key -> {timer, resolve}
-    this.transcriptReloads = new Map(); // TranscriptView -> {done, again} (reloadTranscript)
+    this.runs = new Map(); // the reads tried until they succeed: key -> {done, again} (retry)
     // What the notice says: why the page is not current (or not live), and what it does about
     // it: per read that is being tried again, {what, at}: in flight (at null), or waiting
     // until `at` (see renderNotice).
@@ -62,7 +62,7 @@ export class ConversationView {
     this.panel = null; // {node, transcript, el}
     this.snapshotsLoaded = false;
     this.destroyed = false;
-    this.refreshHead = debounce(() => this.loadHead(), 250);
+    this.refreshHead = debounce(() => this.read(), 250);
     this.refreshTree = debounce(() => this.reloadTree(), 400);
     this.onOverlayChange = () => {
       if (this.panel) this.setBehindInert(OVERLAY.matches);
@@ -141,18 +141,10 @@ export class ConversationView {
     return this.app.capabilities.eventCursor && this.app.capabilities.readCursor;
   }
 
-  /** Read the head (a refresh: a failure is shown, and the next event reads it again). */
-  async loadHead() {
-    try {
-      await this.readHead();
-    } catch (err) {
-      this.failed(err);
-    }
-  }
-
-  /** Read the head until a read succeeds (see retry); resolves to whether there is a
-   * conversation to show (false when it is not found, the token is refused, or the view is
-   * closed). */
+  /** Read the head until a read succeeds (see retry): the first read, a refresh after an
+   * event, or a read after events were missed, all one run at a time. Resolves to whether
+   * there is a conversation to show (false when it is not found, the token is refused, or
+   * the view is closed). */
   async read() {
     const ok = await this.retry(() => this.readHead(), {
       what: "the conversation",
@@ -171,15 +163,34 @@ export class ConversationView {
    * tried again after the server's Retry-After, else after a delay that doubles up to 30 s
    * (retryDelayMs). Meanwhile the notice says when the next try is, and while a try after a
    * failure (or any, while the page is out of date) is in flight, that `what` is being read.
-   * `key` tells apart reads of the same `what` that may run at once. `gone()` says that what
-   * is read is no longer shown (a child panel closed): then it is not tried again, nor waited
-   * for, and the result is false. */
-  async retry(work, { what, key = what, show, gone = () => false }) {
+   * `gone()` says that what is read is no longer shown (a child panel closed): then it is not
+   * tried again, nor waited for, and the result is false.
+   * One run per `key` (default `what`) at a time: one asked for while another runs joins it,
+   * and that one does `work` once more if it had a try in flight (begun before the caller
+   * asked, it may miss what the caller knows of). Two runs side by side would share the
+   * key's wait and notice: one's wait would replace the other's, which would never resume,
+   * and one's success would hide the other's failure. */
+  retry(work, { what, key = what, show, gone = () => false }) {
+    const running = this.runs.get(key);
+    if (running) {
+      running.again = true;
+      return running.done;
+    }
+    const run = { again: false, done: null };
+    this.runs.set(key, run);
+    run.done = this.tryUntilDone(run, work, { what, key, show, gone });
+    return run.done;
+  }
+
+  async tryUntilDone(run, work, { what, key, show, gone }) {
     try {
       for (let attempt = 0; !this.destroyed && !gone(); attempt += 1) {
         this.setActivity(key, { what, at: null, retrying: attempt > 0 });
         try {
-          await work();
+          do {
+            run.again = false;
+            await work();
+          } while (run.again);
           return !this.destroyed;
         } catch (err) {
           if (this.destroyed || gone()) return false;
@@ -198,6 +209,8 @@ export class ConversationView {
       }
       return false;
     } finally {
+      // In the same task as the last look at `again`: a caller from now on starts a new run.
+      this.runs.delete(key);
       this.setActivity(key, null);
     }
   }
@@ -685,7 +698,11 @@ export class ConversationView {
     this.streamFailures = failures + 1;
     const asked = err && err.retryAfterMs !== null;
     if (failures || asked) {
-      await this.wait(retryDelayMs(err, Math.max(0, failures - 1)), { what: "the conversation" });
+      // A key of its own: a read of the head (after an event) may be waiting too.
+      const delay = retryDelayMs(err, Math.max(0, failures - 1));
+      await this.wait(delay, { what: "the conversation", key: "catch-up" });
+      // Gone from the notice as the read starts, in the same task: no notice in between.
+      this.setActivity("catch-up", null);
     }
     if (this.destroyed) return;
     let ok;
@@ -721,32 +738,13 @@ export class ConversationView {
 
   /** Read a transcript's latest messages (again) until a read succeeds, as read() reads the
    * head (see retry); its failures are shown in it, with the time of the next try. Resolves
-   * to whether it was read. One reload per transcript at a time: one asked for while another
-   * runs joins it, and that one reads once more if it had a read in flight. */
+   * to whether it was read. One reload per transcript at a time (retry's key). */
   reloadTranscript(transcript) {
-    const running = this.transcriptReloads.get(transcript);
-    if (running) {
-      running.again = true;
-      return running.done;
-    }
     const what = `the ${transcript.label.charAt(0).toLowerCase()}${transcript.label.slice(1)}`;
-    const run = { again: false, done: null };
-    this.transcriptReloads.set(transcript, run);
-    const work = async () => {
-      do {
-        run.again = false;
-        await transcript.refresh();
-      } while (run.again);
-      // At once, not when `done` settles: a reload asked for from now on starts anew.
-      this.transcriptReloads.delete(transcript);
-    };
     const show = (err, delay) =>
       transcript.showError(err, delay === null ? "" : `Could not read ${what} (trying again in ${seconds(delay)} s): `);
     const gone = () => transcript.destroyed;
-    run.done = this.retry(work, { what, key: transcript, show, gone }).finally(() => {
-      if (this.transcriptReloads.get(transcript) === run) this.transcriptReloads.delete(transcript);
-    });
-    return run.done;
+    return this.retry(() => transcript.refresh(), { what, key: transcript, show, gone });
   }
 
   countChanged(conversationId, count, at = null) {
