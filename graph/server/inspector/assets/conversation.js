@@ -33,6 +33,10 @@ const STREAM_END_TEXT = {
 const STREAM_SETTLED_MS = 30_000;
 /** A wait in whole seconds, as the page says it ("in 3 s"): rounded up, at least 1. */
 const seconds = (ms) => Math.max(1, Math.ceil(ms / 1000));
+/** A `show` for retry: the failure in `view`'s error (the conversation's, or a transcript's),
+ * with when the read of `name` is tried again, if it is. */
+const showFailure = (view, name) => (err, delay) =>
+  view.showError(err, delay === null ? "" : `Could not read ${name} (trying again in ${seconds(delay)} s): `);
 // Below this width the child-transcript panel covers the screen (inspector.css): what is
 // behind it is made inert, so that Tab stays in the panel.
 const OVERLAY = window.matchMedia("(max-width: 1099.98px)");
@@ -117,23 +121,29 @@ export class ConversationView {
   // -- loading -------------------------------------------------------------------
 
   async load() {
+    if (!(await this.readAndListen(() => this.read()))) return;
+    // The transcript and the tree are read later than the head: what the stream replays of
+    // that time they may have already, and the handlers below skip what they have.
+    this.showTab(this.tab, { focus: false });
+  }
+
+  /** Read (`read` resolves to whether it did) and subscribe, in the order that loses no
+   * event between the two; resolves to what `read` resolved to. */
+  async readAndListen(read) {
     if (this.fromRead()) {
       // Read first, then subscribe from the position the read saw (its eventCursor): the
       // stream replays what was committed in between. Listening first would not do: the page
       // cannot know when the server has its subscription (the protocol acknowledges none),
       // so a write committed after the read but before that was lost until the next reload.
       // A failed read is tried again first: a stream without it would start nowhere.
-      if (!(await this.read())) return;
-      this.subscribe();
-    } else {
-      // A server without the read's position: listen first, read second, and hope that the
-      // subscription is in place before anything is written.
-      this.subscribe();
-      if (!(await this.read())) return;
+      const ok = await read();
+      if (ok) this.subscribe();
+      return ok;
     }
-    // The transcript and the tree are read later than the head: what the stream replays of
-    // that time they may have already, and the handlers below skip what they have.
-    this.showTab(this.tab, { focus: false });
+    // A server without the read's position: listen first, read second, and hope that the
+    // subscription is in place before anything is written.
+    this.subscribe();
+    return read();
   }
 
   /** Whether the stream can start at the position of the page's read. */
@@ -148,10 +158,7 @@ export class ConversationView {
   async read() {
     const ok = await this.retry(() => this.readHead(), {
       what: "the conversation",
-      show: (err, delay) => {
-        if (delay === null) this.showError(err);
-        else this.showError(err, `Could not read this conversation (trying again in ${seconds(delay)} s): `);
-      },
+      show: showFailure(this, "this conversation"),
     });
     return ok && Boolean(this.conv);
   }
@@ -434,15 +441,20 @@ export class ConversationView {
   // -- delegation tree and the child-transcript panel ----------------------------
 
   buildTree() {
+    this.panelSlot = h("div", { class: "panel-slot" });
+    this.mountTree();
+    this.tree.load();
+  }
+
+  /** A new tree (not loaded yet) in the Delegations tab, beside the panel's slot. */
+  mountTree() {
     this.tree = new DelegationTree({
       request: this.app.request,
       root: { id: this.id, title: this.conv.title, messageCount: this.conv.messageCount },
       onOpen: (node) => this.openPanel(node),
       onAuthError: (err) => this.app.onAuthError(err),
     });
-    this.panelSlot = h("div", { class: "panel-slot" });
     fill(this.panels.tree, h("div", { class: "tree-layout" }, this.tree.el, this.panelSlot));
-    this.tree.load();
   }
 
   async reloadTree() {
@@ -455,14 +467,7 @@ export class ConversationView {
     const active = document.activeElement;
     const focusKey = active && this.tree.el.contains(active) ? active.dataset.focusKey : null;
     this.tree.destroy();
-    const slot = this.panelSlot;
-    this.tree = new DelegationTree({
-      request: this.app.request,
-      root: { id: this.id, title: this.conv.title, messageCount: this.conv.messageCount },
-      onOpen: (node) => this.openPanel(node),
-      onAuthError: (err) => this.app.onAuthError(err),
-    });
-    fill(this.panels.tree, h("div", { class: "tree-layout" }, this.tree.el, slot));
+    this.mountTree();
     await this.tree.load();
     for (let round = 0; round < 50; round += 1) {
       const again = [...this.tree.nodes.values()].filter((n) => !n.loaded && unfolded.has(n.id));
@@ -595,6 +600,12 @@ export class ConversationView {
     }
   }
 
+  /** Snapshots were saved: the list is read again if it is shown, else when it is next. */
+  snapshotsChanged() {
+    if (this.tab === "snapshots") this.loadSnapshots();
+    else this.snapshotsLoaded = false;
+  }
+
   snapshotItem(s) {
     const body = h("div", { class: "snapshot-body" }, h("p", { class: "muted" }, "Loading…"));
     const details = h(
@@ -705,14 +716,7 @@ export class ConversationView {
       this.setActivity("catch-up", null);
     }
     if (this.destroyed) return;
-    let ok;
-    if (this.fromRead()) {
-      ok = await this.resync();
-      if (ok) this.subscribe();
-    } else {
-      this.subscribe();
-      ok = await this.resync();
-    }
+    const ok = await this.readAndListen(() => this.resync());
     // No read (the conversation gone, say): the error says why; no more reading is going on.
     this.showNotice(ok ? null : "Live updates stopped");
   }
@@ -726,9 +730,7 @@ export class ConversationView {
     const transcripts = [this.transcript, this.panel && this.panel.transcript].filter(Boolean);
     const reloads = transcripts.map((t) => this.reloadTranscript(t));
     if (this.tree) this.refreshTree();
-    // As after SNAPSHOT_SAVED: a list loaded before may lack what was saved meanwhile.
-    if (this.snapshotsLoaded && this.tab === "snapshots") this.loadSnapshots();
-    else this.snapshotsLoaded = false;
+    this.snapshotsChanged(); // a list loaded before may lack what was saved meanwhile
     this.app.figuresChanged();
     // A transcript refused for good (its conversation deleted since the head's read, say)
     // says so; the stream that follows ends with the same refusal.
@@ -741,8 +743,7 @@ export class ConversationView {
    * to whether it was read. One reload per transcript at a time (retry's key). */
   reloadTranscript(transcript) {
     const what = `the ${transcript.label.charAt(0).toLowerCase()}${transcript.label.slice(1)}`;
-    const show = (err, delay) =>
-      transcript.showError(err, delay === null ? "" : `Could not read ${what} (trying again in ${seconds(delay)} s): `);
+    const show = showFailure(transcript, what);
     const gone = () => transcript.destroyed;
     return this.retry(() => transcript.refresh(), { what, key: transcript, show, gone });
   }
@@ -800,8 +801,7 @@ export class ConversationView {
       case "SNAPSHOT_SAVED":
         if (here) {
           this.refreshHead();
-          if (this.tab === "snapshots") this.loadSnapshots();
-          else this.snapshotsLoaded = false;
+          this.snapshotsChanged();
         }
         break;
       case "CONVERSATION_UPDATED":
