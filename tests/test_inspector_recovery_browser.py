@@ -803,3 +803,40 @@ async def test_a_read_of_the_conversation_after_an_event_is_tried_again(
         await expect(error(page)).to_be_hidden()
         assert len(s.reads.asked) == 3, s.reads.asked
         assert s.reads.asked[2] - s.reads.asked[1] >= 0.9, s.reads.asked
+
+
+async def test_a_stream_that_ends_while_the_page_reads_again_leaves_it_out_of_date(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    """A server with introspection off: the page listens, then reads. The server ends the
+    page's stream; the page listens again and reads the conversation again, and while that
+    read is on its way the new stream ends too, the server asking for 3 s. The notice says
+    that the page is out of date until it has read again after that second end, then goes.
+    (The first read, once through, cleared the notice's reason: it counted down to a read
+    without saying why, and then showed nothing while the page read again.)"""
+    async with conversation_open(
+        live_server, tmp_path / "profile", "inspector-two-ends.png", introspection=False
+    ) as s:
+        page = s.page
+        released = asyncio.Event()
+
+        async def held(route: Route) -> None:
+            await released.wait()
+            await route.fallback()
+
+        await page.evaluate(RECORD_NOTICES)
+        s.reads.failures = [held]
+        s.relay.end_stream()
+        await until(lambda: len(s.reads.asked) == 2, "the read after the first end")
+        await until(lambda: len(s.relay.subscribes) == 2, "the stream after the first end")
+        in_3_s = {"code": "DATABASE_UNAVAILABLE", "retryAfterSeconds": 3}
+        s.relay.end_stream([{"message": UNAVAILABLE["message"], "extensions": in_3_s}])
+        await expect(notice(page)).to_contain_text("will read the conversation again in 3 s")
+        released.set()
+        await until(lambda: len(s.relay.subscribes) == 3, "the stream after the second end")
+        await expect(notice(page)).to_be_hidden(timeout=TIMEOUT_MS)
+        seen: list[str] = await page.evaluate("() => window.noticesSeen")
+        assert seen[0] == seen[-1] == "", seen
+        assert all(text.startswith("Out of date: ") for text in seen[1:-1]), seen
+        await s.write("Written live")
+        await s.shows("Written live")

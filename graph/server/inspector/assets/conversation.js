@@ -52,6 +52,7 @@ export class ConversationView {
     this.unsubscribe = null;
     this.subscribedAt = 0;
     this.streamFailures = 0; // streams in a row that failed before STREAM_SETTLED_MS
+    this.streamEnds = 0; // the streams that ended so far (see catchUp)
     this.waits = new Map(); // the waits before a next try: key -> {timer, resolve}
     this.runs = new Map(); // the reads tried until they succeed: key -> {done, again} (retry)
     // What the notice says: why the page is not current (or not live), and what it does about
@@ -679,6 +680,7 @@ export class ConversationView {
    * conversation was deleted). */
   streamEnded(errors) {
     if (this.destroyed) return;
+    this.streamEnds += 1;
     if (this.unsubscribe) this.unsubscribe();
     this.unsubscribe = null;
     const list = Array.isArray(errors) ? errors : [errors];
@@ -698,6 +700,7 @@ export class ConversationView {
    * succeeds), and only then listen again, from that read's position. Listening before, from
    * the old position or from none, would show a state that silently lacks what came between. */
   async catchUp(err) {
+    const end = this.streamEnds;
     this.lastCursor = null;
     const code = err instanceof GraphQLError ? err.errors.map((e) => e.extensions && e.extensions.code).find((c) => c in STREAM_END_TEXT) : undefined;
     const why = code ? STREAM_END_TEXT[code] : err ? describeError(err) : "the server ended them";
@@ -717,6 +720,9 @@ export class ConversationView {
     }
     if (this.destroyed) return;
     const ok = await this.readAndListen(() => this.resync());
+    // Without the read's position the page listens before it reads, so the new stream can
+    // end while this read is on its way: then that end says what the page is, not this read.
+    if (end !== this.streamEnds) return;
     // No read (the conversation gone, say): the error says why; no more reading is going on.
     this.showNotice(ok ? null : "Live updates stopped");
   }
