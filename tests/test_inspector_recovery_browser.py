@@ -840,3 +840,31 @@ async def test_a_stream_that_ends_while_the_page_reads_again_leaves_it_out_of_da
         assert all(text.startswith("Out of date: ") for text in seen[1:-1]), seen
         await s.write("Written live")
         await s.shows("Written live")
+
+
+async def test_two_events_in_a_row_leave_the_latest_conversation_shown(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    """The conversation is renamed twice, the second time while the answer to the page's read
+    after the first is held up on its way: the page ends up showing the second title. (Each
+    event had a read of its own, and the first one's answer, arriving last, put the first
+    title back for good.)"""
+    async with conversation_open(live_server, tmp_path / "profile", "inspector-renames.png") as s:
+        page = s.page
+        released = asyncio.Event()
+
+        async def held(route: Route) -> None:
+            response = await route.fetch()  # the conversation as it is now
+            await released.wait()
+            await route.fulfill(response=response)
+
+        s.reads.failures = [held]
+        await ok(s.gql, RENAME, {"id": s.conversation, "title": "First rename"})
+        await until(lambda: len(s.reads.asked) == 2, "the read after the first rename")
+        await asyncio.sleep(0.2)  # the answer to it is on its way: it has the first title
+        await ok(s.gql, RENAME, {"id": s.conversation, "title": "Second rename"})
+        await asyncio.sleep(1)  # the second event came, and its read, if any
+        released.set()
+        await until(lambda: len(s.reads.answered) == 2, "the read after the held one")
+        await asyncio.sleep(0.5)  # the answer is shown, whatever it has
+        await expect(page.locator("#conv-title")).to_have_text("Second rename")
