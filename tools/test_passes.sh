@@ -91,10 +91,6 @@ for what in "${missing[@]}"; do echo "!! SKIPPED: no $what: its tests will not r
 
 took() { echo "== $1 took $((SECONDS - $2)) s"; }
 
-pg_url="${CONVOGRAPH_TEST_DATABASE_URL:-postgresql+asyncpg://postgres@127.0.0.1:5432/postgres}"
-pg_ready=0
-"$PY" -m tests.pg_probe "$pg_url" && pg_ready=1
-
 # The two backends' parallel parts run side by side: each test waits on its server,
 # subprocesses or browser much of the time, so one pass alone leaves the cores half idle.
 # The PostgreSQL part's output is held until the SQLite part has printed its own. The timed
