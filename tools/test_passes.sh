@@ -25,8 +25,8 @@ SLOW_WORKERS="${CONVOGRAPH_TEST_WORKERS:-$CORES}"
 # What does not depend on the database runs in the SQLite pass only: the unit layer, SQLite's
 # prepared statements, the GraphQL-over-HTTP audit, the per-process rate limits, the pages in
 # a browser, the native adapters and the examples (which reach the store only through the API
-# that the other files test on both backends), the wheel's install test, and SQLite's group
-# commit.
+# that the other files test on both backends), the wheel's install test, SQLite's group
+# commit, and this script's own test (which runs it against a fake pytest).
 SQLITE_ONLY=(
   tests/unit
   tests/test_prepared.py
@@ -42,6 +42,7 @@ SQLITE_ONLY=(
   tests/test_adapter_wordpress.py
   tests/test_examples.py
   tests/test_container.py
+  tests/test_test_passes.py
 )
 
 # The serial run collects only the files that mark tests `serial`, not the whole suite.

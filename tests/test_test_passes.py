@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 # Stands in for `python -m pytest` (found first, in the script's working directory): logs
 # what it was asked to run, and exits as FAKE_RC says for that part (0 otherwise).
