@@ -11,7 +11,7 @@ from typing import Any
 import strawberry
 from strawberry.schema.name_converter import NameConverter
 from strawberry.types.arguments import InputContext
-from strawberry.types.base import StrawberryType, get_object_definition
+from strawberry.types.base import StrawberryMaybe, StrawberryType, get_object_definition
 
 from graph.api.scalars import JSON
 from graph.api.types.enums import DelegationStatus, OwnerType, ReflectOutcome
@@ -239,8 +239,19 @@ def build_input(cls: type, value: Mapping[str, Any], context: InputContext) -> A
     return cls(**kwargs)
 
 
+def takes_the_hook(cls: type) -> bool:
+    """Whether `cls` is an input type built by `build_input`: every one but one with a
+    `Maybe` field, as Strawberry refuses a null for `Maybe[T]` in the document only for types
+    without the hook (with it, the refusal would move into execution, in other words)."""
+    definition = get_object_definition(cls)
+    return (
+        definition is not None
+        and definition.is_input
+        and not any(isinstance(f.type, StrawberryMaybe) for f in definition.fields)
+    )
+
+
 # Every input type of this module (they are all the schema has).
 for _value in list(globals().values()):
-    _definition = get_object_definition(_value) if isinstance(_value, type) else None
-    if _definition is not None and _definition.is_input:
-        _definition.from_input = build_input
+    if isinstance(_value, type) and takes_the_hook(_value):
+        get_object_definition(_value, strict=True).from_input = build_input

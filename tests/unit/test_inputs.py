@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+import strawberry
 from strawberry.types.arguments import InputContext, convert_argument
 from strawberry.types.base import StrawberryObjectDefinition, get_object_definition
 
@@ -95,3 +96,19 @@ def test_every_input_type_of_the_schema_has_the_hook() -> None:
     ]
     assert len(inputs_of_schema) == 15
     assert all(d.from_input is inputs.build_input for d in inputs_of_schema)
+
+
+def test_an_input_type_with_a_maybe_field_is_left_to_strawberry() -> None:
+    """Strawberry checks a null for `Maybe[T]` in the document only without the hook."""
+
+    @strawberry.input
+    class WithMaybe:
+        a: strawberry.Maybe[str]
+
+    @strawberry.input
+    class Plain:
+        a: str | None = None
+
+    assert not inputs.takes_the_hook(WithMaybe)
+    assert inputs.takes_the_hook(Plain)
+    assert not inputs.takes_the_hook(int)
