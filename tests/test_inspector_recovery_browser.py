@@ -71,6 +71,11 @@ RENAME = """mutation($id: ID!, $title: String!) {
   updateConversation(input: {id: $id, title: $title}) { userErrors { code } } }"""
 ERROR = ".conversation > .error"
 TRANSCRIPT_ERROR = ".tabpanel-transcript .transcript > .error"
+# The page's reads of the delegation tree (a level of it), and of the snapshot list.
+TREE_READ = "InspectorTree("
+TREE_ERROR = ".tabpanel-tree .tree-view > .error"
+SNAPSHOTS_READ = "InspectorSnapshots("
+SNAPSHOTS_ERROR = ".tabpanel-snapshots > .error"
 
 
 def shown_script(error: str) -> str:
@@ -868,3 +873,179 @@ async def test_two_events_in_a_row_leave_the_latest_conversation_shown(
         await until(lambda: len(s.reads.answered) == 2, "the read after the held one")
         await asyncio.sleep(0.5)  # the answer is shown, whatever it has
         await expect(page.locator("#conv-title")).to_have_text("Second rename")
+
+
+async def reads_of(page: Page, marker: str, error: str) -> Reads:
+    """The page's reads that carry `marker` from now on, failed as the Reads' failures say."""
+    reads = Reads(marker, error)
+    await page.route(GRAPHQL, reads.handle)
+    return reads
+
+
+def held(released: asyncio.Event) -> Fail:
+    """A read answered with what the server has now, once `released` is set."""
+
+    async def hold(route: Route) -> None:
+        response = await route.fetch()
+        await released.wait()
+        await route.fulfill(response=response)
+
+    return hold
+
+
+async def three_levels(s: Session) -> None:
+    """Delegations three levels deep under the conversation, its Delegations tab open and the
+    third level unfolded by the reader (the page's first read brings two)."""
+    one = await delegate(s.gql, s.conversation, ("root", "planner"), "Level one")
+    two = await delegate(s.gql, one["child"], ("planner", "researcher"), "Level two")
+    await delegate(s.gql, two["child"], ("researcher", "reader"), "Level three")
+    page = s.page
+    await page.get_by_role("tab", name=re.compile("^Delegations")).click()
+    await expect(node(page, "Level two")).to_be_visible(timeout=TIMEOUT_MS)
+    await node(page, "Level two").locator(".tnode-toggle").click()
+    await expect(node(page, "Level three")).to_be_visible(timeout=TIMEOUT_MS)
+
+
+async def test_a_tree_read_again_is_tried_again_until_it_is_read(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    """The server ends the page's stream while the Delegations tab is open, a delegation is
+    made before the page reads the conversation again (so no event of the new stream has
+    it), and the page's read of the tree after that is refused (503, Retry-After: 1). The tree
+    says so and when it is read again, and then shows the new delegation, without the error.
+    (The failure was shown over a tree emptied of its delegations, and nothing read it
+    again.)"""
+    async with conversation_open(live_server, tmp_path / "profile", "inspector-tree.png") as s:
+        page = s.page
+        await delegate(s.gql, s.conversation, ("root", "researcher"), "Look it up")
+        await page.get_by_role("tab", name=re.compile("^Delegations")).click()
+        await expect(node(page, "Look it up")).to_be_visible(timeout=TIMEOUT_MS)
+        tree_reads = await reads_of(page, TREE_READ, TREE_ERROR)
+
+        async def delegate_then_read(route: Route) -> None:
+            await delegate(s.gql, s.conversation, ("root", "writer"), "Write it down")
+            await route.fallback()
+
+        s.reads.failures = [delegate_then_read]
+        tree_reads.failures = [unavailable(1)]
+        s.relay.end_stream()
+        await expect(page.locator(TREE_ERROR)).to_contain_text(
+            "Could not read the delegation tree (trying again in 1 s)", timeout=TIMEOUT_MS
+        )
+        await expect(node(page, "Write it down")).to_be_visible(timeout=TIMEOUT_MS)
+        await expect(node(page, "Look it up")).to_be_visible()
+        await expect(page.locator(TREE_ERROR)).to_be_hidden()
+        await expect(notice(page)).to_be_hidden()
+        assert len(tree_reads.asked) == 2, tree_reads.asked
+        assert tree_reads.asked[1] - tree_reads.asked[0] >= 0.9, tree_reads.asked
+
+
+async def test_two_tree_reloads_at_once_keep_what_the_reader_unfolded(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    """The reader unfolded the tree's third level; the server ends the page's stream twice in
+    a row, and the page's read of the tree after the first end is held up until the page has
+    asked for the tree again after the second. The tree ends up showing the third level
+    still. (The second reload began on the first's tree, not loaded yet, so it saw nothing
+    unfolded; the first carried on with the second's tree, and the third level was gone.)"""
+    async with conversation_open(live_server, tmp_path / "profile", "inspector-reloads.png") as s:
+        page = s.page
+        await three_levels(s)
+        first, rest = asyncio.Event(), asyncio.Event()
+        tree_reads = await reads_of(page, TREE_READ, TREE_ERROR)
+        tree_reads.failures = [held(first), held(rest)]
+        s.relay.end_stream()
+        await until(lambda: len(tree_reads.asked) == 1, "the tree read after the first end")
+        await until(lambda: len(s.relay.subscribes) == 2, "the stream after the first end")
+        s.relay.end_stream()
+        await until(lambda: len(s.relay.subscribes) == 3, "the stream after the second end")
+        await asyncio.sleep(1)  # the second reload began, if it does beside the first
+        first.set()
+        await asyncio.sleep(0.5)
+        rest.set()
+        await asyncio.sleep(2)  # whatever is still loading is done
+        await expect(node(page, "Level three")).to_be_visible(timeout=TIMEOUT_MS)
+        toggle = node(page, "Level two").locator(".tnode-toggle")
+        await expect(toggle).to_have_attribute("aria-expanded", "true")
+
+
+async def test_a_tree_reload_stops_when_the_view_is_closed(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    """The reader unfolded the tree's third level; the server ends the page's stream, and the
+    reader leaves the conversation while the page's read of the tree after that is on its
+    way. Once that read is answered the page reads nothing more for the closed view. (It
+    went on to read the third level again, into a tree no longer shown.)"""
+    async with conversation_open(live_server, tmp_path / "profile", "inspector-closed.png") as s:
+        page = s.page
+        await three_levels(s)
+        released = asyncio.Event()
+        tree_reads = await reads_of(page, TREE_READ, TREE_ERROR)
+        tree_reads.failures = [held(released)]
+        s.relay.end_stream()
+        await until(lambda: len(tree_reads.asked) == 1, "the tree read after the end")
+        await page.goto(f"{live_server.base_url}/ui#/")
+        await expect(page.locator(".conversation")).to_have_count(0, timeout=TIMEOUT_MS)
+        released.set()
+        await asyncio.sleep(QUIET_S)
+        assert len(tree_reads.asked) == 1, tree_reads.asked
+
+
+async def test_a_snapshot_list_whose_read_fails_is_read_again(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    """A snapshot is saved while the Snapshots tab is open, and the page's read of the list
+    after that event is refused (503, Retry-After: 1), while its read of the conversation
+    goes through. The tab says so and when it reads the list again (the conversation's read
+    does not clear that), then shows the snapshot. (The failure went to the conversation's
+    error, which the read of the conversation then cleared; the list stayed at "Loading…",
+    read never again, and a visit to the tab later did not read it either.)"""
+    async with conversation_open(live_server, tmp_path / "profile", "inspector-snap-fail.png") as s:
+        page = s.page
+        await page.get_by_role("tab", name=re.compile("^Snapshots")).click()
+        panel = page.locator(".tabpanel-snapshots")
+        await expect(panel).to_contain_text("No compaction snapshots", timeout=TIMEOUT_MS)
+        snapshot_reads = await reads_of(page, SNAPSHOTS_READ, SNAPSHOTS_ERROR)
+        snapshot_reads.failures = [unavailable(1)]
+        snapshot = {"id": s.conversation, "messages": [{"role": "user", "content": "Older"}]}
+        await ok(s.gql, SNAPSHOT, snapshot)
+        await expect(page.locator(SNAPSHOTS_ERROR)).to_contain_text(
+            "Could not read the snapshots (trying again in 1 s)", timeout=TIMEOUT_MS
+        )
+        await expect(page.locator("details.snapshot")).to_have_count(1, timeout=TIMEOUT_MS)
+        await expect(panel).to_contain_text("1 compaction snapshot:")
+        await expect(page.locator(SNAPSHOTS_ERROR)).to_be_hidden()
+        await expect(error(page)).to_be_hidden()
+        assert len(snapshot_reads.asked) == 2, snapshot_reads.asked
+        assert snapshot_reads.asked[1] - snapshot_reads.asked[0] >= 0.9, snapshot_reads.asked
+        # The notice said it was reading the list again while it was.
+        assert snapshot_reads.noticed[1] == "Reading the snapshots again…", snapshot_reads.noticed
+
+
+async def test_two_snapshots_saved_in_a_row_leave_the_latest_list_shown(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    """Two snapshots are saved while the Snapshots tab is open, the second while the answer
+    to the page's read after the first is held up on its way: the list ends up with both.
+    (Each event had a read of its own, and the first one's answer, arriving last, put the
+    list of one snapshot back for good.)"""
+    async with conversation_open(live_server, tmp_path / "profile", "inspector-snaps2.png") as s:
+        page = s.page
+        await page.get_by_role("tab", name=re.compile("^Snapshots")).click()
+        panel = page.locator(".tabpanel-snapshots")
+        await expect(panel).to_contain_text("No compaction snapshots", timeout=TIMEOUT_MS)
+        released = asyncio.Event()
+        snapshot_reads = await reads_of(page, SNAPSHOTS_READ, SNAPSHOTS_ERROR)
+        snapshot_reads.failures = [held(released)]
+        snapshot = {"id": s.conversation, "messages": [{"role": "user", "content": "Older"}]}
+        await ok(s.gql, SNAPSHOT, snapshot)
+        await until(lambda: len(snapshot_reads.asked) == 1, "the read after the first save")
+        await asyncio.sleep(0.2)  # the answer to it is on its way: it has one snapshot
+        await ok(s.gql, SNAPSHOT, snapshot)
+        await asyncio.sleep(1)  # the second event came, and its read, if any
+        released.set()
+        # (Held, the first read is not among the answered.)
+        await until(lambda: len(snapshot_reads.answered) == 1, "the read after the held one")
+        await asyncio.sleep(0.5)  # the answer is shown, whatever it has
+        await expect(page.locator("details.snapshot")).to_have_count(2)
+        await expect(panel).to_contain_text("2 compaction snapshots:")

@@ -106,6 +106,12 @@ export class ConversationView {
       });
     }
     this.tablist.addEventListener("keydown", (event) => this.onTabKey(event));
+    // The snapshot list's failures, apart from the conversation's: a read of the head that
+    // goes through does not hide that the list could not be read.
+    this.snapshotsError = h("p", { class: "error", role: "alert", hidden: true });
+    this.snapshotsErrorView = { showError: (err, prefix) => this.showSnapshotsError(err, prefix) };
+    this.snapshotsBody = h("div", { class: "snapshots-body" });
+    this.panels.snapshots.append(this.snapshotsError, this.snapshotsBody);
     this.notice = h("p", { class: "notice", role: "status", hidden: true });
     this.error = h("p", { class: "error", role: "alert", hidden: true });
     this.el = h(
@@ -434,57 +440,86 @@ export class ConversationView {
     }
   }
 
-  failed(err) {
-    if (err instanceof AuthError) this.app.onAuthError(err);
-    else this.showError(err);
-  }
-
   // -- delegation tree and the child-transcript panel ----------------------------
 
   buildTree() {
     this.panelSlot = h("div", { class: "panel-slot" });
-    this.mountTree();
-    this.tree.load();
+    // Empty until the first read (reloadTree) succeeds; it shows that read's failures.
+    this.mountTree(this.newTree());
+    this.reloadTree();
   }
 
-  /** A new tree (not loaded yet) in the Delegations tab, beside the panel's slot. */
-  mountTree() {
-    this.tree = new DelegationTree({
+  newTree() {
+    return new DelegationTree({
       request: this.app.request,
       root: { id: this.id, title: this.conv.title, messageCount: this.conv.messageCount },
       onOpen: (node) => this.openPanel(node),
       onAuthError: (err) => this.app.onAuthError(err),
     });
-    fill(this.panels.tree, h("div", { class: "tree-layout" }, this.tree.el, this.panelSlot));
   }
 
-  async reloadTree() {
-    if (!this.tree || this.destroyed) return;
-    const open = this.panel ? this.panel.node.id : null;
-    // What the reader had unfolded beyond the first two levels is loaded again.
+  /** Show `tree` in the Delegations tab, beside the panel's slot, in place of the one shown. */
+  mountTree(tree) {
+    if (this.tree) this.tree.destroy();
+    this.tree = tree;
+    fill(this.panels.tree, h("div", { class: "tree-layout" }, tree.el, this.panelSlot));
+    // Behind an open panel that covers the screen, the new tree is inert as the old one was.
+    if (this.panel) this.setBehindInert(OVERLAY.matches);
+  }
+
+  /** Read the tree again until a read succeeds (see retry); its failures are shown in the tree
+   * shown meanwhile, with the time of the next try. One run at a time ("the tree"): a reload
+   * asked for while one runs makes that one read once more when it is done, instead of a
+   * second reload beside it, which would take what was unfolded from a tree not loaded yet,
+   * and have the first one go on with a tree not its own. */
+  reloadTree() {
+    if (!this.tree || this.destroyed) return Promise.resolve(false);
+    return this.retry(() => this.readTree(), {
+      what: "the delegation tree",
+      key: "the tree",
+      // The tree shown when the failure comes (a reload replaces it only once it is read).
+      show: (err, delay) => showFailure(this.tree, "the delegation tree")(err, delay),
+    });
+  }
+
+  /** One read of the tree: a new one, loaded with what the reader had unfolded beyond the
+   * first two levels, then shown in place of the old one (which stays, with its failure, if
+   * a read fails); throws what a read throws. */
+  async readTree() {
+    const old = this.tree;
     const unfolded = new Set(
-      [...this.tree.nodes.values()].filter((n) => n.loaded && n.expanded && n.children.length).map((n) => n.id),
+      [...old.nodes.values()].filter((n) => n.loaded && n.expanded && n.children.length).map((n) => n.id),
     );
-    const active = document.activeElement;
-    const focusKey = active && this.tree.el.contains(active) ? active.dataset.focusKey : null;
-    this.tree.destroy();
-    this.mountTree();
-    await this.tree.load();
-    for (let round = 0; round < 50; round += 1) {
-      const again = [...this.tree.nodes.values()].filter((n) => !n.loaded && unfolded.has(n.id));
-      if (!again.length) break;
-      await Promise.all(again.map((n) => this.tree.loadChildren(n)));
+    const tree = this.newTree();
+    try {
+      await tree.load({ raise: true });
+      for (let round = 0; round < 50 && !this.destroyed; round += 1) {
+        const again = [...tree.nodes.values()].filter((n) => !n.loaded && unfolded.has(n.id));
+        if (!again.length) break;
+        await Promise.all(again.map((n) => tree.loadChildren(n, { raise: true })));
+      }
+    } catch (err) {
+      tree.destroy();
+      throw err;
     }
-    if (unfolded.size) this.tree.render();
+    // A closed view shows nothing more (destroy stopped the old tree, not this one).
+    if (this.destroyed) {
+      tree.destroy();
+      return;
+    }
+    if (unfolded.size) tree.render();
+    const active = document.activeElement;
+    const focusKey = active && old.el.contains(active) ? active.dataset.focusKey : null;
+    this.mountTree(tree);
     if (focusKey) {
-      const el = this.tree.el.querySelector(`[data-focus-key="${CSS.escape(focusKey)}"]`);
+      const el = tree.el.querySelector(`[data-focus-key="${CSS.escape(focusKey)}"]`);
       if (el) el.focus();
     }
-    if (open && this.panel) {
-      const node = this.tree.nodes.get(open);
+    if (this.panel) {
+      const node = tree.nodes.get(this.panel.node.id);
       if (node) {
         this.panel.node = node;
-        this.tree.setCurrent(node);
+        tree.setCurrent(node);
       }
     }
   }
@@ -571,34 +606,59 @@ export class ConversationView {
 
   // -- snapshots -----------------------------------------------------------------
 
-  async loadSnapshots(after = null) {
+  /** Read the snapshot list (again) until a read succeeds (see retry); its failures are shown
+   * in the tab, with the time of the next try. One run at a time ("the snapshots"): saves in a
+   * row read it again after the read in flight, whose older answer is then never shown last. */
+  async loadSnapshots() {
     this.snapshotsLoaded = true;
-    const panel = this.panels.snapshots;
-    if (!after) fill(panel, h("p", { class: "muted" }, "Loading…"));
-    try {
-      const data = await this.app.request(SNAPSHOTS, { id: this.id, after });
-      const conn = data.conversation && data.conversation.snapshots;
-      if (!conn) return;
-      let list = panel.querySelector("ol.snapshots");
-      if (!after) {
-        list = h("ol", { class: "snapshots", "aria-label": "Compaction snapshots" });
-        fill(panel,
-          h("p", { class: "muted" }, conn.totalCount
-            ? `${formatNumber(conn.totalCount)} compaction snapshot${conn.totalCount === 1 ? "" : "s"}: the full history as it stood before each compaction.`
-            : "No compaction snapshots."),
-          list,
-        );
-      }
-      panel.querySelectorAll(".snapshots-more").forEach((b) => b.remove());
-      for (const s of conn.nodes) list.append(this.snapshotItem(s));
-      if (conn.pageInfo.hasNextPage) {
-        const more = h("button", { type: "button", class: "quiet snapshots-more" }, "Load more snapshots");
-        more.addEventListener("click", () => this.loadSnapshots(conn.pageInfo.endCursor));
-        panel.append(more);
-      }
-    } catch (err) {
-      this.failed(err);
+    const ok = await this.retry(() => this.readSnapshots(), {
+      what: "the snapshots",
+      show: showFailure(this.snapshotsErrorView, "the snapshots"),
+    });
+    // Not read (a failure that will not pass): the next visit to the tab tries again.
+    if (!ok) this.snapshotsLoaded = false;
+  }
+
+  /** One read of a page of the snapshot list: the first (the list drawn anew), or the one
+   * `after` (added to `list`, the list drawn with the page before it); throws what the
+   * request throws. */
+  async readSnapshots(after = null, list = null) {
+    // A list shown stays until the new one is read (and while a read of it fails).
+    if (!after && !this.snapshotsBody.querySelector("ol.snapshots")) {
+      fill(this.snapshotsBody, h("p", { class: "muted" }, "Loading…"));
     }
+    const data = await this.app.request(SNAPSHOTS, { id: this.id, after });
+    const conn = data.conversation && data.conversation.snapshots;
+    // A next page of a list drawn anew since belongs to no list shown.
+    if (!conn || this.destroyed || (list && !list.isConnected)) return;
+    let into = list;
+    if (!after) {
+      into = h("ol", { class: "snapshots", "aria-label": "Compaction snapshots" });
+      fill(this.snapshotsBody,
+        h("p", { class: "muted" }, conn.totalCount
+          ? `${formatNumber(conn.totalCount)} compaction snapshot${conn.totalCount === 1 ? "" : "s"}: the full history as it stood before each compaction.`
+          : "No compaction snapshots."),
+        into,
+      );
+    }
+    this.snapshotsBody.querySelectorAll(".snapshots-more").forEach((b) => b.remove());
+    for (const s of conn.nodes) into.append(this.snapshotItem(s));
+    if (conn.pageInfo.hasNextPage) {
+      const more = h("button", { type: "button", class: "quiet snapshots-more" }, "Load more snapshots");
+      more.addEventListener("click", () => {
+        more.disabled = true;
+        const show = showFailure(this.snapshotsErrorView, "more snapshots");
+        this.retry(() => this.readSnapshots(conn.pageInfo.endCursor, into), { what: "more snapshots", show })
+          .then(() => { more.disabled = false; });
+      });
+      this.snapshotsBody.append(more);
+    }
+    this.showSnapshotsError(null);
+  }
+
+  showSnapshotsError(err, prefix = "") {
+    this.snapshotsError.hidden = !err;
+    this.snapshotsError.textContent = err ? prefix + describeError(err) : "";
   }
 
   /** Snapshots were saved: the list is read again if it is shown, else when it is next. */

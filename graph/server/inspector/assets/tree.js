@@ -78,18 +78,21 @@ export class DelegationTree {
     clearInterval(this.ticker);
   }
 
-  async load() {
-    await this.loadChildren(this.root);
+  /** Load the first two levels; with `raise`, a failure is thrown (for the caller to show and
+   * try again) rather than shown. */
+  async load({ raise = false } = {}) {
+    await this.loadChildren(this.root, { raise });
     this.render();
   }
 
-  showError(err) {
+  showError(err, prefix = "") {
     this.error.hidden = !err;
-    this.error.textContent = err ? describeError(err) : "";
+    this.error.textContent = err ? prefix + describeError(err) : "";
   }
 
-  /** Load (or load more of) `node`'s children, with their own children: two levels. */
-  async loadChildren(node, { more = false } = {}) {
+  /** Load (or load more of) `node`'s children, with their own children: two levels. A
+   * failure is shown, or with `raise` thrown. */
+  async loadChildren(node, { more = false, raise = false } = {}) {
     if (node.loading) return;
     node.loading = true;
     try {
@@ -103,6 +106,7 @@ export class DelegationTree {
       this.absorb(node, conv.delegations, node.depth);
       this.showError(null);
     } catch (err) {
+      if (raise) throw err;
       if (err instanceof AuthError) this.onAuthError(err);
       this.showError(err);
     } finally {
