@@ -327,6 +327,20 @@ async def test_a_get_parameter_of_the_wrong_type_is_400_naming_it(
     assert f"`{parameter}`" in message(response), response.text
 
 
+async def test_a_get_variable_with_a_number_the_service_does_not_keep_says_which_limit(
+    gql: GraphQLClient,
+) -> None:
+    """It was "must be a JSON-encoded object" for valid JSON (a POST body says the limit)."""
+    for number, limit in (("1" * 4301, "at most 4300 digits"), ("1e400", "must be finite")):
+        response = await gql.http.get(
+            "/graphql",
+            params={"query": VIEWER, "variables": f'{{"n": {number}}}'},
+            headers={"Authorization": f"Bearer {gql.token}"},
+        )
+        assert response.status_code == 400, response.text
+        assert "`variables`" in message(response) and limit in message(response), response.text
+
+
 async def test_empty_get_parameters_are_no_parameters(gql: GraphQLClient) -> None:
     response = await gql.http.get(
         "/graphql",

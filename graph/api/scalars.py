@@ -71,9 +71,10 @@ def _parse_literal(node: ValueNode, variables: dict[str, Any] | None = None) -> 
     try:
         # Anywhere in the literal (`{score: 1e400}`), not only at its top.
         check_finite(value)
-    except ValueError:
-        # GraphQLError: reported as the literal's error, not as an internal one.
-        raise GraphQLError("JSON numbers must be finite", node) from None
+    except ValueError as exc:
+        # GraphQLError: reported as the literal's error, not as an internal one, in the
+        # codec's words (the range), as a variable's 1e400 is.
+        raise GraphQLError(str(exc), node) from None
     return value
 
 

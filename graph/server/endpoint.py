@@ -60,6 +60,7 @@ from graph.server.errors import error_response, internal_error
 from graph.server.ide import asks_for_page, graphiql_html, page_headers
 from graph.server.negotiation import GRAPHQL_RESPONSE_JSON, JSON, SERVED, negotiate
 from graph.server.parameters import (
+    RefusedNumber,
     check_operation_name,
     decode_query_params,
     query_text_problem,
@@ -89,12 +90,6 @@ SUBSCRIPTIONS_OVER_WEBSOCKET = (
 # A client gone from a WebSocket: one debug line (TextFrames).
 ws_logger = logging.getLogger("convograph.ws")
 NOT_ACCEPTABLE = f"Accept allows none of the media types served here: {', '.join(SERVED)}"
-
-
-class _RefusedNumber(json.JSONDecodeError):
-    """A body the codec read, but with a number it does not hold (jsoncodec.NumberOutOfRange):
-    a JSONDecodeError still for strawberry (a WebSocket's frame, a GET's variables), which
-    parse_json answers with the codec's words."""
 
 
 def _http_error(request: Request, exc: HTTPException) -> Response:
@@ -433,7 +428,7 @@ class GraphQLEndpoint(GraphQL[Context, None]):
             value = super().parse_json(data)
         except HTTPException as exc:
             refused = exc.__cause__
-            if isinstance(refused, _RefusedNumber):
+            if isinstance(refused, RefusedNumber):
                 # JSON text, but with a number the service does not hold: say which limit,
                 # not "Unable to parse request body as JSON".
                 raise HTTPException(400, refused.msg) from None
@@ -447,7 +442,7 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         try:
             return jsoncodec.loads(data)
         except jsoncodec.NumberOutOfRange as exc:
-            raise _RefusedNumber(str(exc), "", 0) from None
+            raise RefusedNumber(str(exc), "", 0) from None
         except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             # Strawberry turns this into a 400 "Unable to parse request body as JSON".
             # RecursionError: the exact-number parser gives up on JSON nested ~1000 deep,

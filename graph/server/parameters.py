@@ -23,6 +23,12 @@ from strawberry.http import GraphQLRequestData
 ENCODED = ("variables", "extensions")
 
 
+class RefusedNumber(json.JSONDecodeError):
+    """JSON text, but with a number the codec does not hold (jsoncodec.NumberOutOfRange): a
+    JSONDecodeError still for Strawberry (a WebSocket's frame), which a body's and a GET's
+    parameters answer with the codec's words, not as text that is no JSON."""
+
+
 def wrong_type(parameter: str, expected: str) -> HTTPException:
     return HTTPException(
         400, f"The GraphQL operation's `{parameter}` must be {expected} or null, if provided."
@@ -65,6 +71,10 @@ def decode_query_params(
         elif isinstance(value, str):
             try:
                 decoded[name] = decode(value)
+            except RefusedNumber as refused:
+                raise HTTPException(
+                    400, f"The GraphQL operation's `{name}`: {refused.msg}"
+                ) from None
             except json.JSONDecodeError:
                 raise wrong_type(name, "a JSON-encoded object") from None
     return decoded
