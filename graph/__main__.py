@@ -91,8 +91,13 @@ def _settings(args: argparse.Namespace, *, creates: bool = False) -> Settings:
 def _as_system(
     settings: Settings, work: Callable[[Repository], Awaitable[T]], *, write: bool = True
 ) -> T:
-    """Run `work` in one unit of work of the process itself (SYSTEM)."""
+    """Run `work` in one unit of work of the process itself (SYSTEM). A write to a SQLite
+    database that cannot be written is refused before anything runs, naming the file or
+    directory (SQLite says only "attempt to write a readonly database", at the first write)."""
     from graph.services import build_services
+
+    if write:
+        _writable(settings)
 
     async def run() -> T:
         services = build_services(settings)
@@ -107,15 +112,16 @@ def _as_system(
     return asyncio.run(run())
 
 
-def _refused_read_only(settings: Settings) -> bool:
-    """Whether the SQLite database cannot be written, said in one line (exit 1): for the
-    commands that write whatever the database holds (migrate, serve), before they start."""
+def _writable(settings: Settings) -> None:
+    """Unwritable (said in one line by `main`, exit 1) when the SQLite database cannot be
+    written, found before a command that writes starts: SQLite opens a read-only file for
+    reading and says only "attempt to write a readonly database" at the first write, or
+    "unable to open database file" in a read-only directory."""
     from graph.store.db import sqlite_read_only
+    from graph.store.errors import Unwritable
 
-    if (reason := sqlite_read_only(settings)) is None:
-        return False
-    print(f"error: {DATABASE}: {reason}", file=sys.stderr)
-    return True
+    if (reason := sqlite_read_only(settings)) is not None:
+        raise Unwritable(reason)
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
@@ -132,8 +138,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         from alembic.util import CommandError
 
         settings = _settings(args)
-        if _refused_read_only(settings):
-            return 1
+        _writable(settings)
         try:
             # The script's own id: `0016@head` names the head (0017), where it stops.
             target = upgrade_blocking(settings, downgrade_to=revision)
@@ -146,8 +151,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         print(f"database is at revision {target}")
         return 0
     settings = _settings(args, creates=True)
-    if _refused_read_only(settings):
-        return 1
+    _writable(settings)
     upgrade_blocking(settings)
     print("database is at the newest revision")
     return 0
@@ -157,9 +161,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from graph.services import build_services
     from graph.store.retention import sweep
 
+    settings = _settings(args)
+    _writable(settings)
+
     async def run() -> int:
         # On PostgreSQL the deletions reach the servers' subscribers through NOTIFY.
-        services = build_services(_settings(args))
+        services = build_services(settings)
         try:
             # Expiry destroys the expired conversations' data keys: without the master key
             # (an encrypted database) it would delete their rows and leave their keys.
@@ -479,8 +486,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if (reason := _cannot_listen(settings, args)) is not None:
         print(f"error: {reason}", file=sys.stderr)
         return 1
-    if _refused_read_only(settings):
-        return 1
+    _writable(settings)
     configure_logging(settings)
     if settings.migrate_on_start:
         upgrade_blocking(settings)

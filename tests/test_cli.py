@@ -522,14 +522,24 @@ def read_only(path: Path) -> Iterator[None]:
         subprocess.run(["chattr", "-i", str(path)], check=True)
 
 
-@pytest.mark.parametrize("command", [("serve", "--no-migrate"), ("serve",), ("migrate",)])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("serve", "--no-migrate"),
+        ("serve",),
+        ("migrate",),
+        ("token", "create", "--workspace", "site:1", "--owner", "user:alice"),
+        ("sweep",),
+    ],
+)
 @pytest.mark.parametrize("which", ["file", "directory"])
 def test_a_sqlite_database_that_cannot_be_written_is_named_before_anything_is_stored(
     tmp_path: Path, sqlite_template: Path, command: tuple[str, ...], which: str
 ) -> None:
     """SQLite opens a read-only file for reading: `serve` started, then stopped in a
     traceback (exit 3) at its first write, and `migrate` said the database was at the
-    newest revision. A read-only directory (for the -wal and -shm) went the same way."""
+    newest revision. A read-only directory (for the -wal and -shm) went the same way. The
+    other commands that write said only "attempt to write a readonly database"."""
     path = tmp_path / "db" / "convograph.db"
     path.parent.mkdir()
     shutil.copy(sqlite_template, path)

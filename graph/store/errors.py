@@ -47,10 +47,17 @@ def is_storage_full(exc: BaseException | None) -> bool:
     return False
 
 
+class Unwritable(Exception):
+    """The SQLite database cannot be written, found before it is opened (the message says
+    which file or directory: db.sqlite_read_only)."""
+
+
 def database_problem(exc: BaseException) -> str | None:
     """One line saying why the database cannot be used, when `exc` is the database's (it
     cannot be reached or opened, refuses the connection, or is not migrated), for a
     command's error message; None for any other failure."""
+    if isinstance(exc, Unwritable):
+        return str(exc)
     if isinstance(exc, DBAPIError):
         reason = str(exc.orig if exc.orig is not None else exc)
     elif isinstance(exc, OSError | sqlite3.Error) or type(exc).__module__.startswith("asyncpg"):
