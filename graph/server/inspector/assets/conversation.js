@@ -8,7 +8,7 @@
 // unless the conversation is gone or the token may no longer read it.
 
 import { announce, debounce, fill, formatNumber, h, shorten, timeEl, uid } from "./dom.js";
-import { AuthError, GraphQLError, describeError, isTransient, retryDelayMs } from "./gql.js";
+import { AuthError, GraphQLError, describeError, isTransient, retryDelayMs, showErrorIn } from "./gql.js";
 import { toJSONText } from "./json.js";
 import { jsonDetails, renderMessage } from "./messages.js";
 import { SNAPSHOT, SNAPSHOTS, conversationQuery, eventsSubscription } from "./queries.js";
@@ -109,7 +109,7 @@ export class ConversationView {
     // The snapshot list's failures, apart from the conversation's: a read of the head that
     // goes through does not hide that the list could not be read.
     this.snapshotsError = h("p", { class: "error", role: "alert", hidden: true });
-    this.snapshotsErrorView = { showError: (err, prefix) => this.showSnapshotsError(err, prefix) };
+    this.snapshotsErrorView = { showError: (err, prefix) => showErrorIn(this.snapshotsError, err, prefix) };
     this.snapshotsBody = h("div", { class: "snapshots-body" });
     this.panels.snapshots.append(this.snapshotsError, this.snapshotsBody);
     this.notice = h("p", { class: "notice", role: "status", hidden: true });
@@ -274,8 +274,7 @@ export class ConversationView {
   }
 
   showError(err, prefix = "") {
-    this.error.hidden = !err;
-    this.error.textContent = err ? prefix + describeError(err) : "";
+    showErrorIn(this.error, err, prefix);
   }
 
   /** Say why the page is not current, or not live (a sentence without its full stop), or
@@ -653,12 +652,7 @@ export class ConversationView {
       });
       this.snapshotsBody.append(more);
     }
-    this.showSnapshotsError(null);
-  }
-
-  showSnapshotsError(err, prefix = "") {
-    this.snapshotsError.hidden = !err;
-    this.snapshotsError.textContent = err ? prefix + describeError(err) : "";
+    showErrorIn(this.snapshotsError, null);
   }
 
   /** Snapshots were saved: the list is read again if it is shown, else when it is next. */

@@ -102,6 +102,12 @@ export function createClient(endpoint, getToken) {
 }
 
 /** A sentence for any error a request may throw. */
+/** `err` in the error element `el` (hidden when `err` is null), after `prefix`. */
+export function showErrorIn(el, err, prefix = "") {
+  el.hidden = !err;
+  el.textContent = err ? prefix + describeError(err) : "";
+}
+
 export function describeError(err) {
   if (!err) return "Something went wrong.";
   if (err instanceof AuthError) return `The token was refused: ${err.message}`;

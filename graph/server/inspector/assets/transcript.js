@@ -4,7 +4,7 @@
 // It opens at the latest messages, as a chat does; live messages are added at the end.
 
 import { announce, formatNumber, h } from "./dom.js";
-import { describeError } from "./gql.js";
+import { showErrorIn } from "./gql.js";
 import { renderMessage } from "./messages.js";
 import { MESSAGES_FIRST, MESSAGES_LAST } from "./queries.js";
 
@@ -115,8 +115,7 @@ export class TranscriptView {
   }
 
   showError(err, prefix = "") {
-    this.error.hidden = !err;
-    this.error.textContent = err ? prefix + describeError(err) : "";
+    showErrorIn(this.error, err, prefix);
   }
 
   /** Run a load (one at a time): its failure is shown, or with `raise` thrown for the caller

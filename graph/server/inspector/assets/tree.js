@@ -9,7 +9,7 @@
 // the node's child transcript.
 
 import { durationBetween, fill, formatDuration, formatNumber, h, shorten, timeEl, uid } from "./dom.js";
-import { AuthError, describeError } from "./gql.js";
+import { AuthError, showErrorIn } from "./gql.js";
 import { TREE } from "./queries.js";
 
 export const STATUS_TEXT = {
@@ -86,8 +86,7 @@ export class DelegationTree {
   }
 
   showError(err, prefix = "") {
-    this.error.hidden = !err;
-    this.error.textContent = err ? prefix + describeError(err) : "";
+    showErrorIn(this.error, err, prefix);
   }
 
   /** Load (or load more of) `node`'s children, with their own children: two levels. A
