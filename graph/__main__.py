@@ -398,26 +398,26 @@ def bootstrap_token(settings: Settings) -> str | None:
     than this one (a secret file lost and made anew, another CONVOGRAPH_SECRET): the server
     would answer each of them 401, and nothing else would say why."""
 
-    async def work(repo: Repository) -> tuple[str | None, int, int]:
+    async def work(repo: Repository) -> tuple[str | None, int]:
         if await repo.tokens.exist():
-            return None, *await repo.tokens.live_under_another_secret()
+            return None, await repo.tokens.live_under_another_secret()
         _, token = await repo.tokens.create(
             workspace=BOOTSTRAP_WORKSPACE,
             owner=parse_owner(BOOTSTRAP_OWNER),
             scope_=Scope.ADMIN,
             label="bootstrap",
         )
-        return token, 0, 0
+        return token, 0
 
-    token, live, foreign = _as_system(settings, work)
-    if live and foreign == live:
+    token, foreign = _as_system(settings, work)
+    if foreign:
         where = "CONVOGRAPH_SECRET" if settings.secret else str(settings.resolved_secret_file)
         logging.getLogger("convograph").error(
             "none of the %d live API tokens can be accepted: they were made under another "
             "server secret than %s holds. Start with the secret that made them or, if it is "
             "lost, make a new token (convograph token create) and revoke the old ones "
             "(convograph token list, token revoke)",
-            live,
+            foreign,
             where,
         )
     return token

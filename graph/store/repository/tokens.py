@@ -199,15 +199,16 @@ class Tokens(Part):
         )
         return bool(revoked)
 
-    async def live_under_another_secret(self) -> tuple[int, int]:
-        """How many tokens are live, and how many of those were sealed under another server
-        secret than this one: this server can accept none of those."""
+    async def live_under_another_secret(self) -> int:
+        """How many tokens are live when every one of them was sealed under another server
+        secret than this one (this server can accept none of them), else 0. The unsealing
+        stops at the first token that unseals: at start, on every start, that is the first."""
         self._require_system()
         found = await self.sql.rows(
             select(T.c.owner_key_sealed).where(_live()), {"now": self.repo.now()}
         )
         sealed = [row[0] for row in found.values]
-        return len(sealed), sum(1 for value in sealed if self._unsealed(value) is None)
+        return len(sealed) if all(self._unsealed(value) is None for value in sealed) else 0
 
     async def exist(self) -> bool:
         self._require_system()
