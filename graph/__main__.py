@@ -116,12 +116,19 @@ def _writable(settings: Settings) -> None:
     """Unwritable (said in one line by `main`, exit 1) when the SQLite database cannot be
     written, found before a command that writes starts: SQLite opens a read-only file for
     reading and says only "attempt to write a readonly database" at the first write, or
-    "unable to open database file" in a read-only directory."""
-    from graph.store.db import sqlite_read_only
+    "unable to open database file" in a read-only directory. The same of the encryption's
+    key store (an EncryptionError naming its setting, exit 2): a server on a read-only one
+    started, then failed every write that needed a new key."""
+    from graph.store.db import sqlite_file_read_only, sqlite_read_only
     from graph.store.errors import Unwritable
+    from graph.store.key_store import unusable
 
     if (reason := sqlite_read_only(settings)) is not None:
         raise Unwritable(reason)
+    if settings.is_sqlite and settings.encryption_on:
+        keys = settings.resolved_key_store_file
+        if (reason := sqlite_file_read_only(keys)) is not None:
+            raise unusable(keys, reason)
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:

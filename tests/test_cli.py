@@ -774,6 +774,33 @@ def test_a_key_store_file_that_is_no_key_store_is_named_not_blamed_on_the_databa
     assert result.stdout == "" and store.read_bytes() == b"not a key store\n"
 
 
+@pytest.mark.parametrize("command", [("serve",), ("sweep",), ("token", "revoke", "x")])
+def test_a_read_only_key_store_is_named_before_a_command_that_writes_starts(
+    cli: Cli, command: tuple[str, ...]
+) -> None:
+    """SQLite opens a read-only key store for reading: `serve` started and answered every
+    write that needed a new data key (a new conversation) with a masked INTERNAL error. A
+    command that only reads still runs."""
+    store = cli.cwd / "keys"
+    env = clean_env(
+        CONVOGRAPH_DATABASE_URL=cli.url,
+        CONVOGRAPH_SECRET=SECRET,
+        CONVOGRAPH_ENCRYPTION_KEY_STORE_FILE=str(store),
+        CONVOGRAPH_ENCRYPTION_KEY=generate_key(),
+    )
+    assert graph("token", "list", env=env, cwd=cli.cwd).returncode == 0 and store.exists()
+    port = ("--port", str(free_port())) if command[0] == "serve" else ()
+    with read_only(store):
+        result = graph(*command, *port, env=env, cwd=cli.cwd)
+        listed = graph("token", "list", env=env, cwd=cli.cwd)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == (
+        f"error: CONVOGRAPH_ENCRYPTION_KEY_STORE_FILE: cannot use the key store {store}: "
+        f"the SQLite file {store} is read-only\n"
+    )
+    assert result.stdout == "" and listed.returncode == 0, listed.stderr
+
+
 def test_servers_started_together_on_sqlite_share_one_secret(tmp_path: Path) -> None:
     """The secret generated beside a new database: each first process reads the whole of
     the one that was linked into place first."""

@@ -24,6 +24,7 @@ import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event, make_url, text
@@ -175,14 +176,18 @@ def _where(settings: Settings) -> str:
 
 
 def sqlite_read_only(settings: Settings) -> str | None:
-    """Why the SQLite database of `settings` cannot be written, found before it is opened:
-    its file, or the -wal or -shm file beside it, is read-only, or the directory they are
-    in (made if missing) is. SQLite opens a read-only file for reading without a word, and
-    the first write fails (a server's, as it starts); in a read-only directory it cannot
-    make its -wal and -shm, and says only "unable to open database file"."""
+    """Why the SQLite database of `settings` cannot be written, found before it is opened
+    (`sqlite_file_read_only`)."""
     path = settings.sqlite_path
-    if path is None:
-        return None
+    return None if path is None else sqlite_file_read_only(path)
+
+
+def sqlite_file_read_only(path: Path) -> str | None:
+    """Why the SQLite file at `path` cannot be written, found before it is opened: the file,
+    or the -wal or -shm file beside it, is read-only, or the directory they are in (made if
+    missing) is. SQLite opens a read-only file for reading without a word, and the first
+    write fails (a server's, as it starts, or mid-request); in a read-only directory it
+    cannot make its -wal and -shm, and says only "unable to open database file"."""
     for file in (path, path.with_name(f"{path.name}-wal"), path.with_name(f"{path.name}-shm")):
         if file.exists() and not os.access(file, os.W_OK):
             return f"the SQLite file {file} is read-only"

@@ -141,13 +141,7 @@ class SQLiteKeyStore(KeyStore):
         return conn
 
     def _unusable(self, reason: str) -> Exception:
-        """The key store's file cannot be used: its setting's to fix, not the database's
-        (what a command said of SQLite's error, "file is not a database")."""
-        from graph.store.encryption import EncryptionError  # which imports this module
-
-        return EncryptionError(
-            f"CONVOGRAPH_ENCRYPTION_KEY_STORE_FILE: cannot use the key store {self.path}: {reason}"
-        )
+        return unusable(self.path, reason)
 
     async def open(self) -> None:
         self._db()
@@ -383,6 +377,16 @@ class PostgresKeyStore(KeyStore):
         self._opened = False
         if engine is not None:
             await engine.dispose()
+
+
+def unusable(path: Path, reason: str) -> Exception:
+    """The key store's file cannot be used: its setting's to fix, not the database's (what
+    a command said of SQLite's error, "file is not a database")."""
+    from graph.store.encryption import EncryptionError  # which imports this module
+
+    return EncryptionError(
+        f"CONVOGRAPH_ENCRYPTION_KEY_STORE_FILE: cannot use the key store {path}: {reason}"
+    )
 
 
 def key_store(settings: Settings, *, engine: AsyncEngine | None = None) -> KeyStore:
