@@ -170,6 +170,14 @@ _SUBSCRIPTION = "subscription { __typename }"
             '"extensions": []}}',
             "extensions must be",
         ),
+        # JSON, with a number the service does not keep: was "must be valid JSON".
+        (
+            '{"id": "1", "type": "subscribe", "payload": {"query": "{ a }", '
+            f'"variables": {{"n": {"7" * 4301}}}}}}}',
+            "JSON integers may have at most 4300 digits",
+        ),
+        ('{"type": "ping", "payload": {"n": 1e400}}', "JSON numbers must be finite"),
+        ("{", "WebSocket message must be valid JSON"),
     ],
 )
 async def test_a_malformed_message_closes_the_socket_4400(

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -35,6 +36,7 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
 
 from graph.api.context import Context
 from graph.domain.errors import ErrorCode
+from graph.server.parameters import RefusedNumber
 from graph.server.rate_limit import RateLimit, rate_limited_error
 from graph.server.subscription_cap import CLOSE_CODE, Slot, SubscriptionSlots
 from graph.server.ws_shapes import problem
@@ -83,6 +85,15 @@ def limited_handler(
                 await self.handle_invalid_message(wrong)  # closes with 4400
                 return
             await super().handle_message(message)
+
+        async def handle_invalid_message(self, error_message: str) -> None:
+            # Strawberry calls this inside its `except NonJsonMessageReceived`, whose cause
+            # is the codec's: a frame of JSON with a number the service does not keep (past
+            # 4,300 digits, 1e400) is told the limit, as over HTTP, not "must be valid JSON".
+            refused = sys.exc_info()[1]
+            if refused is not None and isinstance(refused.__cause__, RefusedNumber):
+                error_message = refused.__cause__.msg
+            await super().handle_invalid_message(error_message)
 
         async def handle_connection_init(self, message: Any) -> None:
             try:
