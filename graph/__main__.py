@@ -55,11 +55,13 @@ def duration(text: str) -> timedelta:
 def _durations_joined(given: list[str]) -> list[str]:
     """`--expires-in -1d` as `--expires-in=-1d`: argparse takes a value that starts with a
     dash and a digit but is no number for a flag of its own, and said only "expected one
-    argument"; joined to its flag, it reaches `duration`, which says what a duration is."""
+    argument"; joined to its flag, it reaches `duration`, which says what a duration is.
+    The flag as argparse also takes it, abbreviated (`--expires -1d`), the same."""
     joined: list[str] = []
     for arg in given:
-        if joined and joined[-1] == "--expires-in" and re.match(r"-[0-9.]", arg):
-            joined[-1] = f"--expires-in={arg}"
+        flag = joined[-1] if joined else ""
+        if len(flag) > 2 and "--expires-in".startswith(flag) and re.match(r"-[0-9.]", arg):
+            joined[-1] = f"{flag}={arg}"
         else:
             joined.append(arg)
     return joined

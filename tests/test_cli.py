@@ -245,15 +245,17 @@ async def test_token_create_refuses_an_unknown_scope(cli: Cli) -> None:
     assert await asyncio.to_thread(cli.tokens) == []
 
 
-@pytest.mark.parametrize("value", ["-1d", "-30m", "-1.5h"])
+@pytest.mark.parametrize(
+    ("value", "flag"), [("-1d", "--expires-in"), ("-30m", "--expires"), ("-1.5h", "--exp")]
+)
 @pytest.mark.parametrize("command", ["create", "rotate"])
 async def test_a_negative_expires_in_is_told_what_a_duration_is(
-    cli: Cli, command: str, value: str
+    cli: Cli, command: str, value: str, flag: str
 ) -> None:
     """argparse took `-1d` for a flag and said only "argument --expires-in: expected one
-    argument"."""
+    argument"; the flag abbreviated (which argparse accepts) as well."""
     where = ["--workspace", "site:1", "--owner", "user:a"] if command == "create" else ["an-id"]
-    result = await run(cli, "token", command, *where, "--expires-in", value, ok=False)
+    result = await run(cli, "token", command, *where, flag, value, ok=False)
     assert result.returncode == 2, result.stderr
     assert result.stderr.splitlines()[-1] == (
         f"convograph token {command}: error: argument --expires-in: {value!r} is not a "
