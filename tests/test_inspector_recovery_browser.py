@@ -176,6 +176,18 @@ async def no_introspection(route: Route) -> None:
     await route.fulfill(status=200, json=body)
 
 
+def failing_capabilities(failures: list[Fail]) -> Fail:
+    """The page's question of what the server offers fails as `failures` say, then passes."""
+
+    async def handle(route: Route) -> None:
+        if failures and CAPABILITIES in (route.request.post_data or ""):
+            await failures.pop(0)(route)
+            return
+        await route.fallback()
+
+    return handle
+
+
 @dataclass
 class Subscribe:
     at: float
@@ -260,13 +272,14 @@ async def conversation_open(
     failures: list[Fail] | None = None,
     transcript_failures: list[Fail] | None = None,
     introspection: bool = True,
+    capability_failures: list[Fail] | None = None,
 ) -> AsyncIterator[Session]:
     """A conversation of two messages, open in the inspector; its first reads fail as
     `failures` say, and those of its transcript as `transcript_failures` say. Without
     failures, the block starts once the page has read it and subscribed. Without
     `introspection`, the page's question about what the server can do is refused, as a server
     with introspection off refuses it: the page knows no eventCursor then, and subscribes
-    before it reads."""
+    before it reads. The question itself fails first as `capability_failures` say."""
     token = await live_server.token(workspace="site:recovery", owner="user:ada", label=LABEL)
     reads = Reads(failures=list(failures or []))
     transcript_reads = Reads(TRANSCRIPT_READ, TRANSCRIPT_ERROR, list(transcript_failures or []))
@@ -286,6 +299,8 @@ async def conversation_open(
             await page.route(GRAPHQL, transcript_reads.handle)
             if not introspection:
                 await page.route(GRAPHQL, no_introspection)
+            if capability_failures:
+                await page.route(GRAPHQL, failing_capabilities(capability_failures))
             await page.route_web_socket(WS_URL, relay.through)
             await sign_in(page, token)
             await page.goto(f"{live_server.base_url}/ui#/c/{cid}")
@@ -757,6 +772,28 @@ async def test_a_child_transcript_closed_while_it_is_read_again_does_not_hold_th
         seen: list[str] = await page.evaluate("() => window.noticesSeen")
         assert not [text for text in seen if "will read the transcript of" in text], seen
         assert len(s.transcript_reads.asked) == 3, s.transcript_reads.asked
+        await s.write("Written live")
+        await s.shows("Written live")
+
+
+async def test_a_failed_question_of_what_the_server_offers_is_asked_again(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    """At sign-in the page asks the server what it offers (introspection): the server cannot
+    be reached, then answers 503 (Retry-After: 1). The page says so, asks again, learns that
+    the server has event cursors and subscribes from its read's cursor. (Any failure was taken
+    for introspection off: the page went without cursors for the whole session, subscribing
+    before it read and reading everything again after each reconnect.)"""
+    failures = [unreachable, unavailable(1)]
+    async with conversation_open(
+        live_server,
+        tmp_path / "profile",
+        "inspector-capabilities-again.png",
+        capability_failures=failures,
+    ) as s:
+        assert failures == []
+        (subscribe,) = s.relay.subscribes
+        assert subscribe.after is not None and s.reads.answered[-1][1] == subscribe.after
         await s.write("Written live")
         await s.shows("Written live")
 

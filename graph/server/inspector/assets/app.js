@@ -5,7 +5,7 @@
 // WebSocket's connection_init payload, and is never put in a URL or printed.
 
 import { announce, debounce, fill, formatNumber, h, refreshRelativeTimes } from "./dom.js";
-import { AuthError, createClient, describeError } from "./gql.js";
+import { AuthError, createClient, describeError, isTransient, retryDelayMs } from "./gql.js";
 import { ConversationView } from "./conversation.js";
 import { ConversationList } from "./list.js";
 import { CAPABILITIES, FIGURES, VIEWER } from "./queries.js";
@@ -49,7 +49,7 @@ const request = createClient(endpoint, () => token);
 
 const state = {
   viewer: null,
-  capabilities: { figures: false, ownerTypeFilter: false, eventCursor: false, readCursor: false },
+  capabilities: null, // detectCapabilities(), at sign-in
   ws: null,
   list: null,
   view: null, // ConversationView | SessionsView
@@ -132,27 +132,45 @@ function onAuthError() {
 
 // -- after sign-in ---------------------------------------------------------------
 
+const BASE_CAPABILITIES = { figures: false, ownerTypeFilter: false, eventCursor: false, readCursor: false };
+// Tries of the question before the page goes on without its answer (about 15 s of backoff).
+const CAPABILITY_TRIES = 5;
+
+/** What the server offers beyond the base contract, asked by introspection. A failure that
+ * may pass (the network, a restart, the database away) is asked again after the wait, saying
+ * so where the page shows its state: once taken for "introspection off", it left the page
+ * without event cursors (reading everything again after each reconnect) for the session. */
 async function detectCapabilities() {
-  try {
-    const data = await request(CAPABILITIES);
-    const names = (list) => new Set((list || []).map((x) => x.name));
-    const queryFields = names(data.query && data.query.fields);
-    const filterFields = names(data.filter && data.filter.inputFields);
-    const eventFields = names(data.event && data.event.fields);
-    const conversationFields = names(data.conversation && data.conversation.fields);
-    const subFields = (data.schema.subscriptionType && data.schema.subscriptionType.fields) || [];
-    const events = subFields.find((f) => f.name === "conversationEvents");
-    return {
-      figures: queryFields.has("workspaceFigures"),
-      ownerTypeFilter: filterFields.has("ownerType"),
-      eventCursor: eventFields.has("cursor") && Boolean(events && events.args.some((a) => a.name === "after")),
-      readCursor: conversationFields.has("eventCursor"),
-    };
-  } catch (err) {
-    if (err instanceof AuthError) throw err;
-    // Introspection may be off: use only what the base contract has.
-    return { figures: false, ownerTypeFilter: false, eventCursor: false, readCursor: false };
+  for (let attempt = 0; ; attempt += 1) {
+    try {
+      return capabilitiesOf(await request(CAPABILITIES));
+    } catch (err) {
+      if (err instanceof AuthError) throw err;
+      // Introspection may be off: use only what the base contract has.
+      if (!isTransient(err) || attempt + 1 >= CAPABILITY_TRIES) return { ...BASE_CAPABILITIES };
+      const waitMs = retryDelayMs(err, attempt);
+      const said = `${describeError(err)} Asking the server again in ${Math.max(1, Math.round(waitMs / 1000))} s…`;
+      if (dom.signin.hidden) dom.boot.textContent = said;
+      else dom.signinError.textContent = said;
+      await new Promise((resolve) => setTimeout(resolve, waitMs));
+    }
   }
+}
+
+function capabilitiesOf(data) {
+  const names = (list) => new Set((list || []).map((x) => x.name));
+  const queryFields = names(data.query && data.query.fields);
+  const filterFields = names(data.filter && data.filter.inputFields);
+  const eventFields = names(data.event && data.event.fields);
+  const conversationFields = names(data.conversation && data.conversation.fields);
+  const subFields = (data.schema.subscriptionType && data.schema.subscriptionType.fields) || [];
+  const events = subFields.find((f) => f.name === "conversationEvents");
+  return {
+    figures: queryFields.has("workspaceFigures"),
+    ownerTypeFilter: filterFields.has("ownerType"),
+    eventCursor: eventFields.has("cursor") && Boolean(events && events.args.some((a) => a.name === "after")),
+    readCursor: conversationFields.has("eventCursor"),
+  };
 }
 
 async function start(viewer) {
