@@ -784,14 +784,24 @@ async def test_a_failed_question_of_what_the_server_offers_is_asked_again(
     the server has event cursors and subscribes from its read's cursor. (Any failure was taken
     for introspection off: the page went without cursors for the whole session, subscribing
     before it read and reading everything again after each reconnect.)"""
-    failures = [unreachable, unavailable(1)]
+    said: list[str | None] = []
+
+    async def unavailable_once_said(route: Route) -> None:
+        # Asked again: what the page said while it waited.
+        said.append(await route.request.frame.page.locator("#signin-error").text_content())
+        await unavailable(2)(route)
+
+    failures = [unreachable, unavailable_once_said]
     async with conversation_open(
         live_server,
         tmp_path / "profile",
         "inspector-capabilities-again.png",
         capability_failures=failures,
     ) as s:
-        assert failures == []
+        assert failures == [] and said == [
+            "Could not ask the server what it offers: The server cannot be reached. (asking "
+            "again in 1 s…)"
+        ]
         (subscribe,) = s.relay.subscribes
         assert subscribe.after is not None and s.reads.answered[-1][1] == subscribe.after
         await s.write("Written live")

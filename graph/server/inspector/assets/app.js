@@ -149,7 +149,8 @@ async function detectCapabilities() {
       // Introspection may be off: use only what the base contract has.
       if (!isTransient(err) || attempt + 1 >= CAPABILITY_TRIES) return { ...BASE_CAPABILITIES };
       const waitMs = retryDelayMs(err, attempt);
-      const said = `${describeError(err)} Asking the server again in ${Math.max(1, Math.round(waitMs / 1000))} s…`;
+      const seconds = Math.max(1, Math.round(waitMs / 1000));
+      const said = `Could not ask the server what it offers: ${describeError(err)} (asking again in ${seconds} s…)`;
       if (dom.signin.hidden) dom.boot.textContent = said;
       else dom.signinError.textContent = said;
       await new Promise((resolve) => setTimeout(resolve, waitMs));
