@@ -791,7 +791,7 @@ async def test_a_failed_question_of_what_the_server_offers_is_asked_again(
         said.append(await route.request.frame.page.locator("#signin-error").text_content())
         await unavailable(2)(route)
 
-    failures = [unreachable, unavailable_once_said]
+    failures: list[Fail] = [unreachable, unavailable_once_said]
     async with conversation_open(
         live_server,
         tmp_path / "profile",

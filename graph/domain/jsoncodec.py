@@ -119,8 +119,19 @@ class NumberOutOfRange(ValueError):
     The message says which, and the limit, for the client to read."""
 
 
+# The most digits of an integer the codec reads: Python's own default guard against int()'s
+# quadratic conversion, kept whatever PYTHONINTMAXSTRDIGITS says (0 turns Python's guard
+# off); a lower setting of Python's is kept too.
+MAX_INT_DIGITS = 4300
+
+
+def _int_digits() -> int:
+    python = sys.get_int_max_str_digits()
+    return min(MAX_INT_DIGITS, python) if python else MAX_INT_DIGITS
+
+
 def integer_too_long() -> NumberOutOfRange:
-    return NumberOutOfRange(f"JSON integers may have at most {sys.get_int_max_str_digits()} digits")
+    return NumberOutOfRange(f"JSON integers may have at most {_int_digits()} digits")
 
 
 def out_of_range() -> NumberOutOfRange:
@@ -131,6 +142,8 @@ def out_of_range() -> NumberOutOfRange:
 
 def exact_int(text: str) -> int:
     """The integer JSON writes as `text` (a GraphQL literal's), or NumberOutOfRange."""
+    if len(text) - text.startswith("-") > MAX_INT_DIGITS:
+        raise integer_too_long()
     try:
         return int(text)
     except ValueError:
@@ -156,7 +169,10 @@ def loads(data: str | bytes) -> Any:
         # Decoded strictly: json.loads would let the bytes of a surrogate (ED A0 80) through,
         # which orjson refuses as the invalid UTF-8 they are.
         value = json.loads(
-            raw.decode("utf-8"), parse_constant=_reject_constant, parse_float=exact_float
+            raw.decode("utf-8"),
+            parse_constant=_reject_constant,
+            parse_float=exact_float,
+            parse_int=exact_int,
         )
         # orjson refuses a lone surrogate (`"\ud800"`), which no UTF-8 text holds: so does
         # the exact path, looking at the texts only when one escapes a surrogate at all.
@@ -164,18 +180,11 @@ def loads(data: str | bytes) -> Any:
     except RecursionError:
         # orjson refuses nesting past 1024 levels with a ValueError: so does the exact path.
         raise ValueError("JSON nested too deeply") from None
-    except ValueError as exc:
-        # int() refuses more digits than sys.get_int_max_str_digits() (4,300): it was a 400
-        # "Unable to parse request body as JSON", as if the body were no JSON at all.
-        if _INT_DIGITS_LIMIT in str(exc):
-            raise integer_too_long() from None
-        raise
     return value
 
 
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
-# The words of int()'s refusal (3.11 and later) and of orjson's for 1e400.
-_INT_DIGITS_LIMIT = "for integer string conversion"
+# The words of orjson's refusal of 1e400.
 _ORJSON_INFINITY = "number is infinity"
 
 

@@ -4,6 +4,9 @@ any nesting; what JSON cannot hold is a ValueError, never a silently different d
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -322,6 +325,31 @@ def test_an_integer_of_as_many_digits_as_python_reads_is_kept() -> None:
     assert jsoncodec.exact_int("7" * 4300) == int("7" * 4300)
     with pytest.raises(jsoncodec.NumberOutOfRange, match="at most 4300 digits"):
         jsoncodec.exact_int("7" * 4301)
+
+
+@pytest.mark.parametrize(("setting", "limit"), [("0", 4300), ("100000", 4300), ("640", 640)])
+def test_the_digits_limit_holds_whatever_python_is_told(setting: str, limit: int) -> None:
+    """PYTHONINTMAXSTRDIGITS=0 turns Python's guard off: the service then read integers of any
+    length (a quadratic conversion of a whole body's digits). A lower setting is kept."""
+    probe = (
+        "import sys\n"
+        "from graph.domain import jsoncodec\n"
+        "limit = int(sys.argv[1])\n"
+        "assert jsoncodec.loads(b'[' + b'7' * limit + b']') == [int('7' * limit)]\n"
+        "for read in (lambda: jsoncodec.loads(b'[' + b'7' * (limit + 1) + b']'),\n"
+        "             lambda: jsoncodec.exact_int('-' + '7' * (limit + 1))):\n"
+        "    try:\n"
+        "        read()\n"
+        "    except jsoncodec.NumberOutOfRange as exc:\n"
+        "        print(exc)\n"
+    )
+    env = {**os.environ, "PYTHONINTMAXSTRDIGITS": setting}
+    done = subprocess.run(
+        [sys.executable, "-c", probe, str(limit)], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    said = f"JSON integers may have at most {limit} digits\n"
+    assert done.stdout == said * 2
 
 
 @pytest.mark.parametrize("text", [b"[1e400]", b"[-1e99999]", b"[1e400,1234567890123456]"])
