@@ -70,6 +70,7 @@ LIVE_TESTS = {
     "TestLiveRefusedDocuments",
     "TestLiveABodyOverTheLimitIs413",
     "TestLiveInvalidUTF8",
+    "TestLiveASessionIDThatIsNotUTF8IsRefused",
     "TestLiveADoneContextFailsWithItsError",
 }
 # The fault tests skip in the plain run; each is run below with the server it needs.
@@ -258,6 +259,12 @@ async def test_go_tests_round_trip_through_a_live_server(
     expected["execution_context"]["current_history"][0]["content"] = "caf\ufffd"
     assert stored == expected
     assert data["sessionState"]["feedbackHistory"] == ["bad \ufffd byte"]
+
+    # Session ids that are not UTF-8 were refused: the one they would have been sent as (each
+    # bad byte a U+FFFD) holds its single checkpoint, neither overwritten nor deleted.
+    data = await read_back(server, token, f"{prefix}-utf8-id-\ufffd")
+    assert data["sessionStateHistory"]["totalCount"] == 1
+    assert data["sessionState"]["payloadType"] == "the neighbour's own"
 
     # What was refused or never written left nothing.
     for name in ("first-run", "never-written", "refused", "too-large", "utf8-raw"):

@@ -14,7 +14,8 @@ var (
 	// (userError CONFLICT). Get the state again before writing.
 	ErrConflict = errors.New("convograph: conflict")
 	// ErrInvalidInput: the server refused the document (userError INVALID_INPUT), e.g.
-	// state.session_id differs from the sessionID or active_envelope.id is empty.
+	// state.session_id differs from the sessionID or active_envelope.id is empty; or a
+	// session id that is not valid UTF-8, refused before any request.
 	ErrInvalidInput = errors.New("convograph: invalid input")
 	// ErrPoisonedState: a checkpoint with an outcome other than PROCEED was refused
 	// (userError POISONED_STATE). Set always sends PROCEED.

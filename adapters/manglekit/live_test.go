@@ -487,6 +487,45 @@ func TestLiveInvalidUTF8(t *testing.T) {
 	}
 }
 
+// A session id that is not valid UTF-8 is refused before any request. encoding/json sent
+// each bad byte as U+FFFD, so that "x\xff", "x\xfe" and "x\uFFFD" were one session: a Set
+// of one overwrote another's checkpoint, a Get returned it and a Delete removed it.
+func TestLiveASessionIDThatIsNotUTF8IsRefused(t *testing.T) {
+	s := live(t)
+	ctx := testContext(t)
+	p := s.provider()
+	neighbour := s.session(t, "utf8-id-\uFFFD")
+	mine := seedState(t, neighbour)
+	mine.PayloadType = "the neighbour's own"
+	if err := p.Set(ctx, neighbour, mine); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{s.prefix + "-utf8-id-\xff", s.prefix + "-utf8-id-\xfe"} {
+		if err := p.Set(ctx, id, seedState(t, id)); !errors.Is(err, ErrInvalidInput) {
+			t.Errorf("Set %q: want ErrInvalidInput, got %v", id, err)
+		}
+		if got, err := p.Get(ctx, id); !errors.Is(err, ErrInvalidInput) || got != nil {
+			t.Errorf("Get %q: want nil and ErrInvalidInput, got %.80s, %v", id, got, err)
+		}
+		if err := p.Delete(ctx, id); !errors.Is(err, ErrInvalidInput) {
+			t.Errorf("Delete %q: want ErrInvalidInput, got %v", id, err)
+		} else if !strings.Contains(err.Error(), "not valid UTF-8") {
+			t.Errorf("Delete %q: the error does not say why: %v", id, err)
+		}
+	}
+	got, err := p.Get(ctx, neighbour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored SessionState
+	if err := json.Unmarshal(mustBytes(t, got), &stored); err != nil {
+		t.Fatal(err)
+	}
+	if stored.PayloadType != mine.PayloadType {
+		t.Errorf("the neighbour's checkpoint was overwritten: payload_type %q", stored.PayloadType)
+	}
+}
+
 func TestLiveADoneContextFailsWithItsError(t *testing.T) {
 	s := live(t)
 	ctx, cancel := context.WithCancel(context.Background())

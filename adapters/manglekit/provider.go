@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // DefaultTimeout bounds each call unless WithTimeout says otherwise.
@@ -133,6 +134,9 @@ func endpointURL(raw string) (string, error) {
 // Get returns the session's latest checkpoint as the JSON document exactly as stored
 // ([]byte), or an untyped nil when the session has none (Manglekit's first run).
 func (p *StateProvider) Get(ctx context.Context, sessionID string) (any, error) {
+	if err := checkSessionID("Get", sessionID); err != nil {
+		return nil, err
+	}
 	callCtx, cancel := p.bound(ctx)
 	defer cancel()
 	version, state, err := p.latest(ctx, callCtx, "Get", sessionID)
@@ -196,6 +200,9 @@ func (p *StateProvider) latest(ctx, callCtx context.Context, op, sessionID strin
 // again, conditional on that version (with WithConflictDetection; under ExpectVersion the
 // caller's condition stands, and fails with ErrConflict).
 func (p *StateProvider) Set(ctx context.Context, sessionID string, state any) error {
+	if err := checkSessionID("Set", sessionID); err != nil {
+		return err
+	}
 	doc, err := encodeState(state)
 	if err != nil {
 		return &Error{Op: "Set", SessionID: sessionID, Err: err}
@@ -355,6 +362,9 @@ func (p *StateProvider) answered(sessionID string) {
 // Delete removes every stored version of the session's checkpoint. Deleting a session
 // that has none is not an error.
 func (p *StateProvider) Delete(ctx context.Context, sessionID string) error {
+	if err := checkSessionID("Delete", sessionID); err != nil {
+		return err
+	}
 	var data struct {
 		DeleteSessionState *struct {
 			Deleted    bool        `json:"deleted"`
@@ -377,6 +387,18 @@ func (p *StateProvider) Delete(ctx context.Context, sessionID string) error {
 	p.remember(sessionID, 0)
 	p.answered(sessionID)
 	return nil
+}
+
+// checkSessionID refuses a session id that is not valid UTF-8, before any request:
+// encoding/json would send each invalid byte as U+FFFD, and so name another session ("x\xff",
+// "x\xfe" and "x\uFFFD" would all be "x\uFFFD"), whose checkpoint the call would then read,
+// overwrite or delete.
+func checkSessionID(op, sessionID string) error {
+	if utf8.ValidString(sessionID) {
+		return nil
+	}
+	return &Error{Op: op, SessionID: sessionID,
+		Err: fmt.Errorf("%w: the session id is not valid UTF-8; nothing was sent", ErrInvalidInput)}
 }
 
 // Close releases the provider's idle connections (not those of a client given with
