@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <type_traits>
 
 #include "client.hpp"
 #include "convograph/entropic.hpp"
@@ -498,8 +499,9 @@ bool load_delegation_with_messages(const char* delegation_id, std::string& resul
     });
 }
 
-bool latest_delegation_for_target(const char* target_tier, std::string& delegation_id,
-                                  void* user_data) {
+// Unused against an engine header without the member (see set_latest_delegation).
+[[maybe_unused]] bool latest_delegation_for_target(const char* target_tier,
+                                                   std::string& delegation_id, void* user_data) {
     return guarded("latest_delegation_for_target", user_data, [&](Client& c) {
         const std::string tier = text_arg(target_tier, "target_tier");
         const Outcome out =
@@ -514,6 +516,21 @@ bool latest_delegation_for_target(const char* target_tier, std::string& delegati
         delegation_id = string_at(member(d, "id"), "delegation id");
         return success();
     });
+}
+
+// Whether the engine's StorageInterface has latest_delegation_for_target: entropic's header
+// has it from v2.13.0 on (gh#162); v2.10.4's struct ends at load_delegation_with_messages.
+template <class S, class = void>
+struct has_latest_delegation : std::false_type {};
+template <class S>
+struct has_latest_delegation<S, std::void_t<decltype(&S::latest_delegation_for_target)>>
+    : std::true_type {};
+
+template <class S>
+void set_latest_delegation(S& storage) {
+    if constexpr (has_latest_delegation<S>::value) {
+        storage.latest_delegation_for_target = latest_delegation_for_target;
+    }
 }
 
 }  // namespace
@@ -541,7 +558,7 @@ entropic::StorageInterface make_storage_interface(const Config& config) {
     storage.complete_delegation = detail::complete_delegation;
     storage.save_conversation = detail::save_conversation;
     storage.load_delegation_with_messages = detail::load_delegation_with_messages;
-    storage.latest_delegation_for_target = detail::latest_delegation_for_target;
+    detail::set_latest_delegation(storage);  // an engine header before v2.13.0 has none
     storage.user_data = new detail::Client(config);
     return storage;
 }
