@@ -71,6 +71,7 @@ LIVE_TESTS = {
     "TestLiveABodyOverTheLimitIs413",
     "TestLiveInvalidUTF8",
     "TestLiveASessionIDThatIsNotUTF8IsRefused",
+    "TestLiveATokenWithALineBreakIsRefused",
     "TestLiveADoneContextFailsWithItsError",
 }
 # The fault tests skip in the plain run; each is run below with the server it needs.
@@ -267,7 +268,8 @@ async def test_go_tests_round_trip_through_a_live_server(
     assert data["sessionState"]["payloadType"] == "the neighbour's own"
 
     # What was refused or never written left nothing.
-    for name in ("first-run", "never-written", "refused", "too-large", "utf8-raw"):
+    names = ("first-run", "never-written", "refused", "too-large", "utf8-raw", "token-line-break")
+    for name in names:
         data = await read_back(server, token, f"{prefix}-{name}")
         assert data["sessionState"] is None, name
         assert data["sessionStateHistory"]["totalCount"] == 0, name

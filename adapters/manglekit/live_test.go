@@ -526,6 +526,31 @@ func TestLiveASessionIDThatIsNotUTF8IsRefused(t *testing.T) {
 	}
 }
 
+// A token with a trailing line break (read from a file with it) is refused before any
+// request, as a token to fix: net/http refused the header before connecting, which read as
+// ErrUnavailable, a server to wait for and try again.
+func TestLiveATokenWithALineBreakIsRefused(t *testing.T) {
+	s := live(t)
+	ctx := testContext(t)
+	id := s.session(t, "token-line-break")
+	for _, suffix := range []string{"\n", "\r\n"} {
+		p := NewStateProvider(s.url, s.token+suffix)
+		_, getErr := p.Get(ctx, id)
+		setErr := p.Set(ctx, id, seedState(t, id))
+		deleteErr := p.Delete(ctx, id)
+		for op, err := range map[string]error{"Get": getErr, "Set": setErr, "Delete": deleteErr} {
+			if !errors.Is(err, ErrUnauthorized) || errors.Is(err, ErrUnavailable) {
+				t.Errorf("%s with the token + %q: want ErrUnauthorized (not ErrUnavailable), got %v", op, suffix, err)
+			} else if !strings.Contains(err.Error(), "control character") {
+				t.Errorf("%s: the error does not say why: %v", op, err)
+			}
+		}
+	}
+	if got, err := s.provider().Get(ctx, id); err != nil || got != nil {
+		t.Fatalf("something was stored: %.80s, %v", got, err)
+	}
+}
+
 func TestLiveADoneContextFailsWithItsError(t *testing.T) {
 	s := live(t)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -21,6 +21,7 @@ const DefaultTimeout = 10 * time.Second
 type StateProvider struct {
 	endpoint  string
 	urlErr    error // a URL NewStateProvider could not use, returned by every call
+	tokenErr  error // a token no header can carry, returned by every call
 	token     string
 	client    *http.Client
 	ownClient bool
@@ -98,11 +99,13 @@ func ExpectVersion(ctx context.Context, version int) context.Context {
 
 // NewStateProvider returns a provider that talks to the convograph GraphQL endpoint at
 // url (e.g. "http://127.0.0.1:8000/graphql"; a URL with no path gets "/graphql") with
-// a bearer token of WRITE scope. A URL it cannot use is reported by every call.
+// a bearer token of WRITE scope. A URL it cannot use is reported by every call, and so is a
+// token holding a control character (ErrUnauthorized; e.g. a trailing line break).
 func NewStateProvider(url, token string, opts ...Option) *StateProvider {
 	p := &StateProvider{token: token, timeout: DefaultTimeout, versions: map[string]int{},
 		unanswered: map[string]unansweredSets{}}
 	p.endpoint, p.urlErr = endpointURL(url)
+	p.tokenErr = checkToken(token)
 	for _, opt := range opts {
 		opt(p)
 	}
@@ -129,6 +132,20 @@ func endpointURL(raw string) (string, error) {
 		u.Path = "/graphql"
 	}
 	return u.String(), nil
+}
+
+// checkToken says why a bearer token cannot be sent: a control character, such as the line
+// break a token read from a file ends with. net/http refuses such a header before it connects,
+// which read as ErrUnavailable (a server to wait for) rather than a token to fix.
+func checkToken(token string) error {
+	for i := 0; i < len(token); i++ {
+		if c := token[i]; c < 0x20 || c == 0x7f {
+			return fmt.Errorf("%w: the token holds a control character (byte %d of %d, %q): "+
+				"a line break read with it from a file? Nothing was sent",
+				ErrUnauthorized, i, len(token), string(c))
+		}
+	}
+	return nil
 }
 
 // Get returns the session's latest checkpoint as the JSON document exactly as stored
@@ -448,6 +465,9 @@ func (p *StateProvider) usable(ctx context.Context) error {
 	}
 	if p.urlErr != nil {
 		return p.urlErr
+	}
+	if p.tokenErr != nil {
+		return p.tokenErr
 	}
 	return ctx.Err()
 }
