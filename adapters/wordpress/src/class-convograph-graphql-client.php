@@ -66,6 +66,11 @@ final class Convograph_Graphql_Client {
 		if ( 1 !== preg_match( '#^https?://#i', $this->endpoint ) ) {
 			throw new Convograph_Failure( 'the endpoint must be an http(s) URL of convograph\'s /graphql' );
 		}
+		// Sent as given, a line break ended the header: the server answered a bare HTTP 400, or
+		// took what followed for another header of the request.
+		if ( 1 === preg_match( '/[\x00-\x1F\x7F]/', $this->token ) ) {
+			throw new Convograph_Failure( 'the service token holds a control character (a line break read with it from a file or the environment?); nothing was sent' );
+		}
 		try {
 			$body = json_encode(
 				array(

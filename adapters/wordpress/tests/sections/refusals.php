@@ -1,7 +1,8 @@
 <?php
 /**
  * Refusals by the real server: a revoked token (401), a body over its limit (413), and, once
- * the server has SERVICE tokens, a plain WRITE token that tries to act for an owner (403).
+ * the server has SERVICE tokens, a plain WRITE token that tries to act for an owner (403); and
+ * by the store itself, before any request: a token holding a line break.
  *
  * @package Convograph
  */
@@ -26,6 +27,19 @@ function contract_section_refusals( Contract_Run $t ): void {
 			$t->fails_once( $failure, $call, "revoked token: {$name}", 'HTTP 401' );
 		}
 	}
+
+	// A site token read with its line break (a file, an environment variable) is refused before
+	// any request, saying so: it went out as given, and the server answered a bare HTTP 400, or
+	// took what followed the line break for another header of the request.
+	$slug = $t->tag . '-token-line-break';
+	foreach ( array( 'curl' => Convograph_Http::curl( ... ), 'streams' => Convograph_Http::streams( ... ) ) as $via => $http ) {
+		foreach ( array( "\n", "\r\n", "\r\nX-Injected: 1" ) as $suffix ) {
+			$broken = new Convograph_Conversation_Store( $t->env->url, $t->env->token . $suffix, $http );
+			$t->fails_once( '', fn () => $broken->create_session( $ws, 1, $slug ), "{$via}: a token followed by " . json_encode( $suffix ) . ': create_session', 'control character' );
+			$t->fails_once( null, fn () => $broken->get_session( $sid ), "{$via}: a token followed by " . json_encode( $suffix ) . ': get_session', 'control character' );
+		}
+	}
+	$c->same( array(), $s->list_sessions( $ws, 1, array( 'agent_slug' => $slug ) ), 'nothing was created with a token holding a line break' );
 
 	// One byte over the server's body limit, in messages well under the per-message limit.
 	$chunk    = str_repeat( 'x', 64 * 1024 );
