@@ -15,7 +15,8 @@ final class Convograph_Owner {
 
 	/**
 	 * The owner in canonical shape: a known type, lower-cased and trimmed; a non-empty key that
-	 * can travel in an HTTP header unchanged (printable ASCII, no surrounding spaces). An int
+	 * can travel in an HTTP header unchanged (UTF-8 text without control characters, no spaces
+	 * around it, which HTTP would strip; convograph reads the header's bytes as UTF-8). An int
 	 * key is accepted as its decimal string.
 	 *
 	 * @param array<mixed> $owner
@@ -30,8 +31,9 @@ final class Convograph_Owner {
 		}
 		$key = $owner['key'] ?? null;
 		$key = is_int( $key ) ? (string) $key : $key;
-		if ( ! is_string( $key ) || 1 !== preg_match( '/^[\x21-\x7E](?:[\x20-\x7E]*[\x21-\x7E])?$/', $key ) ) {
-			throw new Convograph_Failure( 'owner key must be non-empty printable ASCII without surrounding spaces (it travels in the ' . Convograph_Graphql_Client::OWNER_HEADER . ' header)' );
+		// With /u, a key that is not UTF-8 matches nothing (preg_match returns false).
+		if ( ! is_string( $key ) || 1 !== preg_match( '/^[^\x00-\x20\x7F](?:[^\x00-\x1F\x7F]*[^\x00-\x20\x7F])?$/u', $key ) ) {
+			throw new Convograph_Failure( 'owner key must be non-empty UTF-8 text without control characters or surrounding spaces (it travels in the ' . Convograph_Graphql_Client::OWNER_HEADER . ' header)' );
 		}
 		return array(
 			'type' => $type,

@@ -56,7 +56,8 @@ function contract_section_bad_input( Contract_Run $t ): void {
 		'no key'            => array( 'type' => 'user' ),
 		'surrounding space' => array( 'type' => 'user', 'key' => ' 7' ),
 		'CR LF in the key'  => array( 'type' => 'user', 'key' => "7\r\nX-Injected: 1" ),
-		'non-ASCII key'     => array( 'type' => 'audience', 'key' => 'zoë' ),
+		'tab in the key'    => array( 'type' => 'user', 'key' => "7\t8" ),
+		'not UTF-8 key'     => array( 'type' => 'audience', 'key' => "zo\xEB" ),
 		'array key'         => array( 'type' => 'user', 'key' => array( '7' ) ),
 	);
 	foreach ( $owners as $name => $owner ) {

@@ -67,6 +67,27 @@ function contract_section_owners( Contract_Run $t ): void {
 	$as_int = $s->get_session_for_owner( $ws, array( 'type' => ' User ', 'key' => 2 ), $two );
 	$c->same( array( $two, 'user', '2' ), array( $as_int['session_id'] ?? null, $as_int['owner_type'] ?? null, $as_int['owner_key'] ?? null ), 'an owner type is normalised and an int key accepted' );
 
+	// An owner key beyond ASCII (opaque to Agents API) travels in the header as UTF-8, which
+	// convograph reads as such: two such keys are two owners. Refused before, whatever the
+	// server made of it: every call for that owner failed. (SERVICE mode: no token to emulate it.)
+	if ( ! $t->env->emulated() ) {
+		$equipe = array(
+			'type' => 'audience',
+			'key'  => 'équipe-α 7',
+		);
+		$other  = array(
+			'type' => 'audience',
+			'key'  => 'équipe-β 7',
+		);
+		$equipe_id = $t->quietly( fn () => $t->record->created( 'audience:' . $equipe['key'], $s->create_session_for_owner( $ws, $equipe, $slug ) ), 'create_session_for_owner(a UTF-8 key)' );
+		$c->check( 1 === preg_match( CONTRACT_UUID4, $equipe_id ), 'create_session_for_owner(a UTF-8 key) returns an id', $equipe_id );
+		$c->same( array( $equipe_id ), contract_ids( $s->list_sessions_for_owner( $ws, $equipe, array( 'agent_slug' => $slug ) ) ), 'list_sessions_for_owner(a UTF-8 key): its session' );
+		$c->same( array(), contract_ids( $s->list_sessions_for_owner( $ws, $other, array( 'agent_slug' => $slug ) ) ), 'another UTF-8 key is another owner' );
+		$row = $s->get_session_for_owner( $ws, $equipe, $equipe_id ) ?? array();
+		$c->same( array( $equipe_id, 'audience', $equipe['key'] ), array( $row['session_id'] ?? null, $row['owner_type'] ?? null, $row['owner_key'] ?? null ), 'get_session_for_owner(a UTF-8 key): the owner as given' );
+		$c->same( null, $s->get_session_for_owner( $ws, $other, $equipe_id ), 'get_session_for_owner(another UTF-8 key) is null' );
+	}
+
 	// The row.
 	$row = $s->get_session_for_owner( $ws, Contract_Run::USER_1, $one ) ?? array();
 	$c->same( CONTRACT_ROW_KEYS, array_keys( $row ), 'a row has the bundled store\'s keys, in its order' );
