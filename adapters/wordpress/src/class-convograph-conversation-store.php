@@ -228,7 +228,11 @@ final class Convograph_Conversation_Store implements WP_Agent_Principal_Conversa
 					'idempotencyKey' => self::uuid4(),
 				);
 				$payload = $this->mutate( Convograph_Operations::CREATE, 'createConversation', $input, Convograph_Owner::header( $owner ), true );
-				return (string) ( $payload['conversation']['id'] ?? '' );
+				$id      = $payload['conversation']['id'] ?? null;
+				if ( ! is_string( $id ) || '' === $id ) {
+					throw new Convograph_Failure( 'createConversation answered no conversation id' );
+				}
+				return $id;
 			}
 		);
 	}
@@ -280,8 +284,8 @@ final class Convograph_Conversation_Store implements WP_Agent_Principal_Conversa
 					'tokenId' => null === $token_id ? null : (string) $token_id,
 				);
 				$data = $this->client->execute( Convograph_Operations::RECENT_PENDING, $variables, Convograph_Owner::header( $owner ), true );
-				$node = $data['recentPendingConversation'] ?? null;
-				return is_array( $node ) ? $this->row_read( $node, $owner, true ) : null;
+				$node = self::node_or_null( $data, 'recentPendingConversation' );
+				return null === $node ? null : $this->row_read( $node, $owner, true );
 			}
 		);
 	}
@@ -440,9 +444,17 @@ final class Convograph_Conversation_Store implements WP_Agent_Principal_Conversa
 		if ( array_key_exists( 'token_id', $metadata ) ) {
 			return $metadata;
 		}
-		$data   = $this->client->execute( Convograph_Operations::GET_METADATA, array( 'id' => $session_id ), null, true );
-		$stored = $data['conversation']['metadata'] ?? null;
-		if ( is_array( $stored ) && array_key_exists( 'token_id', $stored ) ) {
+		$data = $this->client->execute( Convograph_Operations::GET_METADATA, array( 'id' => $session_id ), null, true );
+		$node = self::node_or_null( $data, 'conversation' );
+		if ( null === $node ) {
+			return $metadata; // No such session: the save says NOT_FOUND.
+		}
+		$stored = $node['metadata'] ?? null;
+		if ( ! is_array( $stored ) ) {
+			// Replacing the metadata without the token_id it may hold would end its dedup.
+			throw new Convograph_Failure( 'the answer has no metadata for the session, whose token_id the save must keep; nothing was saved' );
+		}
+		if ( array_key_exists( 'token_id', $stored ) ) {
 			$metadata['token_id'] = $stored['token_id'];
 		}
 		return $metadata;
@@ -460,8 +472,8 @@ final class Convograph_Conversation_Store implements WP_Agent_Principal_Conversa
 		}
 		$header = null !== $owner ? Convograph_Owner::header( $owner ) : null;
 		$data   = $this->client->execute( Convograph_Operations::GET, array( 'id' => $session_id ), $header, true );
-		$node   = $data['conversation'] ?? null;
-		return is_array( $node ) ? $this->row_read( $node, $owner, true ) : null;
+		$node   = self::node_or_null( $data, 'conversation' );
+		return null === $node ? null : $this->row_read( $node, $owner, true );
 	}
 
 	/**
@@ -606,8 +618,8 @@ final class Convograph_Conversation_Store implements WP_Agent_Principal_Conversa
 				'first'  => $first,
 				'after'  => $after,
 			);
-			$page      = $this->client->execute( Convograph_Operations::SKIP_PAGE, $variables, $header, true );
-			$info      = $page['conversations']['pageInfo'] ?? array();
+			$page      = self::connection( $this->client->execute( Convograph_Operations::SKIP_PAGE, $variables, $header, true ), false );
+			$info      = $page['pageInfo'];
 			if ( true !== ( $info['hasNextPage'] ?? null ) ) {
 				return array(); // The offset is past the last session.
 			}
@@ -623,18 +635,60 @@ final class Convograph_Conversation_Store implements WP_Agent_Principal_Conversa
 				'first'  => min( self::PAGE_SIZE, $limit - count( $rows ) ),
 				'after'  => $after,
 			);
-			$page      = $this->client->execute( $document, $variables, $header, true );
-			$nodes     = $page['conversations']['nodes'] ?? array();
-			foreach ( is_array( $nodes ) ? $nodes : array() as $node ) {
+			$page      = self::connection( $this->client->execute( $document, $variables, $header, true ), true );
+			foreach ( $page['nodes'] as $node ) {
 				$rows[] = $this->row_read( $node, $owner, $with_messages );
 			}
-			$info = $page['conversations']['pageInfo'] ?? array();
+			$info = $page['pageInfo'];
 			if ( true !== ( $info['hasNextPage'] ?? null ) ) {
 				break;
 			}
 			$after = $info['endCursor'];
 		}
 		return $rows;
+	}
+
+	/**
+	 * `$data[$field]`, a node or null (none). An answer without the field, or with something
+	 * else in it, is a failure: never taken for a session that does not exist.
+	 *
+	 * @param array<string,mixed> $data
+	 * @return array<string,mixed>|null
+	 * @throws Convograph_Failure
+	 */
+	private static function node_or_null( array $data, string $field ): ?array {
+		$node = $data[ $field ] ?? null;
+		if ( ! array_key_exists( $field, $data ) || ( null !== $node && ! is_array( $node ) ) ) {
+			throw new Convograph_Failure( 'the answer has no ' . $field . ' (neither an object nor null)' );
+		}
+		return $node;
+	}
+
+	/**
+	 * The `conversations` connection of a page: its pageInfo (with an endCursor when there is a
+	 * next page) and (with `$nodes`) its nodes, each an object. Anything less is a failure: never
+	 * taken for an empty list or a last page.
+	 *
+	 * @param array<string,mixed> $data
+	 * @return array{pageInfo:array<string,mixed>,nodes:list<array<string,mixed>>}
+	 * @throws Convograph_Failure
+	 */
+	private static function connection( array $data, bool $nodes ): array {
+		$page = $data['conversations'] ?? null;
+		if ( ! is_array( $page ) || ! is_array( $page['pageInfo'] ?? null ) ) {
+			throw new Convograph_Failure( 'the answer has no conversations page' );
+		}
+		if ( true === ( $page['pageInfo']['hasNextPage'] ?? null ) && ! is_string( $page['pageInfo']['endCursor'] ?? null ) ) {
+			throw new Convograph_Failure( 'the answer\'s conversations page has a next page and no endCursor' );
+		}
+		$list = $nodes ? ( $page['nodes'] ?? null ) : array();
+		if ( ! is_array( $list ) || ! array_is_list( $list ) || array() !== array_filter( $list, static fn ( mixed $node ): bool => ! is_array( $node ) ) ) {
+			throw new Convograph_Failure( 'the answer\'s conversations page has no list of nodes' );
+		}
+		return array(
+			'pageInfo' => $page['pageInfo'],
+			'nodes'    => $list,
+		);
 	}
 
 	/**

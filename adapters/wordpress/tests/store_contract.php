@@ -30,6 +30,7 @@ require_once __DIR__ . '/sections/bad-input.php';
 require_once __DIR__ . '/sections/requests.php';
 require_once __DIR__ . '/sections/unreachable.php';
 require_once __DIR__ . '/sections/answers.php';
+require_once __DIR__ . '/sections/malformed.php';
 require_once __DIR__ . '/sections/refusals.php';
 require_once __DIR__ . '/sections/wordpress.php';
 
@@ -60,6 +61,7 @@ function contract_main(): int {
 		'requests as sent; retries; transports'   => 'contract_section_requests',
 		'server down, silent or trickling'        => 'contract_section_unreachable',
 		'streams: answers of every shape and size' => 'contract_section_answers',
+		'answers without the field asked for'     => 'contract_section_malformed',
 		'refusals: revoked token, 413, non-SERVICE token' => 'contract_section_refusals',
 		'WordPress bootstrap and wp_remote_post'  => 'contract_section_wordpress',
 	);
