@@ -11,7 +11,8 @@ unseen), a crash and restart, a gateway's 503, a rate limit's 429 with Retry-Aft
 DATABASE_UNAVAILABLE before and during an operation, appends held while delegations are
 created and completed under the same conversation (each moves its version), saves into a
 parent under which delegations come and go without a pause or whose every append is answered
-CONFLICT (the waits between its re-sends), and the connections a storage keeps open. It
+CONFLICT (the waits between its re-sends), the connections a storage keeps open, and answers
+whose JSON data lacks the field asked for (false and logged, not "unknown"). It
 prints a JSON summary of what it stored; this test reads all of it back through GraphQL.
 
 Without g++, make, pkg-config, libcurl or nlohmann-json (Debian: apt-get install g++ make

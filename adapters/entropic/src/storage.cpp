@@ -152,6 +152,18 @@ std::string splice_messages_body(const char* query, const std::string& conversat
     return body;
 }
 
+// The answer's `field` (its data is an object): null (none) or an object. No such field, or
+// anything else, is no answer the adapter can read: thrown (so logged), never taken for an
+// unknown id or "none yet", which the engine takes as answers.
+const json& node_or_null(const json& data, const char* field) {
+    const auto found = data.find(field);
+    if (found == data.end() || !(found->is_null() || found->is_object())) {
+        throw std::runtime_error(std::string("the answer has no `") + field +
+                                 "` (neither an object nor null)");
+    }
+    return *found;
+}
+
 std::string string_at(const json& value, const char* what) {
     if (!value.is_string() || value.get_ref<const std::string&>().empty()) {
         throw std::runtime_error(std::string("the answer has no ") + what);
@@ -203,7 +215,7 @@ Verdict read_state(Client& c, const std::string& id, TranscriptState& state) {
     if (!out.ok) {
         return failure("reading the conversation failed: " + out.error);
     }
-    const json& conversation = member(out.data, "conversation");
+    const json& conversation = node_or_null(out.data, "conversation");
     if (conversation.is_null()) {
         return failure("NOT_FOUND (conversationId): conversation not found; nothing was sent");
     }
@@ -490,7 +502,7 @@ bool load_delegation_with_messages(const char* delegation_id, std::string& resul
         if (!out.ok) {
             return failure(out.error);
         }
-        const json& d = member(out.data, "delegation");
+        const json& d = node_or_null(out.data, "delegation");
         if (d.is_null()) {
             return negative();  // unknown delegation_id (or another owner's)
         }
@@ -509,7 +521,7 @@ bool load_delegation_with_messages(const char* delegation_id, std::string& resul
         if (!out.ok) {
             return failure(out.error);
         }
-        const json& d = member(out.data, "latestDelegation");
+        const json& d = node_or_null(out.data, "latestDelegation");
         if (d.is_null()) {
             return negative();  // no COMPLETED delegation to that tier
         }

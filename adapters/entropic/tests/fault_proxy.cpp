@@ -331,6 +331,12 @@ void FaultProxy::serve(int client) {
             }
             continue;
         }
+        if (fault_ == Fault::ReplyEmptyData) {
+            if (!send_all(client, answer("200 OK", R"({"data":{}})", ""))) {
+                break;
+            }
+            continue;
+        }
         if (fault_ == Fault::Reply503BeforeExecution) {
             const std::string body =
                 R"({"errors":[{"message":"The database is unavailable; retry.","extensions":)"
@@ -373,6 +379,7 @@ void FaultProxy::serve(int client) {
             case Fault::Reply200Unavailable:
             case Fault::AnswerUnavailable:
             case Fault::ReplyConflict:
+            case Fault::ReplyEmptyData:
                 break;
         }
         break;  // the fault ends the connection (the caller closes it)

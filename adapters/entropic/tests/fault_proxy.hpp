@@ -52,6 +52,9 @@ enum class Fault {
     // keep the connection: to the client, the conversation's version moved with no message
     // added (as a delegation created under it moves it), every time it appends.
     ReplyConflict,
+    // Answer 200 with `{"data":{}}`, forwarding nothing, and keep the connection: JSON data
+    // without the field asked for (a proxy that mangles answers, another server at the URL).
+    ReplyEmptyData,
 };
 
 struct FaultOptions {

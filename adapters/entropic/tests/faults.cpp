@@ -828,6 +828,53 @@ void database_unavailable(Context& ctx, const Endpoint& upstream) {
     }
 }
 
+// JSON `data` without the field asked for (a proxy that mangles answers, another server at the
+// URL): false with a log line, never the silent false of "unknown delegation" or "none
+// completed yet", which the engine takes as answers.
+void data_without_the_field(Context& ctx, const Endpoint& upstream) {
+    const json& made = ctx.summary["delegations"];
+    const std::string id = made["first"]["id"].get<std::string>();
+    const std::string tier = made["first"]["target_tier"].get<std::string>();
+    const auto on = [](const char* match) {
+        FaultOptions o;
+        o.match = match;
+        return o;
+    };
+    {
+        FaultProxy proxy(upstream.host, upstream.port, Fault::ReplyEmptyData,
+                         on("delegation(id: $id) { id delegatingTier"));
+        Storage st(with(ctx.config, proxy.url(), milliseconds(5000), 3));
+        std::string loaded = "untouched";
+        ctx.check(!st.api().load_delegation_with_messages(id.c_str(), loaded, st.user_data()) &&
+                      loaded == "untouched",
+                  "data without delegation: load_delegation_with_messages is false");
+        ctx.check(proxy.faults() == 1, "data without delegation: the answer was the proxy's");
+        one_line(ctx, st, "data without delegation", "the answer has no `delegation`");
+    }
+    {
+        FaultProxy proxy(upstream.host, upstream.port, Fault::ReplyEmptyData,
+                         on("latestDelegation(targetTier"));
+        Storage st(with(ctx.config, proxy.url(), milliseconds(5000), 3));
+        std::string latest = "untouched";
+        ctx.check(!st.api().latest_delegation_for_target(tier.c_str(), latest, st.user_data()) &&
+                      latest == "untouched",
+                  "data without latestDelegation: latest_delegation_for_target is false");
+        one_line(ctx, st, "data without latestDelegation", "the answer has no `latestDelegation`");
+    }
+    {
+        FaultProxy proxy(upstream.host, upstream.port, Fault::ReplyEmptyData,
+                         on("messageCount version"));
+        Storage st(with(ctx.config, proxy.url(), milliseconds(5000), 3));
+        const std::string root = ctx.summary["root_conversation_id"].get<std::string>();
+        const json batch = json::array({{{"role", "user"}, {"content", "never sent"}}});
+        ctx.check(!st.api().save_conversation(root.c_str(), batch.dump().c_str(), st.user_data()),
+                  "data without conversation: save_conversation is false");
+        one_line(ctx, st, "data without conversation", "the answer has no `conversation`");
+        ctx.check(st.log().last().find("NOT_FOUND") == std::string::npos,
+                  "data without conversation: not taken for an unknown conversation");
+    }
+}
+
 // A config make_storage_interface must refuse, and storage used after destroy.
 void misuse(Context& ctx) {
     const auto refused = [&](const char* what, auto change) {
@@ -883,6 +930,7 @@ void run_faults(Context& ctx) {
     busy_parent(ctx, upstream);
     connections_kept(ctx, upstream);
     database_unavailable(ctx, upstream);
+    data_without_the_field(ctx, upstream);
 }
 
 }  // namespace flow
