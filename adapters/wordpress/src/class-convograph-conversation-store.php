@@ -478,13 +478,19 @@ final class Convograph_Conversation_Store implements WP_Agent_Principal_Conversa
 
 	/**
 	 * The row of a node just read; with its messages, its version is what update_session()
-	 * will expect.
+	 * will expect. A node read for its messages without a transcript list is a failure.
 	 *
 	 * @param array<string,mixed>                $node
 	 * @param array{type:string,key:string}|null $owner
 	 * @return array<string,mixed>
+	 * @throws Convograph_Failure
 	 */
 	private function row_read( array $node, ?array $owner, bool $with_messages ): array {
+		if ( $with_messages && ! ( is_array( $node['transcript'] ?? null ) && array_is_list( $node['transcript'] ) ) ) {
+			// Not an empty transcript: a caller that adds its turn to it and saves would replace
+			// every turn, on the version read, with that one.
+			throw new Convograph_Failure( 'the answer has a session without its transcript' );
+		}
 		if ( $with_messages ) {
 			$this->remember( (string) ( $node['id'] ?? '' ), $node['version'] ?? null, is_string( $node['title'] ?? null ) ? $node['title'] : null );
 		}
