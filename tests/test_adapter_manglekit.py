@@ -72,6 +72,7 @@ LIVE_TESTS = {
     "TestLiveInvalidUTF8",
     "TestLiveASessionIDThatIsNotUTF8IsRefused",
     "TestLiveATokenWithALineBreakIsRefused",
+    "TestLiveARedirectIsNamed",
     "TestLiveADoneContextFailsWithItsError",
 }
 # The fault tests skip in the plain run; each is run below with the server it needs.
@@ -269,7 +270,7 @@ async def test_go_tests_round_trip_through_a_live_server(
 
     # What was refused or never written left nothing.
     names = ("first-run", "never-written", "refused", "too-large", "utf8-raw", "token-line-break")
-    for name in names:
+    for name in (*names, *(f"redirect-{code}" for code in (301, 302, 303, 307))):
         data = await read_back(server, token, f"{prefix}-{name}")
         assert data["sessionState"] is None, name
         assert data["sessionStateHistory"]["totalCount"] == 0, name

@@ -120,7 +120,8 @@ type HTTPError struct {
 	// Code is the first error's extensions.code when the body had one, e.g.
 	// "DATABASE_UNAVAILABLE" with a 503.
 	Code string
-	// Message is the first error's message, or the start of a body that was not JSON.
+	// Message is the first error's message, or the start of a body that was not JSON; for a
+	// redirect (which the provider does not follow), where it points.
 	Message string
 	// RequestID is the server's x-request-id header, for its logs.
 	RequestID string

@@ -253,7 +253,9 @@ func decodeResponse(resp *http.Response, raw []byte, out any) error {
 	if resp.StatusCode != http.StatusOK {
 		herr := &HTTPError{StatusCode: resp.StatusCode, RequestID: resp.Header.Get("X-Request-Id"),
 			RetryAfter: retryAfter(resp.Header.Get("Retry-After"), time.Now())}
-		if jsonErr == nil && len(body.Errors) > 0 {
+		if location := resp.Header.Get("Location"); resp.StatusCode/100 == 3 && location != "" {
+			herr.Message = "redirected to " + location + " (not followed: give the provider that URL)"
+		} else if jsonErr == nil && len(body.Errors) > 0 {
 			herr.Message = body.Errors[0].Message
 			herr.Code = body.Errors[0].Extensions.Code
 			if herr.RetryAfter == 0 {

@@ -13,6 +13,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"reflect"
 	"strconv"
@@ -548,6 +550,35 @@ func TestLiveATokenWithALineBreakIsRefused(t *testing.T) {
 	}
 	if got, err := s.provider().Get(ctx, id); err != nil || got != nil {
 		t.Fatalf("something was stored: %.80s, %v", got, err)
+	}
+}
+
+// A redirect (an http:// URL a proxy sends on to https://, say) is an *HTTPError with its
+// status and where it points, and nothing is stored. Followed, the POST went on as a GET
+// without its body (301, 302, 303) and, to another host or port, without its bearer token:
+// the server's answer, "HTTP 401: missing, unknown or revoked bearer token" or "No GraphQL
+// query found", blamed a good token and said nothing of the redirect.
+func TestLiveARedirectIsNamed(t *testing.T) {
+	s := live(t)
+	ctx := testContext(t)
+	for _, code := range []int{301, 302, 303, 307} {
+		redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, s.url, code)
+		}))
+		id := s.session(t, "redirect-"+strconv.Itoa(code))
+		err := NewStateProvider(redirector.URL+"/graphql", s.token).Set(ctx, id, seedState(t, id))
+		redirector.Close()
+		stored, getErr := s.provider().Get(ctx, id)
+		if getErr != nil {
+			t.Fatal(getErr)
+		}
+		var herr *HTTPError
+		if !errors.As(err, &herr) || herr.StatusCode != code || !strings.Contains(herr.Message, s.url) {
+			t.Errorf("%d: want an *HTTPError %d naming %s, got %v", code, code, s.url, err)
+		}
+		if errors.Is(err, ErrUnavailable) || stored != nil {
+			t.Errorf("%d: unavailable %t, stored %t", code, errors.Is(err, ErrUnavailable), stored != nil)
+		}
 	}
 }
 

@@ -59,8 +59,9 @@ var _ interface {
 // Option configures a StateProvider.
 type Option func(*StateProvider)
 
-// WithHTTPClient makes the provider send its requests with c (its transport, proxy and
-// TLS settings). Close then leaves c's connections alone.
+// WithHTTPClient makes the provider send its requests with c (its transport, proxy, TLS
+// settings and redirect policy: the provider's own client follows no redirect). Close then
+// leaves c's connections alone.
 func WithHTTPClient(c *http.Client) Option {
 	return func(p *StateProvider) {
 		if c != nil {
@@ -110,14 +111,23 @@ func NewStateProvider(url, token string, opts ...Option) *StateProvider {
 		opt(p)
 	}
 	if p.client == nil {
-		// A transport of its own, so that Close can release its connections.
-		p.client = &http.Client{}
+		// A transport of its own, so that Close can release its connections. Redirects are
+		// not followed (see notFollowed).
+		p.client = &http.Client{CheckRedirect: notFollowed}
 		if t, ok := http.DefaultTransport.(*http.Transport); ok {
 			p.client.Transport = t.Clone()
 			p.ownClient = true
 		}
 	}
 	return p
+}
+
+// notFollowed makes a redirect the answer: an *HTTPError with its status and where it points.
+// net/http followed it as a GET without the body (301, 302, 303) and, to another host or port,
+// without the bearer token, so that the server's answer ("No GraphQL query found", or 401 for a
+// good token) said nothing of the redirect.
+func notFollowed(*http.Request, []*http.Request) error {
+	return http.ErrUseLastResponse
 }
 
 func endpointURL(raw string) (string, error) {
