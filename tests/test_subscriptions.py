@@ -490,6 +490,27 @@ async def test_deleting_the_root_ends_a_child_subscription(
     assert await read(alice, child) is None
 
 
+async def test_a_delete_s_event_is_at_the_time_of_the_delete(
+    live_server: LiveServer, alice: GraphQLClient
+) -> None:
+    """A delete's event carried the deleted row's updated_at, the time of its last write:
+    a child transcript written to a while ago was announced deleted before the root's events
+    that the stream had sent ahead of it."""
+    root = await create(alice)
+    child = (await delegate(alice, root))["childConversation"]["id"]
+    await append(alice, child, "written before")
+    await asyncio.sleep(0.2)
+    async with subscribed(live_server, alice, root) as socket:
+        await touch(alice, root)
+        touched = await socket.event()
+        before = datetime.now(UTC)
+        await alice(DELETE, {"id": child})
+        event = await socket.event()
+        assert (event["kind"], event["conversationId"]) == ("CONVERSATION_DELETED", child)
+        assert datetime.fromisoformat(event["at"]) >= datetime.fromisoformat(touched["at"])
+        assert datetime.fromisoformat(event["at"]) >= before - timedelta(seconds=1)
+
+
 # -- what must not be delivered ---------------------------------------------
 
 
@@ -634,5 +655,7 @@ async def test_the_retention_sweep_announces_what_it_deletes(
                 event = await socket.event()
                 kinds.append(event["kind"])
             assert event["conversationId"] == cid
+            # When the sweep deleted it: past its expiry, not its last write (the expiry's).
+            assert datetime.fromisoformat(event["at"]) >= at
             assert await socket.receive() == {"id": "1", "type": "complete"}
         assert await read(alice, cid) is None

@@ -68,8 +68,16 @@ class Event:
         return self.ancestry[0] if self.ancestry else self.conversation_id
 
     @classmethod
-    def of(cls, kind: EventKind, conversation: Conversation, **extra: Any) -> Event:
-        """The event of `kind` about `conversation` (as written)."""
+    def of(
+        cls,
+        kind: EventKind,
+        conversation: Conversation,
+        *,
+        at: datetime | None = None,
+        **extra: Any,
+    ) -> Event:
+        """The event of `kind` about `conversation` (as written); `at`, when it happened,
+        is the write's own time (`updated_at`) unless given: a delete writes no row."""
         return cls(
             kind=kind,
             conversation_id=conversation.id,
@@ -77,7 +85,7 @@ class Event:
             workspace_type=conversation.workspace_type,
             workspace_id=conversation.workspace_id,
             version=conversation.version,
-            at=conversation.updated_at,
+            at=conversation.updated_at if at is None else at,
             head=None if conversation.ancestry else conversation.event_position,
             **extra,
         )

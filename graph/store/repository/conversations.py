@@ -349,7 +349,8 @@ class Conversations(Part):
         if self.sql.encryption is not None:
             self.repo.shredded.extend(conversation_ref(c) for c in [cid, *below])
         self.repo.usage.deleted(deleted)
-        self.repo.publish(EventKind.CONVERSATION_DELETED, deleted)
+        # When it was deleted: the row's updated_at is its last write's time.
+        self.repo.publish(EventKind.CONVERSATION_DELETED, deleted, at=self.repo.now())
         return True
 
     async def delete_expired(self, now: datetime) -> int:
@@ -401,7 +402,7 @@ class Conversations(Part):
         for conversation in expired:
             self.repo.usage.deleted(conversation)
             if went.isdisjoint(conversation.ancestors):
-                self.repo.publish(EventKind.CONVERSATION_DELETED, conversation)
+                self.repo.publish(EventKind.CONVERSATION_DELETED, conversation, at=self.repo.now())
         return len(went)
 
     async def _keep_logged_messages(self, doomed: Sequence[tuple[str, str]]) -> None:
