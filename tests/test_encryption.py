@@ -228,6 +228,33 @@ async def test_reads_with_encryption_are_those_without(settings: Settings) -> No
     assert answers[0] == answers[1]
 
 
+async def test_a_pending_session_is_found_by_its_token_past_newer_ones_of_other_tokens(
+    settings: Settings,
+) -> None:
+    """Sealed metadata is matched outside SQL: the lookup opened only the window's 50
+    newest conversations, so a retried request whose session had 50 newer ones of other
+    tokens (one owner serving many clients) was told there was none, and made another."""
+    from tests.test_locks import RECENT
+
+    async def session_of(gql: GraphQLClient, token_id: int) -> str:
+        made = await ok(
+            gql, "createConversation", {"context": "rest", "metadata": {"token_id": token_id}}
+        )
+        return str(made["conversation"]["id"])
+
+    async def recent(gql: GraphQLClient, token_id: int) -> str | None:
+        found = await gql(RECENT, {"context": "rest", "token": str(token_id)})
+        pending = found["recentPendingConversation"]
+        return None if pending is None else str(pending["id"])
+
+    async with serving(encrypted(settings)) as (_, gql):
+        retried = await session_of(gql, 1)
+        others = [await session_of(gql, 2) for _ in range(120)]
+        assert await recent(gql, 1) == retried
+        assert await recent(gql, 2) == others[-1]
+        assert await recent(gql, 3) is None
+
+
 TRANSCRIPTS = """
 query($a: ID!, $b: ID!) {
   a: conversation(id: $a) { transcript }

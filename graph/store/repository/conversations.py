@@ -180,25 +180,40 @@ class Conversations(Part):
             C.c.parent_delegation_id.is_(None),
         )
         sealed = self.sql.encryption is not None
-        if token_id is not None and not sealed:
-            statement = statement.where(self._metadata_equals("token_id", token_id))
-        found = await self.sql.rows(
-            statement.order_by(C.c.created_at.desc(), C.c.id.desc()).limit(
-                _SEALED_CANDIDATES if sealed and token_id is not None else 1
-            ),
-            self.params(),
-        )
         # Only the newest one counts: an older pending session is not a retry of this request.
-        newest = CONVERSATIONS.many(found.keys, found.values)
-        if sealed and token_id is not None:
-            # Sealed metadata cannot be matched in SQL: the window's newest conversations
-            # are opened and matched here.
-            newest = [c for c in newest if _metadata_value_is(c.meta, "token_id", token_id)][:1]
+        if token_id is not None and sealed:
+            newest = await self._newest_sealed_match(statement, "token_id", token_id)
+        else:
+            if token_id is not None:
+                statement = statement.where(self._metadata_equals("token_id", token_id))
+            found = await self.sql.rows(statement.order_by(*_NEWEST_FIRST).limit(1), self.params())
+            newest = CONVERSATIONS.many(found.keys, found.values)
         if not newest or not newest[0].pending(now):
             return None
         if token_id is not None and not _matched_by_text(newest[0].meta, "token_id", token_id):
             return None
         return newest[0]
+
+    async def _newest_sealed_match(
+        self, statement: Select[tuple[Conversation]], key: str, value: str
+    ) -> list[Conversation]:
+        """The newest conversation `statement` selects whose metadata holds `key`: `value`
+        (as `_metadata_equals` matches it), or none. Sealed metadata cannot be matched in
+        SQL: the conversations are opened newest first, a page at a time, until one matches
+        (however many newer ones the owner made for other tokens)."""
+        page = statement
+        while True:
+            found = await self.sql.rows(
+                page.order_by(*_NEWEST_FIRST).limit(_SEALED_CANDIDATES), self.params()
+            )
+            candidates = CONVERSATIONS.many(found.keys, found.values)
+            for candidate in candidates:
+                if _metadata_value_is(candidate.meta, key, value):
+                    return [candidate]
+            if len(candidates) < _SEALED_CANDIDATES:
+                return []
+            last = candidates[-1]
+            page = statement.where(_page_key < tuple_(last.created_at, last.id))
 
     def _metadata_equals(self, key: str, value: str) -> ColumnElement[bool]:
         """A top-level metadata value equals `value` as text (a number too); for a document
@@ -468,7 +483,8 @@ def _by_ids(reach: scope.Reach) -> Prepared:
 
 # The sealed columns of a conversation (their values' keys in a create's and an update's).
 _SEALED = ("title", "metadata", "meta")
-# How many of the window's newest conversations a pending lookup with a token id opens.
+# How many of the window's conversations a pending lookup with a token id opens at a time
+# (with encryption at rest).
 _SEALED_CANDIDATES = 50
 
 
