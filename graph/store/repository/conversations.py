@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -236,11 +237,15 @@ class Conversations(Part):
         # cannot read any field of a document holding one (its json parser refuses to make
         # text of it), whichever row the plan reaches first: such a document is matched by
         # its text instead, the key and the value's JSON side by side.
-        needle = f"{jsoncodec.dumps(key).decode()}:{jsoncodec.dumps(value).decode()}"
+        named = jsoncodec.dumps(key).decode()
+        needles = [f"{named}:{jsoncodec.dumps(value).decode()}"]
+        if _JSON_NUMBER.fullmatch(value):
+            # A number's text as stored (compact), ended by the next member or the object's.
+            needles += [f"{named}:{value}{end}" for end in ",}"]
         return case(
             (
                 func.strpos(C.c.metadata, "\\u0000") > 0,
-                C.c.metadata.contains(needle, autoescape=True),
+                or_(*(C.c.metadata.contains(n, autoescape=True) for n in needles)),
             ),
             else_=and_(
                 func.json_typeof(cast(C.c.metadata, JSON)[key]).in_(("string", "number")),
@@ -481,6 +486,8 @@ def _by_ids(reach: scope.Reach) -> Prepared:
     )
 
 
+# A JSON number's text (a token id looked up as a number, in a document matched by its text).
+_JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 # The sealed columns of a conversation (their values' keys in a create's and an update's).
 _SEALED = ("title", "metadata", "meta")
 # How many of the window's conversations a pending lookup with a token id opens at a time
@@ -506,11 +513,10 @@ def _metadata_value_is(meta: str, key: str, value: str) -> bool:
 
 def _matched_by_text(meta: str, key: str, value: str) -> bool:
     """False for a document holding \\u0000 whose `key`:`value` text, which matched, is
-    not at its top level (see Conversations._metadata_equals); True for any other."""
+    not its top-level value (see Conversations._metadata_equals); True for any other."""
     if "\\u0000" not in meta:
         return True
-    document = jsoncodec.loads(meta)
-    return isinstance(document, dict) and document.get(key) == value
+    return _metadata_value_is(meta, key, value)
 
 
 def _equals(column: ColumnElement[str], value: str) -> ColumnElement[bool]:
