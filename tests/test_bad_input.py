@@ -809,6 +809,19 @@ async def test_the_token_id_lookup_reads_past_newer_metadata_holding_nul(
     }
 
 
+async def test_the_token_id_lookup_reads_past_a_newer_nested_token_id_beside_nul(
+    gql: GraphQLClient,
+) -> None:
+    # PostgreSQL matches a document holding \u0000 by its text: the newest such match, whose
+    # token_id was a nested object's, hid the session that holds it (SQLite found it).
+    retried = (await gql(WITH_METADATA, {"m": {"token_id": "t5"}}))["createConversation"]
+    nested = {"request": {"token_id": "t5"}, "note": "a\x00b"}
+    assert (await gql(WITH_METADATA, {"m": nested}))["createConversation"]["userErrors"] == []
+    assert await gql(RECENT, {"t": "t5"}) == {
+        "recentPendingConversation": {"id": retried["conversation"]["id"]}
+    }
+
+
 @pytest.mark.parametrize(
     ("stored", "asked", "found"),
     [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from sqlalchemy import (
@@ -180,41 +180,47 @@ class Conversations(Part):
             # A delegation's child transcript is not a session a client could be retrying.
             C.c.parent_delegation_id.is_(None),
         )
-        sealed = self.sql.encryption is not None
         # Only the newest one counts: an older pending session is not a retry of this request.
-        if token_id is not None and sealed:
-            newest = await self._newest_sealed_match(statement, "token_id", token_id)
-        else:
-            if token_id is not None:
-                statement = statement.where(self._metadata_equals("token_id", token_id))
+        if token_id is None:
             found = await self.sql.rows(statement.order_by(*_NEWEST_FIRST).limit(1), self.params())
             newest = CONVERSATIONS.many(found.keys, found.values)
+        elif self.sql.encryption is not None:
+            # Sealed metadata cannot be matched in SQL: the conversations are opened here.
+            newest = await self._newest_matching(
+                statement,
+                lambda c: _metadata_value_is(c.meta, "token_id", token_id),
+                page=_SEALED_CANDIDATES,
+            )
+        else:
+            newest = await self._newest_matching(
+                statement.where(self._metadata_equals("token_id", token_id)),
+                lambda c: _matched_by_text(c.meta, "token_id", token_id),
+                page=1,
+            )
         if not newest or not newest[0].pending(now):
-            return None
-        if token_id is not None and not _matched_by_text(newest[0].meta, "token_id", token_id):
             return None
         return newest[0]
 
-    async def _newest_sealed_match(
-        self, statement: Select[tuple[Conversation]], key: str, value: str
+    async def _newest_matching(
+        self,
+        statement: Select[tuple[Conversation]],
+        matches: Callable[[Conversation], bool],
+        *,
+        page: int,
     ) -> list[Conversation]:
-        """The newest conversation `statement` selects whose metadata holds `key`: `value`
-        (as `_metadata_equals` matches it), or none. Sealed metadata cannot be matched in
-        SQL: the conversations are opened newest first, a page at a time, until one matches
-        (however many newer ones the owner made for other tokens)."""
-        page = statement
+        """The newest conversation `statement` selects that `matches`, or none: read newest
+        first, `page` at a time, until one matches (however many newer ones do not)."""
+        rest = statement
         while True:
-            found = await self.sql.rows(
-                page.order_by(*_NEWEST_FIRST).limit(_SEALED_CANDIDATES), self.params()
-            )
+            found = await self.sql.rows(rest.order_by(*_NEWEST_FIRST).limit(page), self.params())
             candidates = CONVERSATIONS.many(found.keys, found.values)
             for candidate in candidates:
-                if _metadata_value_is(candidate.meta, key, value):
+                if matches(candidate):
                     return [candidate]
-            if len(candidates) < _SEALED_CANDIDATES:
+            if len(candidates) < page:
                 return []
             last = candidates[-1]
-            page = statement.where(_page_key < tuple_(last.created_at, last.id))
+            rest = statement.where(_page_key < tuple_(last.created_at, last.id))
 
     def _metadata_equals(self, key: str, value: str) -> ColumnElement[bool]:
         """A top-level metadata value equals `value` as text (a number too); for a document
@@ -512,8 +518,9 @@ def _metadata_value_is(meta: str, key: str, value: str) -> bool:
 
 
 def _matched_by_text(meta: str, key: str, value: str) -> bool:
-    """False for a document holding \\u0000 whose `key`:`value` text, which matched, is
-    not its top-level value (see Conversations._metadata_equals); True for any other."""
+    """Whether a document that `Conversations._metadata_equals` matched holds `key`:
+    `value` at its top level: one holding \\u0000 on PostgreSQL was matched by its text,
+    which may be a nested object's (the lookup then reads on); any other, exactly."""
     if "\\u0000" not in meta:
         return True
     return _metadata_value_is(meta, key, value)
