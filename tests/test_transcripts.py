@@ -832,6 +832,41 @@ async def test_snapshots_connection_lists_them_oldest_first(gql: GraphQLClient) 
     }
 
 
+async def test_a_page_of_snapshots_reads_no_other_snapshots_messages(
+    gql: GraphQLClient, server: Server
+) -> None:
+    """Each snapshot holds a whole history: a page of them, and their count, read every
+    snapshot of the conversation with its messages (`snapshots(first: 1) { totalCount }`
+    of a conversation compacted a hundred times read a hundred histories)."""
+    cid = (await create(gql))["id"]
+    saved = [await save_snapshot(gql, cid, turns(f"history {n}")) for n in range(3)]
+    heads = """query($id: ID!) { conversation(id: $id) {
+      snapshots(first: 1) { totalCount nodes { id messageCount } } } }"""
+    async with server.statements(lambda s: "snapshot" in s) as seen:
+        page = (await gql(heads, {"id": cid}))["conversation"]["snapshots"]
+    assert page == {"totalCount": 3, "nodes": [{"id": saved[0]["id"], "messageCount": 1}]}
+    assert seen and not [s for s in seen if "snapshot.messages" in s], seen
+    # The messages of a page's snapshots, those of a list's conversations at once.
+    other = (await create(gql))["id"]
+    await save_snapshot(gql, other, turns("elsewhere"))
+    both = await gql(
+        """query($a: ID!, $b: ID!, $after: String) {
+          a: conversation(id: $a) { snapshots(first: 1, after: $after) { nodes { messages } } }
+          b: conversation(id: $b) { snapshots { nodes { messages } } } }""",
+        {
+            "a": cid,
+            "b": other,
+            "after": (await gql(SNAPSHOTS, {"id": cid, "first": 1}))["conversation"]["snapshots"][
+                "pageInfo"
+            ]["endCursor"],
+        },
+    )
+    assert both == {
+        "a": {"snapshots": {"nodes": [{"messages": turns("history 1")}]}},
+        "b": {"snapshots": {"nodes": [{"messages": turns("elsewhere")}]}},
+    }
+
+
 async def test_node_resolves_a_snapshot(gql: GraphQLClient) -> None:
     cid = (await create(gql))["id"]
     snapshot = await save_snapshot(gql, cid, turns("a", "b"))

@@ -73,6 +73,11 @@ class Loaders:
             key=lambda c: c.id,
         )
 
+    @cached_property
+    def snapshot_messages(self) -> DataLoader[Snapshot, str | None]:
+        # Keyed by the snapshot read through its conversation under the scope rules.
+        return self._loader(lambda repo, keys: repo.snapshots.messages_of(keys), key=lambda s: s.id)
+
     def _loader(
         self,
         fetch: Callable[[Repository, Sequence[Any]], Awaitable[dict[Any, Any]]],

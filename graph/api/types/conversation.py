@@ -55,8 +55,14 @@ class Snapshot(Node, Wraps[tables.Snapshot]):
     created_at: datetime
 
     @strawberry.field
-    def messages(self) -> JSON:
-        return JSON(RawJSON(self._row.messages))
+    async def messages(self, info: Info) -> JSON:
+        # A snapshot of a list is read without them (Snapshots.of_conversations).
+        text: str | None = vars(self._row).get("messages")
+        if text is None:
+            text = await info.context.loaders.snapshot_messages.load(self._row)
+        if text is None:  # deleted since its list was read, outside one read transaction
+            raise not_found("snapshot", "id")
+        return JSON(RawJSON(text))
 
     @strawberry.field
     async def conversation(self, info: Info) -> Conversation:

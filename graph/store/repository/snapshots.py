@@ -18,6 +18,8 @@ from graph.store.tables import conversation as C
 from graph.store.tables import snapshot as S
 
 SNAPSHOTS = Builder(Snapshot)
+# A snapshot but its messages.
+_HEADS = (S.c.id, S.c.conversation_id, S.c.message_count, S.c.created_at)
 
 
 class Snapshots(Part):
@@ -45,10 +47,12 @@ class Snapshots(Part):
     async def of_conversations(
         self, conversations: Sequence[Conversation]
     ) -> dict[str, list[Snapshot]]:
-        """The snapshots of each conversation (read under the scope rules), oldest first."""
+        """The snapshots of each conversation (read under the scope rules), oldest first,
+        without their messages: a page and its count need none, and each snapshot holds a
+        whole history (`messages_of` reads those of the snapshots a page shows)."""
         ids_ = [c.id for c in conversations]
         found = await self.sql.rows(
-            select(S)
+            select(*_HEADS)
             .where(S.c.conversation_id.in_(ids_))
             .order_by(S.c.conversation_id, S.c.created_at, S.c.id)
         )
@@ -56,6 +60,13 @@ class Snapshots(Part):
         for snapshot in SNAPSHOTS.many(found.keys, found.values):
             out[snapshot.conversation_id].append(snapshot)
         return out
+
+    async def messages_of(self, snapshots: Sequence[Snapshot]) -> dict[str, str]:
+        """The messages of snapshots read through their conversations, by snapshot id."""
+        found = await self.sql.rows(
+            select(S.c.id, S.c.messages).where(S.c.id.in_([s.id for s in snapshots]))
+        )
+        return {sid: messages for sid, messages in found.values}
 
     async def get(self, snapshot_id: str) -> Snapshot | None:
         """A snapshot of a conversation the caller may read, by id."""
