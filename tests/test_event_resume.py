@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 
 pytest_plugins = ["tests.live_server"]
 
+READ_VERSION = "query($id: ID!) { conversation(id: $id) { version } }"
+
 # Only what an event carries itself: nested records would be read afresh at delivery.
 FIELDS = "kind conversationId version cursor messages { seq role data } delegation { id status }"
 SUBSCRIBE = f"""
@@ -623,3 +625,26 @@ async def test_a_replayed_delegation_whose_child_is_gone_says_not_found(
             (error,) = message["payload"]["errors"]
             assert error["extensions"]["code"] == "NOT_FOUND", error
             assert error["path"][-1] == "childConversation", error
+
+
+async def test_a_delete_s_event_is_one_version_past_what_a_read_saw(
+    live_server: LiveServer, alice: GraphQLClient
+) -> None:
+    """A delete's event carried the deleted row's last version: a client that merges what
+    it read with the stream by version (README) took the delete for an event its read held,
+    and dropped it. Live and replayed from the log alike."""
+    root = await create(alice)
+    child = (await delegate(alice, root))["childConversation"]["id"]
+    async with contextlib.AsyncExitStack() as stack:
+        socket, _ = await live_stream(stack, live_server, alice, root)
+        await append(alice, child, "written")
+        appended = await socket.event()
+        seen = (await alice(READ_VERSION, {"id": child}))["conversation"]
+        assert seen["version"] == appended["version"]
+        await alice(DELETE, {"id": child})
+        live = await socket.event()
+    async with stream(live_server, alice, root, appended["cursor"]) as replay:
+        replayed = await replay.event()
+    for event in (live, replayed):
+        assert (event["kind"], event["conversationId"]) == ("CONVERSATION_DELETED", child)
+        assert event["version"] == seen["version"] + 1

@@ -77,14 +77,21 @@ class Event:
         **extra: Any,
     ) -> Event:
         """The event of `kind` about `conversation` (as written); `at`, when it happened,
-        is the write's own time (`updated_at`) unless given: a delete writes no row."""
+        is the write's own time (`updated_at`) unless given: a delete writes no row.
+
+        A delete is one version past the row's last (the version no read will see): a client
+        that merges what it read with the stream by version (README) would otherwise take a
+        delete at the version it had read for an event it had already seen, and drop it."""
+        version = conversation.version
+        if kind is EventKind.CONVERSATION_DELETED:
+            version += 1
         return cls(
             kind=kind,
             conversation_id=conversation.id,
             ancestry=conversation.ancestors,
             workspace_type=conversation.workspace_type,
             workspace_id=conversation.workspace_id,
-            version=conversation.version,
+            version=version,
             at=conversation.updated_at if at is None else at,
             head=None if conversation.ancestry else conversation.event_position,
             **extra,
