@@ -552,8 +552,19 @@ entropic::StorageInterface make_storage_interface(const Config& config) {
     if (config.url.empty()) {
         throw std::invalid_argument("convograph::Config::url is empty");
     }
-    if (config.token.empty() || config.token.find_first_of("\r\n") != std::string::npos) {
-        throw std::invalid_argument("convograph::Config::token is empty or holds a line break");
+    if (config.token.empty()) {
+        throw std::invalid_argument("convograph::Config::token is empty");
+    }
+    // Sent as given, a line break ended the Authorization header (what followed went out as
+    // another header), a NUL cut the token short, and any other control character went out
+    // in it: each call logged a bare HTTP 400 or 401, a server to blame for a token to fix.
+    if (std::any_of(config.token.begin(), config.token.end(), [](char ch) {
+            const auto byte = static_cast<unsigned char>(ch);
+            return byte < 0x20 || byte == 0x7F;
+        })) {
+        throw std::invalid_argument(
+            "convograph::Config::token holds a control character (a line break read with it "
+            "from a file or the environment?)");
     }
     if (config.max_attempts < 1) {
         throw std::invalid_argument("convograph::Config::max_attempts must be at least 1");

@@ -891,6 +891,23 @@ void misuse(Context& ctx) {
     refused("an empty url", [](convograph::Config& c) { c.url.clear(); });
     refused("an empty token", [](convograph::Config& c) { c.token.clear(); });
     refused("a token with a line break", [](convograph::Config& c) { c.token += "\r\nX: y"; });
+    // Any control character, not only CR and LF: each went out in the header (a NUL cut the
+    // token short), and every call logged the server's 400 or 401 instead of the token's fault.
+    for (const std::string& bad : {std::string("\t"), std::string("\n"), std::string(1, '\0'),
+                                  std::string("\x01"), std::string("\x1f"), std::string("\x7f")}) {
+        convograph::Config c = ctx.config;
+        c.token += bad;
+        const std::string what =
+            "a token with control character " + std::to_string(static_cast<unsigned char>(bad[0]));
+        try {
+            entropic::StorageInterface s = convograph::make_storage_interface(c);
+            convograph::destroy_storage_interface(s);
+            ctx.check(false, "make_storage_interface accepts " + what);
+        } catch (const std::invalid_argument& e) {
+            ctx.check(std::string(e.what()).find("control character") != std::string::npos,
+                      "make_storage_interface refuses " + what + ", saying so");
+        }
+    }
     refused("max_attempts 0", [](convograph::Config& c) { c.max_attempts = 0; });
     refused("a zero timeout", [](convograph::Config& c) { c.timeout = milliseconds(0); });
 

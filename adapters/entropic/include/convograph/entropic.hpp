@@ -55,8 +55,9 @@ struct Config {
 };
 
 // The storage callbacks over convograph. Throws std::invalid_argument when url or token is
-// empty, max_attempts < 1 or a timeout not positive; std::runtime_error when libcurl cannot be
-// initialised.
+// empty, the token holds a control character (a line break read with it from a file or the
+// environment), max_attempts < 1 or a timeout not positive; std::runtime_error when libcurl
+// cannot be initialised.
 // Copies of the returned struct share one client; destroy it once.
 entropic::StorageInterface make_storage_interface(const Config& config);
 
