@@ -44,6 +44,7 @@ pytest_plugins = ["tests.live_server"]
 ROOT = Path(__file__).resolve().parent.parent
 ADAPTER = ROOT / "adapters" / "wordpress"
 PROGRAM = ADAPTER / "tests" / "store_contract.php"
+RATE_LIMITED = ADAPTER / "tests" / "rate_limited.php"
 APT = "apt-get install php-cli php-curl"
 WORKSPACE = "site:42"
 SERVICE_OWNER = "system:wordpress"
@@ -250,3 +251,45 @@ async def test_one_service_token_acts_for_each_owner(server: LiveServer, tmp_pat
     async with server.client(service) as gql:
         everything = await owned_ids(gql)
     assert {i for ids in report["sessions"].values() for i in ids} <= everything
+
+
+async def test_a_rate_limited_call_is_sent_again_after_its_retry_after(
+    live_servers: LiveServers, database_url: str, tmp_path: Path
+) -> None:
+    """Over the token's rate limit (one request a second) the server answers 429 with
+    `Retry-After: 1` and runs nothing: the store waits that long and sends the call again, a
+    chat turn's save included (curl and streams transports), instead of losing the turn; a
+    call whose time cannot hold the wait fails at once, saying so, and stores nothing."""
+    server = await live_servers.start(
+        database_url,
+        env={"CONVOGRAPH_RATE_LIMIT_PER_SECOND": "1", "CONVOGRAPH_RATE_LIMIT_BURST": "1"},
+    )
+    service, reader = await asyncio.gather(
+        server.token(workspace=WORKSPACE, owner=SERVICE_OWNER, scope="service"),
+        server.token(workspace=WORKSPACE, owner="user:1"),
+    )
+    result = tmp_path / "rate-limited.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CONVOGRAPH_")}
+    env.update(
+        CONVOGRAPH_URL=server.http_url,
+        CONVOGRAPH_TOKEN=service,
+        CONVOGRAPH_WORKSPACE=WORKSPACE,
+        CONVOGRAPH_RESULT_FILE=str(result),
+    )
+    code, text, err = await run_command(
+        "php", str(RATE_LIMITED), cwd=ADAPTER, env=env, limit=RUN_TIMEOUT
+    )
+    assert code == 0, f"rate_limited.php failed:\n{text}\n{err}"
+    assert err == "", err
+    report: dict[str, Any] = json.loads(result.read_text())
+    assert report["failed"] == [] and report["passed"] >= 20, report
+
+    # Stored once each (the retried create made no second session), each turn saved. One
+    # request: this token, too, may make one a second.
+    stored: dict[str, list[Any]] = report["stored"]
+    assert len(stored) == 2
+    async with server.client(reader) as gql:
+        data = await gql(
+            "{ conversations(filter: {rootOnly: true}, first: 100) { nodes { id transcript } } }"
+        )
+    assert {n["id"]: n["transcript"] for n in data["conversations"]["nodes"]} == stored

@@ -16,8 +16,13 @@ final class Convograph_Failure extends RuntimeException {
 	 *                                 timeout): the request may or may not have reached the server.
 	 * @param string|null $user_error  The code of the mutation's first user error (CONFLICT,
 	 *                                 NOT_FOUND, ...) when that is why.
+	 * @param float|null  $refused     Set when the server refused the request before running any
+	 *                                 of it (a 429; convograph's DATABASE_UNAVAILABLE before the
+	 *                                 operation started): the seconds it asks to wait (its
+	 *                                 Retry-After; 0 when it said none). Any request may then be
+	 *                                 sent again, a write included: nothing of it was done.
 	 */
-	public function __construct( string $message, public readonly bool $no_response = false, public readonly ?string $user_error = null ) {
+	public function __construct( string $message, public readonly bool $no_response = false, public readonly ?string $user_error = null, public readonly ?float $refused = null ) {
 		parent::__construct( $message );
 	}
 }

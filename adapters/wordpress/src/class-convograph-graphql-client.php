@@ -15,9 +15,21 @@ final class Convograph_Graphql_Client {
 	/** A retry is only worth starting with at least this much of the call's time left. */
 	private const MIN_RETRY_SECONDS = 0.1;
 
+	/**
+	 * How many times a request the server refused before running it (a 429, convograph's
+	 * DATABASE_UNAVAILABLE before the operation started) is sent again, within the call's time.
+	 */
+	private const MAX_REFUSED_RETRIES = 2;
+
+	/** The longest Retry-After a call waits for: a longer one fails it at once, saying so. */
+	private const MAX_RETRY_AFTER_SECONDS = 5.0;
+
+	/** The first wait after a refusal, doubled for the next, with jitter, after any Retry-After. */
+	private const REFUSED_BACKOFF_SECONDS = 0.1;
+
 	private const JSON_FLAGS = JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE | JSON_PRESERVE_ZERO_FRACTION | JSON_THROW_ON_ERROR;
 
-	/** @var callable(string,array<string,string>,string,float):array{status:int,body:string,error?:string} */
+	/** @var callable(string,array<string,string>,string,float):array{status:int,body:string,error?:string,headers?:array<string,string>} */
 	private $transport;
 
 	/** When the current store call must have returned (microtime), or null outside one. */
@@ -58,6 +70,14 @@ final class Convograph_Graphql_Client {
 	 * `$retry_safe` allows one more attempt, within the call's time budget, when the first got
 	 * no response at all; only for operations that may safely run twice.
 	 *
+	 * Whatever `$retry_safe` says, a request the server refused before running any of it is
+	 * sent again, up to MAX_REFUSED_RETRIES times: a 429 (a rate limit runs nothing of what it
+	 * refuses), convograph's DATABASE_UNAVAILABLE with no `data` and no error `path` (its check
+	 * of the token, or the operation's start, found the database away: a restart). It waits
+	 * what the server asks (Retry-After, else the error's retryAfterSeconds) plus a backoff,
+	 * when that is at most MAX_RETRY_AFTER_SECONDS and leaves time for the attempt; else the
+	 * call fails at once, saying what the server asked. Any other answer is not repeated.
+	 *
 	 * @param array<string,mixed> $variables
 	 * @return array<string,mixed>
 	 * @throws Convograph_Failure When the server could not be asked or did not answer with data.
@@ -95,15 +115,53 @@ final class Convograph_Graphql_Client {
 
 		$deadline      = $this->deadline ?? microtime( true ) + $this->timeout_seconds;
 		$this->retried = false;
-		try {
-			return $this->attempt( $headers, $body, $deadline );
-		} catch ( Convograph_Failure $first ) {
-			if ( ! $first->no_response || ! $retry_safe || $deadline - microtime( true ) < self::MIN_RETRY_SECONDS ) {
-				throw $first;
+		$refusals      = 0;
+		while ( true ) {
+			try {
+				return $this->attempt( $headers, $body, $deadline );
+			} catch ( Convograph_Failure $failure ) {
+				if ( null !== $failure->refused ) {
+					++$refusals;
+					$this->wait_after_refusal( $failure, $refusals, $deadline );
+					continue;
+				}
+				if ( ! $failure->no_response || ! $retry_safe || $this->retried || $deadline - microtime( true ) < self::MIN_RETRY_SECONDS ) {
+					throw $failure;
+				}
+				$this->retried = true;
 			}
-			$this->retried = true;
-			return $this->attempt( $headers, $body, $deadline );
 		}
+	}
+
+	/**
+	 * Sleep before sending again the request `$refusal` refused (the `$refusals`-th refusal of
+	 * this request); throw it, saying why, when it is not to be sent again.
+	 *
+	 * @throws Convograph_Failure
+	 */
+	private function wait_after_refusal( Convograph_Failure $refusal, int $refusals, float $deadline ): void {
+		$asked = (float) $refusal->refused;
+		$why   = null;
+		if ( $refusals > self::MAX_REFUSED_RETRIES ) {
+			$why = ' (refused ' . $refusals . ' times)';
+		} elseif ( $asked > self::MAX_RETRY_AFTER_SECONDS ) {
+			$why = sprintf( '; not retried: the server asks to wait %s s, more than the %s s a call waits', self::seconds( $asked ), self::seconds( self::MAX_RETRY_AFTER_SECONDS ) );
+		} else {
+			$backoff = self::REFUSED_BACKOFF_SECONDS * ( 2 ** ( $refusals - 1 ) ) * ( 0.5 + mt_rand() / mt_getrandmax() / 2 );
+			$wait    = $asked + $backoff;
+			if ( $deadline - microtime( true ) - $wait < self::MIN_RETRY_SECONDS ) {
+				$why = sprintf( '; not retried: the server asks to wait %s s, past this call\'s %s s', self::seconds( $asked ), self::seconds( $this->timeout_seconds ) );
+			} else {
+				usleep( (int) ( $wait * 1000000 ) );
+				return;
+			}
+		}
+		// After an attempt that got no answer (retried()), that one may have run.
+		throw new Convograph_Failure( $refusal->getMessage() . $why . ( $this->retried ? '' : '; nothing of it was run' ) );
+	}
+
+	private static function seconds( float $seconds ): string {
+		return rtrim( rtrim( sprintf( '%.3F', $seconds ), '0' ), '.' );
 	}
 
 	/**
@@ -134,6 +192,7 @@ final class Convograph_Graphql_Client {
 		if ( 0 === $status ) {
 			throw new Convograph_Failure( 'no response from convograph: ' . (string) ( $response['error'] ?? 'unknown error' ), true );
 		}
+		$headers = is_array( $response['headers'] ?? null ) ? array_change_key_case( $response['headers'], CASE_LOWER ) : array();
 
 		try {
 			$decoded = json_decode( $text, true, 512, JSON_THROW_ON_ERROR );
@@ -141,18 +200,65 @@ final class Convograph_Graphql_Client {
 			$decoded = null;
 		}
 		if ( 200 !== $status ) {
-			throw new Convograph_Failure( 'HTTP ' . $status . ( is_array( $decoded ) ? ': ' . self::first_error( $decoded ) : '' ) );
+			$why = 'HTTP ' . $status . ( is_array( $decoded ) ? ': ' . self::first_error( $decoded ) : '' );
+			// A rate limit runs nothing of what it refuses; convograph's 503 before execution
+			// neither (a 503 of anything else, a gateway's, may follow a request that ran).
+			$refused = 429 === $status || ( 503 === $status && is_array( $decoded ) && self::stopped_before_execution( $decoded ) );
+			throw new Convograph_Failure( $why, false, null, $refused ? self::retry_after( $headers, $decoded ) : null );
 		}
 		if ( ! is_array( $decoded ) ) {
 			throw new Convograph_Failure( 'the answer is not JSON' );
 		}
 		if ( ! empty( $decoded['errors'] ) ) {
-			throw new Convograph_Failure( 'GraphQL error: ' . self::first_error( $decoded ) );
+			// Under application/json an operation the database's absence stopped before it
+			// started is a 200 (`data` null, no error `path`).
+			$refused = self::stopped_before_execution( $decoded ) ? self::retry_after( $headers, $decoded ) : null;
+			throw new Convograph_Failure( 'GraphQL error: ' . self::first_error( $decoded ), false, null, $refused );
 		}
 		if ( ! is_array( $decoded['data'] ?? null ) ) {
 			throw new Convograph_Failure( 'the answer has no data' );
 		}
 		return $decoded['data'];
+	}
+
+	/**
+	 * Whether a GraphQL answer is convograph's for an operation stopped before it ran: every
+	 * error DATABASE_UNAVAILABLE, none with a `path` (a field's failure, after a write may have
+	 * been done), and no `data` but null.
+	 *
+	 * @param array<mixed> $decoded
+	 */
+	private static function stopped_before_execution( array $decoded ): bool {
+		$errors = $decoded['errors'] ?? null;
+		if ( ! is_array( $errors ) || array() === $errors || null !== ( $decoded['data'] ?? null ) ) {
+			return false;
+		}
+		foreach ( $errors as $error ) {
+			if ( ! is_array( $error ) || array_key_exists( 'path', $error ) || 'DATABASE_UNAVAILABLE' !== ( $error['extensions']['code'] ?? null ) ) {
+				return false;
+			}
+		}
+		return true;
+	}
+
+	/**
+	 * The seconds a refusal asks to wait: its Retry-After header (seconds, or an HTTP date),
+	 * else its first error's retryAfterSeconds; 0 when it says none.
+	 *
+	 * @param array<string,mixed> $headers Lower-case names.
+	 * @param mixed               $decoded
+	 */
+	private static function retry_after( array $headers, mixed $decoded ): float {
+		$header = trim( (string) ( $headers['retry-after'] ?? '' ) );
+		if ( 1 === preg_match( '/^\d{1,9}$/', $header ) ) {
+			return (float) $header;
+		}
+		if ( '' !== $header ) {
+			$at = strtotime( $header );
+			return false === $at ? 0.0 : max( 0.0, $at - microtime( true ) );
+		}
+		$seconds = is_array( $decoded ) ? ( $decoded['errors'][0]['extensions']['retryAfterSeconds'] ?? null ) : null;
+		return is_int( $seconds ) || is_float( $seconds ) ? max( 0.0, (float) $seconds ) : 0.0;
 	}
 
 	/** @param array<mixed> $decoded A GraphQL answer. */

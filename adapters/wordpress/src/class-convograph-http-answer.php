@@ -51,6 +51,14 @@ final class Convograph_Http_Answer {
 
 	private int $status = 0;
 
+	/**
+	 * The answer's headers: lower-case name => value (a header given twice, its values joined
+	 * with ", ").
+	 *
+	 * @var array<string,string>
+	 */
+	private array $headers = array();
+
 	/** The body so far (appended to in place: never copy it while it grows). */
 	private string $body = '';
 
@@ -86,7 +94,7 @@ final class Convograph_Http_Answer {
 	 * The answer, once done(); or, when the connection has ended before (`$closed`), the
 	 * answer if it ends with the connection, else why it is none.
 	 *
-	 * @return array{status:int,body:string,error?:string}
+	 * @return array{status:int,body:string,error?:string,headers?:array<string,string>}
 	 */
 	public function result( bool $closed = false ): array {
 		if ( ! $this->done() ) {
@@ -108,8 +116,9 @@ final class Convograph_Http_Answer {
 			return self::failure( $this->error );
 		}
 		return array(
-			'status' => $this->status,
-			'body'   => $this->body,
+			'status'  => $this->status,
+			'body'    => $this->body,
+			'headers' => $this->headers,
 		);
 	}
 
@@ -163,18 +172,23 @@ final class Convograph_Http_Answer {
 		$status  = (int) $match[1];
 		$lengths = array();
 		$codings = array();
+		$headers = array();
 		$name    = '';
 		foreach ( array_slice( $lines, 1 ) as $line ) {
 			$line = rtrim( $line, "\r" );
 			if ( '' !== $line && ( ' ' === $line[0] || "\t" === $line[0] ) ) {
 				$value = trim( $line ); // An obsolete folded line continues the header above.
+				if ( '' !== $name ) {
+					$headers[ $name ] .= ' ' . $value;
+				}
 			} else {
 				$colon = strpos( $line, ':' );
 				if ( false === $colon ) {
 					continue;
 				}
-				$name  = strtolower( trim( substr( $line, 0, $colon ) ) );
-				$value = trim( substr( $line, $colon + 1 ) );
+				$name             = strtolower( trim( substr( $line, 0, $colon ) ) );
+				$value            = trim( substr( $line, $colon + 1 ) );
+				$headers[ $name ] = isset( $headers[ $name ] ) ? $headers[ $name ] . ', ' . $value : $value;
 			}
 			if ( 'content-length' === $name ) {
 				$lengths = array_merge( $lengths, explode( ',', $value ) );
@@ -186,8 +200,9 @@ final class Convograph_Http_Answer {
 		if ( $status < 200 ) {
 			return; // `100 Continue`, `103 Early Hints`: the answer comes after.
 		}
-		$this->status = $status;
-		$this->state  = 'body';
+		$this->status  = $status;
+		$this->headers = $headers;
+		$this->state   = 'body';
 		$codings      = array_values( array_filter( array_map( static fn ( string $c ): string => strtolower( trim( $c ) ), $codings ), 'strlen' ) );
 		$lengths      = array_values( array_unique( array_map( 'trim', $lengths ) ) );
 		if ( 204 === $status || 304 === $status ) {

@@ -7,8 +7,13 @@
  *     function ( string $url, array $headers, string $body, float $timeout_seconds ): array
  *
  * `$headers` maps header names to values. It returns `array( 'status' => int, 'body' =>
- * string )`, with `'error' => string` and status 0 when no HTTP response arrived (refused,
- * reset, timed out, DNS). It should not throw; the store treats an exception as status 0.
+ * string, 'headers' => array )`, with `'error' => string` and status 0 when no HTTP response
+ * arrived (refused, reset, timed out, DNS). `'headers'` maps the answer's header names, in
+ * lower case, to their values (a header given twice: its values joined with ", "); the store
+ * reads `retry-after` (how long a 429 or 503 asks it to wait before sending again) and
+ * `location` (where a redirect points). A transport may leave it out: the store then retries a
+ * refusal after the wait the body names, if any, and says only the status of a redirect. It
+ * should not throw; the store treats an exception as status 0.
  *
  * @package Convograph
  */
@@ -22,10 +27,13 @@ final class Convograph_Http {
 	/** The most one read of the streams transport asks for. */
 	private const READ_BYTES = 65536;
 
+	/** The answer's headers the store reads (WordPress's transport asks for these alone). */
+	private const HEADERS_READ = array( 'retry-after', 'location' );
+
 	/**
 	 * WordPress's HTTP API when it is loaded, else the curl extension, else PHP's streams.
 	 *
-	 * @return callable(string,array<string,string>,string,float):array{status:int,body:string,error?:string}
+	 * @return callable(string,array<string,string>,string,float):array{status:int,body:string,error?:string,headers?:array<string,string>}
 	 */
 	public static function default_transport(): callable {
 		if ( function_exists( 'wp_remote_post' ) ) {
@@ -41,7 +49,7 @@ final class Convograph_Http {
 	 * POST through `wp_remote_post` (honours the site's proxy and certificate settings).
 	 *
 	 * @param array<string,string> $headers
-	 * @return array{status:int,body:string,error?:string}
+	 * @return array{status:int,body:string,error?:string,headers?:array<string,string>}
 	 */
 	public static function wordpress( string $url, array $headers, string $body, float $timeout_seconds ): array {
 		$response = wp_remote_post(
@@ -61,9 +69,17 @@ final class Convograph_Http {
 				'error'  => $response->get_error_message(),
 			);
 		}
+		$headers = array();
+		foreach ( self::HEADERS_READ as $name ) {
+			$value = wp_remote_retrieve_header( $response, $name ); // A string, or an array when repeated.
+			if ( array() !== $value && '' !== $value ) {
+				$headers[ $name ] = is_array( $value ) ? implode( ', ', $value ) : (string) $value;
+			}
+		}
 		return array(
-			'status' => (int) wp_remote_retrieve_response_code( $response ),
-			'body'   => (string) wp_remote_retrieve_body( $response ),
+			'status'  => (int) wp_remote_retrieve_response_code( $response ),
+			'body'    => (string) wp_remote_retrieve_body( $response ),
+			'headers' => $headers,
 		);
 	}
 
@@ -73,7 +89,7 @@ final class Convograph_Http {
 	 * to end (curl/curl#2975), as long as the system resolver takes.
 	 *
 	 * @param array<string,string> $headers
-	 * @return array{status:int,body:string,error?:string}
+	 * @return array{status:int,body:string,error?:string,headers?:array<string,string>}
 	 */
 	public static function curl( string $url, array $headers, string $body, float $timeout_seconds ): array {
 		$lines = array( 'Expect:' ); // No "100-continue" round trip before large bodies.
@@ -81,6 +97,7 @@ final class Convograph_Http {
 			$lines[] = $name . ': ' . $value;
 		}
 		$milliseconds = max( 1, (int) ceil( $timeout_seconds * 1000 ) );
+		$received     = array();
 
 		$handle = curl_init( $url );
 		curl_setopt_array(
@@ -95,6 +112,17 @@ final class Convograph_Http {
 				CURLOPT_TIMEOUT_MS        => $milliseconds,
 				CURLOPT_CONNECTTIMEOUT_MS => $milliseconds,
 				CURLOPT_NOSIGNAL          => true, // Sub-second timeouts without SIGALRM.
+				CURLOPT_HEADERFUNCTION    => static function ( $handle, string $line ) use ( &$received ): int {
+					if ( str_starts_with( $line, 'HTTP/' ) ) {
+						$received = array(); // A new answer (after an interim 1xx): its own headers.
+					} elseif ( false !== strpos( $line, ':' ) ) {
+						[ $name, $value ]  = explode( ':', $line, 2 );
+						$name              = strtolower( trim( $name ) );
+						$value             = trim( $value );
+						$received[ $name ] = isset( $received[ $name ] ) ? $received[ $name ] . ', ' . $value : $value;
+					}
+					return strlen( $line );
+				},
 			)
 		);
 		$response = curl_exec( $handle );
@@ -110,8 +138,9 @@ final class Convograph_Http {
 			);
 		}
 		return array(
-			'status' => $status,
-			'body'   => $response,
+			'status'  => $status,
+			'body'    => $response,
+			'headers' => $received,
 		);
 	}
 
@@ -130,7 +159,7 @@ final class Convograph_Http {
 	 * default). See README.md (Timeouts).
 	 *
 	 * @param array<string,string> $headers
-	 * @return array{status:int,body:string,error?:string}
+	 * @return array{status:int,body:string,error?:string,headers?:array<string,string>}
 	 */
 	public static function streams( string $url, array $headers, string $body, float $timeout_seconds ): array {
 		$deadline = microtime( true ) + $timeout_seconds;

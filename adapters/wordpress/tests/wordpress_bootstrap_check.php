@@ -96,7 +96,8 @@ function wp_remote_post( string $url, array $args = array() ): array|WP_Error {
 	foreach ( $headers as $name => $value ) {
 		$lines[] = "{$name}: {$value}";
 	}
-	$handle = curl_init( $url );
+	$received = array(); // As WordPress keeps them: lower-case names.
+	$handle   = curl_init( $url );
 	curl_setopt_array(
 		$handle,
 		array(
@@ -105,6 +106,13 @@ function wp_remote_post( string $url, array $args = array() ): array|WP_Error {
 			CURLOPT_HTTPHEADER     => $lines,
 			CURLOPT_RETURNTRANSFER => true,
 			CURLOPT_TIMEOUT_MS     => (int) ( 1000 * (float) ( $args['timeout'] ?? 5 ) ),
+			CURLOPT_HEADERFUNCTION => static function ( $handle, string $line ) use ( &$received ): int {
+				if ( false !== strpos( $line, ':' ) ) {
+					[ $name, $value ] = explode( ':', $line, 2 );
+					$received[ strtolower( trim( $name ) ) ] = trim( $value );
+				}
+				return strlen( $line );
+			},
 		)
 	);
 	$body   = curl_exec( $handle );
@@ -115,7 +123,7 @@ function wp_remote_post( string $url, array $args = array() ): array|WP_Error {
 		return new WP_Error( 'http_request_failed', 'cURL error: ' . $error );
 	}
 	return array(
-		'headers'  => array(),
+		'headers'  => $received,
 		'body'     => $body,
 		'response' => array(
 			'code'    => $status,
@@ -127,6 +135,14 @@ function wp_remote_post( string $url, array $args = array() ): array|WP_Error {
 /** @param array<string,mixed>|WP_Error $response */
 function wp_remote_retrieve_response_code( array|WP_Error $response ): int|string {
 	return is_array( $response ) ? $response['response']['code'] : '';
+}
+
+/**
+ * @param array<string,mixed>|WP_Error $response
+ * @return array<string>|string '' when the answer has no such header.
+ */
+function wp_remote_retrieve_header( array|WP_Error $response, string $header ): array|string {
+	return is_array( $response ) ? ( $response['headers'][ strtolower( $header ) ] ?? '' ) : '';
 }
 
 /** @param array<string,mixed>|WP_Error $response */

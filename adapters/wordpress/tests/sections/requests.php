@@ -140,6 +140,98 @@ function contract_section_requests( Contract_Run $t ): void {
 			'metadata'   => (object) array( 'via' => 'streams' ),
 		)
 	);
+
+	contract_refused_before_execution( $t );
+}
+
+/**
+ * Answers refused before anything ran (convograph's 503 or 200 with DATABASE_UNAVAILABLE and
+ * no `path`, a 429) are sent again, a save included, after the Retry-After; a refusal that
+ * may follow a write (a gateway's 503, DATABASE_UNAVAILABLE with a `path`) is not; nor is one
+ * whose wait is too long, nor one refused every time. Before, each refusal failed the call:
+ * a chat turn saved while the database restarted was lost unless the host saved it again.
+ */
+function contract_refused_before_execution( Contract_Run $t ): void {
+	$c       = $t->c;
+	$ws      = $t->ws;
+	$forward = $t->env->transport();
+	$before  = '{"errors":[{"message":"the database is unavailable","extensions":{"code":"DATABASE_UNAVAILABLE","requestId":"r1"}}]}';
+	$cases   = array(
+		'convograph\'s 503 before execution, Retry-After: 1' => array(
+			array(
+				'status'  => 503,
+				'body'    => $before,
+				'headers' => array( 'Retry-After' => '1' ),
+			),
+		),
+		'DATABASE_UNAVAILABLE before the operation (HTTP 200, data null)' => array(
+			array(
+				'status' => 200,
+				'body'   => '{"data":null,"errors":[{"message":"the database is unavailable","extensions":{"code":"DATABASE_UNAVAILABLE"}}]}',
+			),
+		),
+		'a 429 twice, Retry-After: 0' => array_fill(
+			0,
+			2,
+			array(
+				'status'  => 429,
+				'body'    => '{"errors":[{"message":"rate limit exceeded","extensions":{"code":"RATE_LIMITED","retryAfterSeconds":1}}]}',
+				'headers' => array( 'retry-after' => '0' ),
+			)
+		),
+	);
+	foreach ( $cases as $name => $answers ) {
+		$sid      = $t->record->created( 'user:1', $t->store->create_session( $ws, 1, $t->tag . '-refused-first' ) );
+		$turns    = contract_turns( "saved after {$name}", 2 );
+		$attempts = array();
+		$store    = new Convograph_Conversation_Store( $t->env->url, $t->env->token, contract_refusing( 'replaceTranscript', $forward, $answers, $attempts ) );
+		$started  = microtime( true );
+		$saved    = $t->quietly( fn () => $store->update_session( $sid, $turns, array( 'token_id' => 3 ) ), "{$name}: update_session" );
+		$took     = microtime( true ) - $started;
+		$c->same( true, $saved, "{$name}: update_session is sent again and saves the turn" );
+		$c->same( count( $answers ) + 1, count( $attempts ), "{$name}: one attempt per refusal, and the one that ran" );
+		$c->same( $turns, ( $t->store->get_session( $sid ) ?? array() )['messages'] ?? null, "{$name}: the turns are stored, once" );
+		if ( isset( $answers[0]['headers']['Retry-After'] ) ) {
+			$c->check( $took >= 0.9, sprintf( '%s: it waited the Retry-After second (took %.3f s)', $name, $took ) );
+		}
+		$t->record->expect( $sid, array( 'transcript' => contract_wire_messages( $turns ) ) );
+	}
+
+	// Not sent again: what may follow a write that ran, a wait past the cap, refusals that go on.
+	$refused = array(
+		'a gateway\'s 503'                             => array( 1, 'HTTP 503', array( 'status' => 503, 'body' => '<html>Service Unavailable</html>', 'headers' => array( 'retry-after' => '1' ) ) ),
+		'DATABASE_UNAVAILABLE during the operation'    => array( 1, 'DATABASE_UNAVAILABLE', array( 'status' => 200, 'body' => '{"data":null,"errors":[{"message":"the database is unavailable","path":["replaceTranscript"],"extensions":{"code":"DATABASE_UNAVAILABLE"}}]}' ) ),
+		'a 429 asking for 30 s'                        => array( 1, 'not retried: the server asks to wait 30 s, more than the 5 s a call waits', array( 'status' => 429, 'body' => '{"errors":[{"message":"slow down","extensions":{"code":"RATE_LIMITED"}}]}', 'headers' => array( 'retry-after' => '30' ) ) ),
+		'a 429 every time'                             => array( 3, '(refused 3 times); nothing of it was run', array( 'status' => 429, 'body' => '{"errors":[{"message":"slow down","extensions":{"code":"RATE_LIMITED","retryAfterSeconds":0}}]}' ) ),
+	);
+	foreach ( $refused as $name => [ $expected_attempts, $why, $answer ] ) {
+		$sid      = $t->record->created( 'user:1', $t->store->create_session( $ws, 1, $t->tag . '-refused-first' ) );
+		$attempts = array();
+		$store    = new Convograph_Conversation_Store( $t->env->url, $t->env->token, contract_refusing( 'replaceTranscript', $forward, array_fill( 0, 5, $answer ), $attempts ) );
+		$started  = microtime( true );
+		$t->fails_once( false, fn () => $store->update_session( $sid, contract_turns( 'refused', 1 ), array( 'token_id' => 3 ) ), "{$name}: update_session", $why );
+		$c->same( $expected_attempts, count( $attempts ), "{$name}: sent {$expected_attempts} time(s)" );
+		$c->check( microtime( true ) - $started < 1.0, "{$name}: no wait for what is not sent again" );
+		$c->same( array(), ( $t->store->get_session( $sid ) ?? array() )['messages'] ?? null, "{$name}: nothing stored" );
+	}
+}
+
+/**
+ * A transport that answers the requests whose body mentions `$operation` with `$answers`, one
+ * each, in order, without forwarding them, then forwards them; each such attempt's body is
+ * recorded.
+ *
+ * @param list<array<string,mixed>> $answers
+ * @param list<string>              $attempts
+ */
+function contract_refusing( string $operation, callable $forward, array $answers, array &$attempts ): callable {
+	return static function ( string $url, array $headers, string $body, float $timeout ) use ( $operation, $forward, $answers, &$attempts ): array {
+		if ( ! str_contains( $body, $operation . '(' ) ) {
+			return $forward( $url, $headers, $body, $timeout );
+		}
+		$attempts[] = $body;
+		return $answers[ count( $attempts ) - 1 ] ?? $forward( $url, $headers, $body, $timeout );
+	};
 }
 
 /**
