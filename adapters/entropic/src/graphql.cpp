@@ -12,9 +12,21 @@ namespace {
 constexpr std::size_t kMaxBodyInReason = 200;
 constexpr const char* kNotRepeated = "; not repeated";
 
-// The server's own error message in an error response, else the start of the body.
+// Where a redirect points, else the server's own error message in an error response, else the
+// start of the body.
 std::string http_reason(const HttpResult& r) {
     std::string reason = "HTTP " + std::to_string(r.status);
+    if (!r.location.empty()) {
+        std::string where = r.location.substr(0, kMaxBodyInReason);
+        where.erase(std::remove_if(where.begin(), where.end(),
+                                   [](char ch) {
+                                       const auto byte = static_cast<unsigned char>(ch);
+                                       return byte < 0x20 || byte == 0x7F;
+                                   }),
+                    where.end());
+        return reason + ": redirected to " + where +
+               " (not followed: configure the storage with that URL)";
+    }
     const json parsed = json::parse(r.body, nullptr, /*allow_exceptions=*/false);
     if (parsed.is_object() && parsed.contains("errors") && parsed["errors"].is_array() &&
         !parsed["errors"].empty() && parsed["errors"][0].is_object() &&

@@ -139,6 +139,7 @@ HttpResult HttpClient::post(const std::string& body, Connection connection) cons
     curl_easy_setopt(h, CURLOPT_PROTOCOLS, CURLPROTO_HTTP | CURLPROTO_HTTPS);
 #endif
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);  // no SIGALRM for timeouts: thread-safe
+    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);  // a redirect is reported, not followed
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, connect_timeout_ms_);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms_);
     curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
@@ -161,6 +162,12 @@ HttpResult HttpClient::post(const std::string& body, Connection connection) cons
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &result.status);
         result.maybe_sent = true;
         result.retry_after_s = retry_after_seconds(h);
+        char* location = nullptr;  // the Location resolved against the URL asked; owned by curl
+        if (result.status / 100 == 3 &&
+            curl_easy_getinfo(h, CURLINFO_REDIRECT_URL, &location) == CURLE_OK &&
+            location != nullptr) {
+            result.location = location;
+        }
     } else {
         result.error = error[0] != '\0' ? error : curl_easy_strerror(result.code);
         result.maybe_sent = !certainly_not_sent(h);

@@ -29,6 +29,9 @@ struct HttpResult {
     bool maybe_sent = true;
     // The answer's Retry-After in seconds (a date already turned into seconds); 0 when none.
     long long retry_after_s = 0;
+    // Where a redirect (3xx with a Location) points, as an absolute URL; "" otherwise. It is
+    // never followed: libcurl would send a 301/302/303's POST on as a GET without its body.
+    std::string location;
 };
 
 enum class Connection {

@@ -337,6 +337,15 @@ void FaultProxy::serve(int client) {
             }
             continue;
         }
+        if (fault_ == Fault::Redirect) {
+            const std::string status = std::to_string(options_.redirect_status) + " Moved";
+            const std::string location =
+                "Location: http://127.0.0.1:" + std::to_string(port_) + "/moved/graphql\r\n";
+            if (!send_all(client, answer(status.c_str(), "<html>moved</html>", location))) {
+                break;
+            }
+            continue;
+        }
         if (fault_ == Fault::Reply503BeforeExecution) {
             const std::string body =
                 R"({"errors":[{"message":"The database is unavailable; retry.","extensions":)"
@@ -380,6 +389,7 @@ void FaultProxy::serve(int client) {
             case Fault::AnswerUnavailable:
             case Fault::ReplyConflict:
             case Fault::ReplyEmptyData:
+            case Fault::Redirect:
                 break;
         }
         break;  // the fault ends the connection (the caller closes it)

@@ -55,6 +55,9 @@ enum class Fault {
     // Answer 200 with `{"data":{}}`, forwarding nothing, and keep the connection: JSON data
     // without the field asked for (a proxy that mangles answers, another server at the URL).
     ReplyEmptyData,
+    // Answer `redirect_status` with `Location: <this proxy>/moved/graphql`, forwarding nothing,
+    // and keep the connection: a client that followed it would come back here (requests()).
+    Redirect,
 };
 
 struct FaultOptions {
@@ -63,6 +66,7 @@ struct FaultOptions {
     int retry_after_s = 1;   // Reply429
     int refuse_ms = 250;     // CrashAfterAnswer
     int delay_ms = 300;      // DelayRequest
+    int redirect_status = 301;  // Redirect
 };
 
 class FaultProxy {

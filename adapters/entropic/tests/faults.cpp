@@ -875,6 +875,27 @@ void data_without_the_field(Context& ctx, const Endpoint& upstream) {
     }
 }
 
+// A redirect (an http:// URL that a proxy sends on to https://) is not followed, and the line
+// says where it points: it said only "HTTP 301: <html>moved</html>".
+void redirects(Context& ctx, const Endpoint& upstream) {
+    for (const int status : {301, 302, 307, 308}) {
+        FaultOptions options;
+        options.faulty = 100;
+        options.redirect_status = status;
+        FaultProxy proxy(upstream.host, upstream.port, Fault::Redirect, options);
+        Storage st(with(ctx.config, proxy.url(), milliseconds(5000), 3));
+        const std::string what = std::to_string(status) + " redirect";
+        std::string id;
+        ctx.check(!st.api().create_conversation("session", id, st.user_data()),
+                  what + ": create_conversation is false");
+        ctx.check(proxy.requests() == 1, what + ": not followed, nor repeated");
+        const std::string moved = proxy.url().substr(0, proxy.url().rfind("/graphql"));
+        one_line(ctx, st, what,
+                 "HTTP " + std::to_string(status) + ": redirected to " + moved +
+                     "/moved/graphql (not followed: configure the storage with that URL)");
+    }
+}
+
 // A config make_storage_interface must refuse, and storage used after destroy.
 void misuse(Context& ctx) {
     const auto refused = [&](const char* what, auto change) {
@@ -948,6 +969,7 @@ void run_faults(Context& ctx) {
     connections_kept(ctx, upstream);
     database_unavailable(ctx, upstream);
     data_without_the_field(ctx, upstream);
+    redirects(ctx, upstream);
 }
 
 }  // namespace flow
