@@ -160,6 +160,12 @@ final class Convograph_Graphql_Client {
 		throw new Convograph_Failure( $refusal->getMessage() . $why . ( $this->retried ? '' : '; nothing of it was run' ) );
 	}
 
+	/** `$text` for a log line: no control character, at most 500 bytes. */
+	private static function one_line( string $text ): string {
+		$text = (string) preg_replace( '/[\x00-\x1F\x7F]/', '', $text );
+		return strlen( $text ) > 500 ? substr( $text, 0, 500 ) . '…' : $text;
+	}
+
 	private static function seconds( float $seconds ): string {
 		return rtrim( rtrim( sprintf( '%.3F', $seconds ), '0' ), '.' );
 	}
@@ -200,7 +206,13 @@ final class Convograph_Graphql_Client {
 			$decoded = null;
 		}
 		if ( 200 !== $status ) {
-			$why = 'HTTP ' . $status . ( is_array( $decoded ) ? ': ' . self::first_error( $decoded ) : '' );
+			$why      = 'HTTP ' . $status . ( is_array( $decoded ) ? ': ' . self::first_error( $decoded ) : '' );
+			$location = trim( (string) ( $headers['location'] ?? '' ) );
+			if ( $status >= 300 && $status < 400 && '' !== $location ) {
+				// No transport follows it (a POST redirected would come back a GET without its
+				// body, and to another host without the token): say where it points instead.
+				$why = 'HTTP ' . $status . ': redirected to ' . self::one_line( $location ) . ' (not followed: give the store that URL as its endpoint)';
+			}
 			// A rate limit runs nothing of what it refuses; convograph's 503 before execution
 			// neither (a 503 of anything else, a gateway's, may follow a request that ran).
 			$refused = 429 === $status || ( 503 === $status && is_array( $decoded ) && self::stopped_before_execution( $decoded ) );

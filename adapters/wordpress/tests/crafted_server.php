@@ -8,7 +8,8 @@
  * Prints the port it listens on (127.0.0.1), then serves connections one after the other
  * until it is stopped, or 30 s pass without one. The first segment of each request's path
  * names the answer (see crafted_answer()); `big-length` and `big-chunked` take two more, the
- * number of messages and the bytes of each: `/big-chunked/200/100000/graphql`. The answer is
+ * number of messages and the bytes of each: `/big-chunked/200/100000/graphql`; `redirect` one,
+ * the status (`/redirect/307/graphql`), and points to this server's `length-repeated`. The answer is
  * sent at once, and the connection is then kept open, as a keep-alive server does (the
  * request's `Connection: close` ignored), until the client closes it: the client must know
  * where the answer ends without waiting for the close.
@@ -23,9 +24,9 @@ require_once __DIR__ . '/lib/test_server.php';
 const CRAFTED_BODY = '{"data":{"conversation":{"id":"00000000-0000-4000-8000-00000000000c","title":"crafted","context":"chat","metadata":{"via":"crafted"},"transcript":[]}}}';
 
 /**
- * The whole answer to `$path`, as it goes on the wire.
+ * The whole answer to `$path`, as it goes on the wire; `$self` is this server's host:port.
  */
-function crafted_answer( string $path ): string {
+function crafted_answer( string $path, string $self ): string {
 	$parts = explode( '/', trim( $path, '/' ) );
 	$body  = CRAFTED_BODY;
 	$n     = strlen( $body );
@@ -45,6 +46,8 @@ function crafted_answer( string $path ): string {
 		// A session of (messages x bytes): tens of MB.
 		'big-length'      => crafted_big( (int) ( $parts[1] ?? 200 ), (int) ( $parts[2] ?? 100000 ), false ),
 		'big-chunked'     => crafted_big( (int) ( $parts[1] ?? 200 ), (int) ( $parts[2] ?? 100000 ), true ),
+		// A redirect to an answer of its own: followed, the store would read the crafted session.
+		'redirect'        => 'HTTP/1.1 ' . (int) ( $parts[1] ?? 301 ) . " Moved\r\nLocation: http://{$self}/length-repeated/graphql\r\nContent-Type: text/html\r\nContent-Length: 18\r\n\r\n<html>moved</html>",
 		default           => "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n",
 	};
 }
@@ -63,6 +66,7 @@ function crafted_big( int $count, int $bytes, bool $chunked ): string {
 }
 
 $server = test_server_listen( 'crafted_server.php' );
+$self   = (string) stream_socket_get_name( $server, false );
 
 while ( true ) {
 	$client = @stream_socket_accept( $server, 30 ); // phpcs:ignore WordPress.PHP.NoSilencedErrors.Discouraged
@@ -71,7 +75,7 @@ while ( true ) {
 	}
 	$path = test_server_read_request( $client );
 	if ( null !== $path ) {
-		$answer = crafted_answer( $path );
+		$answer = crafted_answer( $path, $self );
 		for ( $at = 0; $at < strlen( $answer ); $at += $written ) {
 			$written = @fwrite( $client, substr( $answer, $at, 1048576 ) ); // phpcs:ignore WordPress.PHP.NoSilencedErrors.Discouraged
 			if ( false === $written || 0 === $written ) {

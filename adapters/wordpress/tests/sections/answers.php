@@ -35,6 +35,15 @@ function contract_section_answers( Contract_Run $t ): void {
 			$c->check( $took < $timeout / 2, sprintf( 'streams: %s: read when complete, the connection still open (%.3f s of %.1f s)', $what, $took, $timeout ) );
 		}
 
+		// A redirect is not followed, and its line says where it points: it said "HTTP 301".
+		foreach ( array( 'curl', 'streams' ) as $transport ) {
+			foreach ( array( 301, 302, 307, 308 ) as $code ) {
+				$store = new Convograph_Conversation_Store( "{$base}/redirect/{$code}/graphql", $t->env->token, Convograph_Http::$transport( ... ) );
+				$store->set_timeout( $timeout );
+				$t->fails_once( null, fn () => $store->get_session( '00000000-0000-4000-8000-00000000000c' ), "{$transport}: a {$code} redirect, not followed", "HTTP {$code}: redirected to {$base}/length-repeated/graphql (not followed" );
+			}
+		}
+
 		// A 20 MB session (200 messages of 100 KB, within convograph's limits): the streams
 		// transport took over 10 s and gave up, copying all it had received after every read.
 		$budget = 4.0;
