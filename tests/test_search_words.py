@@ -13,13 +13,14 @@ from alembic.config import Config
 from sqlalchemy import text
 
 from graph.domain import jsoncodec
+from graph.domain.conversations import MAX_SEARCH_WORD_BYTES
 from graph.domain.messages import search_text
 from graph.settings import Settings
 from tests.conftest import GraphQLClient
 from tests.migrations import before_encryption, columns_after
 from tests.operations import APPEND
 from tests.test_quotas import serving_as
-from tests.test_search_index import found, new
+from tests.test_search_index import SEARCH, found, new
 
 TEXTS = {
     "accents": "Un café crème, Überprüfung",
@@ -92,3 +93,26 @@ async def test_revision_0016_rewrites_the_words_postgresql_stored_before_it(
     async with serving_as(settings) as (_, gql):
         for search, names in SEARCHES:
             assert await found(gql, search) == {ids[name] for name in names}, search
+
+
+async def test_a_word_past_postgresql_s_longest_is_refused_on_every_backend(
+    gql: GraphQLClient,
+) -> None:
+    # PostgreSQL's index keeps no word past 2,047 bytes: before, such a word found its
+    # message on SQLite and nothing on PostgreSQL, and beside another word it was dropped
+    # there, so `foo <long word>` found every conversation holding `foo`.
+    longest, too_long = "y" * MAX_SEARCH_WORD_BYTES, "y" * (MAX_SEARCH_WORD_BYTES + 1)
+    wide = "日" * (MAX_SEARCH_WORD_BYTES // 3 + 1)  # 2,049 bytes in 683 characters
+    ids = {}
+    for name, said in {"foo": "foo only", "long": f"foo {too_long}", "longest": longest}.items():
+        ids[name] = cid = await new(gql)
+        payload = await gql(APPEND, {"id": cid, "m": [{"role": "user", "content": said}]})
+        assert payload["appendMessages"]["userErrors"] == []
+    assert await found(gql, longest) == {ids["longest"]}
+    assert await found(gql, "foo") == {ids["foo"], ids["long"]}
+    for search in (too_long, f"foo {too_long}", f"brown-{too_long}", wide):
+        response = await gql.post(SEARCH, {"q": search})
+        errors = response.json()["errors"]
+        assert [e["extensions"]["code"] for e in errors] == ["LIMIT_EXCEEDED"], errors
+        assert errors[0]["extensions"]["field"] == ["filter", "search"]
+        assert f"at most {MAX_SEARCH_WORD_BYTES} bytes" in errors[0]["message"]

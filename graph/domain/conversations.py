@@ -26,6 +26,9 @@ DEFAULT_PENDING_WINDOW = 600
 # A search is a handful of words; past this many it is not one (and each word is a term
 # of the index's query, a bind parameter on PostgreSQL).
 MAX_SEARCH_WORDS = 100
+# PostgreSQL's index keeps no word longer than this (its lexemes' limit, in UTF-8 bytes): it
+# leaves such a word out of a message's words and out of a search's, where SQLite keeps it.
+MAX_SEARCH_WORD_BYTES = 2047
 
 
 class Keep(enum.Enum):
@@ -214,10 +217,19 @@ def search_words(text: str | None) -> list[str]:
     """The words of a search; a search of none (blank, or NUL only) does not filter."""
     words = (text or "").replace("\x00", " ").split()
     # Counted as the index splits them: `a-b-c` is three words of one phrase.
-    count = len(words) if len(words) > MAX_SEARCH_WORDS else sum(len(split(w)) for w in words)
+    parts = [] if len(words) > MAX_SEARCH_WORDS else [p for w in words for p in split(w)]
+    count = len(words) if len(words) > MAX_SEARCH_WORDS else len(parts)
     if count > MAX_SEARCH_WORDS:
         raise too_large(
             f"a search may hold at most {MAX_SEARCH_WORDS} words ({count} given)",
+            "filter",
+            "search",
+        )
+    # One search finds the same on both backends: a word PostgreSQL would drop is refused,
+    # not searched for on SQLite alone (nor, beside other words, left out of PostgreSQL's).
+    if any(len(p.encode()) > MAX_SEARCH_WORD_BYTES for p in parts):
+        raise too_large(
+            f"a search word may hold at most {MAX_SEARCH_WORD_BYTES} bytes of UTF-8",
             "filter",
             "search",
         )

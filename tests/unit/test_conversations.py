@@ -284,3 +284,11 @@ def test_a_search_holds_at_most_so_many_words() -> None:
     # part nests the query, past PostgreSQL's stack at 50,000).
     with raises_domain(ErrorCode.LIMIT_EXCEEDED, "filter", "search"):
         conversations.search_words("-".join(["a"] * (conversations.MAX_SEARCH_WORDS + 1)))
+
+
+def test_a_search_word_holds_at_most_what_postgresql_s_index_keeps() -> None:
+    most = conversations.MAX_SEARCH_WORD_BYTES
+    assert conversations.search_words("a " + "é" * most) == ["a", "é" * most]  # folded: `e`
+    for search in ("y" * (most + 1), "ok " + "ж" * (most // 2 + 1), "brown-" + "y" * (most + 1)):
+        with raises_domain(ErrorCode.LIMIT_EXCEEDED, "filter", "search"):
+            conversations.search_words(search)
