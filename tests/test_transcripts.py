@@ -685,6 +685,38 @@ async def test_messages_between_after_and_before(gql: GraphQLClient) -> None:
     assert [n["seq"] for n in window["nodes"]] == [2, 3, 4]
 
 
+async def test_cursors_read_before_a_replace_shrank_the_transcript_say_what_is_there(
+    gql: GraphQLClient,
+) -> None:
+    # Before, pageInfo said there was more beyond the cursor whenever one was given: a page
+    # before the old fifth message said hasNextPage with one message left, and a page after
+    # the old first said hasPreviousPage of an emptied transcript.
+    cid = await conversation_with(gql, turns(*"abcde"))
+    edges = (await messages_page(gql, cid))["edges"]
+    first, fourth, fifth = edges[0]["cursor"], edges[3]["cursor"], edges[4]["cursor"]
+    assert (await replace(gql, cid, turns("a")))["userErrors"] == []
+    back = await messages_page(gql, cid, last=2, before=fifth)
+    assert [n["seq"] for n in back["nodes"]] == [1]
+    assert back["pageInfo"]["hasNextPage"] is False
+    assert back["pageInfo"]["hasPreviousPage"] is False
+    ahead = await messages_page(gql, cid, first=2, after=fourth)
+    assert ahead["nodes"] == [] and ahead["pageInfo"]["hasPreviousPage"] is True
+    assert (await replace(gql, cid, []))["userErrors"] == []
+    for page in (
+        await messages_page(gql, cid, after=first),
+        await messages_page(gql, cid, last=2, before=fifth),
+    ):
+        assert page["nodes"] == [] and page["totalCount"] == 0
+        assert page["pageInfo"]["hasPreviousPage"] is False
+        assert page["pageInfo"]["hasNextPage"] is False
+    # Grown again past the cursors: what lies beyond them is said again.
+    assert (await append(gql, cid, turns(*"vwxyz")))["userErrors"] == []
+    assert (await messages_page(gql, cid, after=first))["pageInfo"]["hasPreviousPage"] is True
+    back = await messages_page(gql, cid, last=1, before=fifth)
+    assert [n["seq"] for n in back["nodes"]] == [4]
+    assert back["pageInfo"]["hasNextPage"] is True
+
+
 async def test_messages_connection_defaults_and_caps_at_100(gql: GraphQLClient) -> None:
     cid = await conversation_with(gql, turns(*["x"] * 150))
     everything = await messages_page(gql, cid)

@@ -70,7 +70,9 @@ def seq_window(
     A transcript's seq runs 1…count without a gap (appends number on, a replace rewrites
     the tail), so a page is a range computed from the count: a list of conversations can
     read the pages of all of them in one statement. `first` wins over `last` when both
-    are given; without `first` and with `last`, the page is taken from the end.
+    are given; without `first` and with `last`, the page is taken from the end. Beyond the
+    cursor on the other side of the page (`after` going forward, `before` going back),
+    hasPreviousPage and hasNextPage say whether a message is there, as keyset_slice does.
     """
     lowest = max(after or 0, 0) + 1
     highest = min(before if before is not None else count + 1, count + 1) - 1
@@ -85,9 +87,13 @@ def seq_window(
         low, high = lowest, min(highest, lowest + size - 1)
     if size == 0:
         low, high = lowest, lowest - 1
+    # Past the cursor on the other side, the transcript as it is now: a cursor read before a
+    # replace shrank or emptied it may name a seq beyond its last message.
+    after_before = before is not None and max(before, 1) <= count
+    before_after = after is not None and min(after, count) >= 1
     return SeqWindow(
         low=low,
         high=high,
-        has_next_page=more if not backward else before is not None,
-        has_previous_page=more if backward else after is not None,
+        has_next_page=more if not backward else after_before,
+        has_previous_page=more if backward else before_after,
     )

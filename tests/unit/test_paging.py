@@ -122,7 +122,8 @@ def _reference_page(
     count: int, *, first: int | None, after: int | None, last: int | None, before: int | None
 ) -> tuple[list[int], bool, bool]:
     """A transcript page the way a keyset query reads it: filter, order, limit + 1."""
-    rows = [s for s in range(1, count + 1) if (after is None or s > after)]
+    everything = range(1, count + 1)
+    rows = [s for s in everything if (after is None or s > after)]
     rows = [s for s in rows if before is None or s < before]
     backward = last is not None and first is None
     limit = last if backward else first
@@ -132,8 +133,8 @@ def _reference_page(
     items = sorted(chosen[:limit])
     return (
         items,
-        more if not backward else before is not None,
-        more if backward else after is not None,
+        more if not backward else any(before is not None and s >= before for s in everything),
+        more if backward else any(after is not None and s <= after for s in everything),
     )
 
 
