@@ -40,6 +40,11 @@ SEARCHES = [
     ("quick fox", {"words"}),
     ("!!!", set()),
     ("example fox", set()),
+    # A word with no letter or digit is in no message, beside other words too (SQLite found
+    # the other words' messages, PostgreSQL and the blind index nothing).
+    ("quick !!!", set()),
+    ("🎉 fox", set()),
+    ("brown - fox", set()),
 ]
 
 

@@ -42,6 +42,11 @@ def _fts_query(words: list[str]) -> str:
 
 def _fts_hits(words: list[str]) -> TextualSelect:
     """The rowids of the messages holding every word."""
+    if not all(map(words_of, words)):
+        # A word with nothing the index keeps (`!!!`, an emoji) is in no message. FTS5 passes
+        # over its empty phrase and matches the other words alone, where PostgreSQL's query
+        # (`_tsquery`) and the blind index find nothing.
+        return text("SELECT rowid FROM message_fts WHERE 0").columns(column("rowid", Integer))
     return (
         text("SELECT rowid FROM message_fts WHERE message_fts MATCH :q")
         .bindparams(q=_fts_query(words))
