@@ -15,6 +15,7 @@ from sqlalchemy import func, or_, select
 from graph.domain.conversations import MAX_SEARCH_WORDS
 from graph.store import event_log
 from graph.store.tables import conversation, delegation, message, snapshot
+from tests import operations
 from tests.conftest import GraphQLClient, Server
 from tests.test_tree_queries import statements
 
@@ -960,3 +961,27 @@ async def _refused_search(gql: GraphQLClient, search: str) -> None:
     assert [e["extensions"]["code"] for e in errors] == ["LIMIT_EXCEEDED"], errors
     assert errors[0]["extensions"]["field"] == ["filter", "search"]
     assert f"at most {MAX_SEARCH_WORDS} words" in errors[0]["message"]
+
+
+async def test_one_query_naming_a_record_in_two_spellings_finds_it_under_both(
+    gql: GraphQLClient,
+) -> None:
+    # Before, the two spellings of one id were one key of the batch read, and the first one
+    # asked for read as null: a record that exists, answered as missing.
+    cid = await operations.create(gql)
+    did = (await operations.delegate(gql, cid))["id"]
+    data = await gql(
+        """query($a: ID!, $b: ID!, $da: ID!, $db: ID!) {
+          a: conversation(id: $a) { id } b: conversation(id: $b) { id }
+          na: node(id: $a) { id } nb: node(id: $b) { id }
+          da: delegation(id: $da) { id } db: delegation(id: $db) { id } }""",
+        {"a": cid, "b": cid.upper(), "da": "{" + did + "}", "db": did},
+    )
+    assert data == {
+        "a": {"id": cid},
+        "b": {"id": cid},
+        "na": {"id": cid},
+        "nb": {"id": cid},
+        "da": {"id": did},
+        "db": {"id": did},
+    }

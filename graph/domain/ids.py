@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Iterable
 
 from graph.domain.errors import not_found
 
@@ -24,6 +25,17 @@ def canonical(value: object) -> str | None:
         return str(uuid.UUID(value))  # type: ignore[arg-type]
     except (ValueError, AttributeError, TypeError):
         return None
+
+
+def spellings(given: Iterable[str]) -> dict[str, list[str]]:
+    """The ids of `given` that are UUIDs, canonical, each with every way it was spelled
+    there: one request may name a record twice, in two forms (`a…` and `A…`), and each must
+    find it."""
+    found: dict[str, list[str]] = {}
+    for value in given:
+        if (key := canonical(value)) is not None:
+            found.setdefault(key, []).append(value)
+    return found
 
 
 def parse(value: object, *, what: str, field: str) -> str:

@@ -69,13 +69,14 @@ class Conversations(Part):
 
     async def get_many(self, given: Sequence[str]) -> dict[str, Conversation]:
         """Readable conversations by id; keys are the ids as given."""
-        wanted = {canonical: g for g in given if (canonical := ids.canonical(g))}
+        wanted = ids.spellings(given)
         if not wanted:
             return {}
         found = await self.sql.rows(
             _by_ids(self.reach(C, scope.Access.READ)), self.params(ids=list(wanted))
         )
-        return {wanted[c.id]: c for c in CONVERSATIONS.many(found.keys, found.values)}
+        rows = CONVERSATIONS.many(found.keys, found.values)
+        return {spelled: c for c in rows for spelled in wanted[c.id]}
 
     async def find(
         self, query: ConversationQuery, *, first: int, after: str | None

@@ -67,11 +67,11 @@ class Delegations(Part):
     # -- reads -------------------------------------------------------------
 
     async def get_many(self, given: Sequence[str]) -> dict[str, Delegation]:
-        wanted = {canonical: g for g in given if (canonical := ids.canonical(g))}
+        wanted = ids.spellings(given)
         if not wanted:
             return {}
         found = await self._select(D.c.id.in_(list(wanted)), self._visible(scope.Access.READ))
-        return {wanted[d.id]: d for d in found}
+        return {spelled: d for d in found for spelled in wanted[d.id]}
 
     async def get(self, delegation_id: str) -> Delegation | None:
         return (await self.get_many([delegation_id])).get(delegation_id)
