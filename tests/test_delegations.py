@@ -642,6 +642,22 @@ async def test_search_folds_every_letter_not_only_ascii_alike_on_every_backend(
     assert await search(gql, "uberprufung") == []  # folded, not stripped of accents
 
 
+async def test_search_lowers_letter_by_letter_alike_on_every_backend(gql: GraphQLClient) -> None:
+    """Python lowered a word's last capital sigma to the final sigma, and the I with a dot to
+    `i` and a combining dot, where PostgreSQL's lower() lowers each to one letter (the sigma,
+    `i`): the summary's own words, in its own case, found nothing on PostgreSQL, and
+    `istanbul` nothing on SQLite."""
+    parent = await new_conversation(gql)
+    made = await delegate(gql, parent)
+    await complete(gql, made["id"], summary="ΟΔΥΣΣΕΥΣ in İstanbul")
+    other = await delegate(gql, parent)
+    await complete(gql, other["id"], summary="the οδυσσευς")
+    for query in ("ΟΔΥΣΣΕΥΣ", "οδυσσευσ", "οδυσσευς", "ΟδυσσευΣ"):
+        assert await search(gql, query) == [other["id"], made["id"]], query
+    for query in ("İstanbul", "istanbul", "Σ IN", "ς in"):
+        assert await search(gql, query) == [made["id"]], query
+
+
 # -- resumeDelegation ---------------------------------------------------------
 
 

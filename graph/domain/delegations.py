@@ -110,6 +110,22 @@ def resumed_transcript(
     return [prepare_message(m, field=["task"], max_bytes=max_bytes) for m in seed]
 
 
+# What Python's str.lower() does beyond PostgreSQL's lower(), which lowers each letter by
+# itself to one letter: U+0130 (I with a dot) to `i` and a combining dot, and a capital sigma
+# that ends a word to the final sigma U+03C2. And the final sigma is the sigma U+03C3, so that
+# a word's last sigma is found however it was written.
+FINAL_SIGMA, SIGMA = "\u03c2", "\u03c3"
+_ONE_BY_ONE = str.maketrans({"\u0130": "i", "\u03a3": SIGMA, FINAL_SIGMA: SIGMA})
+
+
+def lowered(text: str) -> str:
+    """`text` lowered as searchDelegations compares a summary and its query on every backend:
+    letter by letter, as PostgreSQL's lower() does, the final sigma as the sigma (SQLite is
+    given this function; PostgreSQL's summaries are lowered and their final sigmas made sigmas
+    in SQL)."""
+    return text.lower() if text.isascii() else text.translate(_ONE_BY_ONE).lower()
+
+
 def search_pattern(query: str) -> str:
     """A LIKE pattern for a substring match, as entropic's follow-up tool does: the user's
     text matches literally (LIKE's wildcards escaped with a backslash)."""

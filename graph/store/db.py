@@ -33,6 +33,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import AsyncAdaptedQueuePool, QueuePool
 
+from graph.domain.delegations import lowered
 from graph.settings import Settings
 from graph.store import sqlite_inline
 from graph.store.compression import Compression
@@ -111,7 +112,7 @@ def _sqlite_engine(settings: Settings, *, writer: bool, compression: Compression
 
 
 def _unicode_lower(text: object) -> object:
-    return text.lower() if isinstance(text, str) else text
+    return lowered(text) if isinstance(text, str) else text
 
 
 def _busy(exc: sqlite3.OperationalError) -> bool:

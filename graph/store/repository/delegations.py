@@ -21,13 +21,16 @@ from graph.domain import ids
 from graph.domain.conversations import new_conversation
 from graph.domain.delegations import (
     FINAL,
+    FINAL_SIGMA,
     OPEN,
+    SIGMA,
     DelegationStatus,
     NewDelegation,
     already_final,
     check_completion,
     check_resume,
     check_tier,
+    lowered,
     new_delegation,
     resumed_transcript,
     search_pattern,
@@ -126,17 +129,21 @@ class Delegations(Part):
         """COMPLETED delegations whose summary holds `query`, newest completion first."""
         if self.sql.encryption is not None:
             return await self._search_sealed(query, first)
-        # Both backends must answer the same follow-up the same way: both sides lowered as
-        # Python lowers them (SQLite's LIKE and lower() fold ASCII letters only; the SQLite
-        # connections have UNICODE_LOWER, see db.py; PostgreSQL's lower() folds Unicode in a
-        # UTF-8 database).
-        lowered = func.unicode_lower(D.c.summary) if self.sql.is_sqlite else func.lower(D.c.summary)
+        # Both backends must answer the same follow-up the same way: both sides lowered
+        # letter by letter (domain.delegations.lowered; SQLite's LIKE and lower() fold ASCII
+        # letters only, so the SQLite connections have UNICODE_LOWER, see db.py; PostgreSQL's
+        # lower() folds every letter in a UTF-8 database).
+        folded = (
+            func.unicode_lower(D.c.summary)
+            if self.sql.is_sqlite
+            else func.translate(func.lower(D.c.summary), FINAL_SIGMA, SIGMA)
+        )
         found = await self.sql.rows(
             select(D)
             .where(
                 self._visible(scope.Access.READ),
                 D.c.status == DelegationStatus.COMPLETED,
-                lowered.like(search_pattern(query).lower(), escape="\\"),
+                folded.like(lowered(search_pattern(query)), escape="\\"),
             )
             .order_by(D.c.completed_at.desc(), D.c.id.desc())
             .limit(first),
@@ -149,7 +156,7 @@ class Delegations(Part):
         delegations are read newest first, opened, and matched here (lowered, as `search`
         matches)."""
         search_pattern(query)  # the same checks of the query
-        needle = query.lower()
+        needle = lowered(query)
         matched: list[Delegation] = []
         mark: tuple[object, str] | None = None
         while len(matched) < first:
@@ -163,7 +170,7 @@ class Delegations(Part):
                 self.params(),
             )
             batch = DELEGATIONS.many(found.keys, found.values)
-            matched += [d for d in batch if d.summary and needle in d.summary.lower()]
+            matched += [d for d in batch if d.summary and needle in lowered(d.summary)]
             if len(found.values) < 500:
                 break
             last = DELEGATIONS.many(found.keys, found.values[-1:])[0]
