@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from graph.store.repository.transcripts import _MOST_RANGES
 from tests.conftest import GraphQLClient, Server
 
 DEPTH = 3  # levels of delegation below the root
@@ -198,3 +199,21 @@ async def test_a_dashboard_list_with_last_messages_costs_the_same_for_any_page_s
             assert page["pageInfo"]["hasPreviousPage"] is (page["totalCount"] > 1)
             assert len(node["delegations"]["nodes"]) == 1
     assert counts[0] == counts[1], counts
+
+
+async def test_a_list_asking_for_many_pages_gets_each_message_once(gql: GraphQLClient) -> None:
+    """Each conversation's pages in one list are ranges of seq read in statements of at most
+    _MOST_RANGES ranges: before, a conversation whose overlapping ranges fell in two
+    statements got the shared messages twice (`messages(first: 2)` gave seq 1, 2, 2)."""
+    windows = {"a": ("first: 2", [1, 2]), "b": ("last: 2", [2, 3]), "c": ("first: 1", [1])}
+    for _ in range(_MOST_RANGES // len(windows) + 1):  # past one statement's ranges
+        cid = (await gql(CREATE))["createConversation"]["conversation"]["id"]
+        turns = [{"role": "user", "content": t} for t in "xyz"]
+        assert (await gql(APPEND, {"id": cid, "m": turns}))["appendMessages"]["userErrors"] == []
+    pages = " ".join(
+        f"{k}: messages({arg}) {{ nodes {{ seq }} }}" for k, (arg, _) in windows.items()
+    )
+    data = await gql(f"{{ conversations(first: 100) {{ nodes {{ {pages} }} }} }}")
+    for node in data["conversations"]["nodes"]:
+        for key, (_, seqs) in windows.items():
+            assert [m["seq"] for m in node[key]["nodes"]] == seqs, node

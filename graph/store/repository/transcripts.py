@@ -236,7 +236,9 @@ class Transcripts(Part):
         a list of conversations in one statement: each window is a range of the unique
         (conversation_id, seq) index."""
         ranges = sorted({(c.id, w.low, w.high) for c, w in wanted if w.low <= w.high})
-        by_conversation: dict[str, list[Message]] = {}
+        # By seq: one conversation's ranges may fall in two statements (a list asking for
+        # its pages more than once) and overlap, so a message may be read twice.
+        by_conversation: dict[str, dict[int, Message]] = {}
         for start in range(0, len(ranges), _MOST_RANGES):
             chunk = ranges[start : start + _MOST_RANGES]
             slots = _slots(len(chunk))
@@ -247,9 +249,12 @@ class Transcripts(Part):
                 params.update({f"c{i}": cid, f"l{i}": low, f"h{i}": high})
             found = await self.sql.rows(_ranges(slots), params)
             for message in MESSAGES.many(found.keys, found.values):
-                by_conversation.setdefault(message.conversation_id, []).append(message)
+                by_conversation.setdefault(message.conversation_id, {})[message.seq] = message
+        in_order = {
+            cid: [read[seq] for seq in sorted(read)] for cid, read in by_conversation.items()
+        }
         by_range = {
-            (cid, low, high): [m for m in by_conversation.get(cid, ()) if low <= m.seq <= high]
+            (cid, low, high): [m for m in in_order.get(cid, ()) if low <= m.seq <= high]
             for cid, low, high in ranges
         }
         return {(c.id, w): by_range.get((c.id, w.low, w.high), []) for c, w in wanted}
