@@ -717,6 +717,28 @@ async def test_cursors_read_before_a_replace_shrank_the_transcript_say_what_is_t
     assert back["pageInfo"]["hasNextPage"] is True
 
 
+async def test_messages_with_first_and_last_take_the_last_of_the_first(
+    gql: GraphQLClient,
+) -> None:
+    # As the Relay connection spec reads both: before, `last` was left out and the page was
+    # the first `first` messages.
+    cid = await conversation_with(gql, turns(*"abcdef"))
+    page = await messages_page(gql, cid, first=4, last=2)
+    assert [n["seq"] for n in page["nodes"]] == [3, 4]
+    assert page["pageInfo"]["hasNextPage"] is True  # more than 4
+    assert page["pageInfo"]["hasPreviousPage"] is True  # more than 2
+    first = (await messages_page(gql, cid, first=1))["edges"][0]["cursor"]
+    page = await messages_page(gql, cid, first=3, last=5, after=first)
+    assert [n["seq"] for n in page["nodes"]] == [2, 3, 4]
+    assert page["pageInfo"]["hasNextPage"] is True
+    assert page["pageInfo"]["hasPreviousPage"] is False  # 5 between the cursors
+    page = await messages_page(gql, cid, first=10, last=2)
+    assert [n["seq"] for n in page["nodes"]] == [5, 6]
+    assert page["pageInfo"]["hasNextPage"] is False
+    assert (await messages_page(gql, cid, first=0, last=2))["nodes"] == []
+    assert (await messages_page(gql, cid, first=2, last=0))["nodes"] == []
+
+
 async def test_messages_connection_defaults_and_caps_at_100(gql: GraphQLClient) -> None:
     cid = await conversation_with(gql, turns(*["x"] * 150))
     everything = await messages_page(gql, cid)

@@ -69,23 +69,22 @@ def seq_window(
 
     A transcript's seq runs 1…count without a gap (appends number on, a replace rewrites
     the tail), so a page is a range computed from the count: a list of conversations can
-    read the pages of all of them in one statement. `first` wins over `last` when both
-    are given; without `first` and with `last`, the page is taken from the end. Beyond the
-    cursor on the other side of the page (`after` going forward, `before` going back),
-    hasPreviousPage and hasNextPage say whether a message is there, as keyset_slice does.
+    read the pages of all of them in one statement. As the Relay connection spec has it:
+    the messages between the cursors, the first `first` of them, then the last `last` of
+    those (with `last` alone, the page is taken from the end); hasNextPage is whether more
+    than `first` were between the cursors, hasPreviousPage whether more than `last` were.
+    Beyond the cursor on the other side of the page (`after` without `last`, `before`
+    without `first`), they say whether a message is there, as keyset_slice does.
     """
     lowest = max(after or 0, 0) + 1
     highest = min(before if before is not None else count + 1, count + 1) - 1
     available = max(highest - lowest + 1, 0)
-    backward = last is not None and first is None
-    size = last if backward else first
-    assert size is not None
-    more = available > size
-    if backward:
-        low, high = max(lowest, highest - size + 1), highest
-    else:
-        low, high = lowest, min(highest, lowest + size - 1)
-    if size == 0:
+    low, high = lowest, highest
+    if first is not None:
+        high = min(high, low + first - 1)
+    if last is not None:
+        low = max(low, high - last + 1)
+    if low > high:
         low, high = lowest, lowest - 1
     # Past the cursor on the other side, the transcript as it is now: a cursor read before a
     # replace shrank or emptied it may name a seq beyond its last message.
@@ -94,6 +93,6 @@ def seq_window(
     return SeqWindow(
         low=low,
         high=high,
-        has_next_page=more if not backward else after_before,
-        has_previous_page=more if backward else before_after,
+        has_next_page=available > first if first is not None else after_before,
+        has_previous_page=available > last if last is not None else before_after,
     )

@@ -121,20 +121,22 @@ def test_walking_every_page_yields_every_item_once_in_order(
 def _reference_page(
     count: int, *, first: int | None, after: int | None, last: int | None, before: int | None
 ) -> tuple[list[int], bool, bool]:
-    """A transcript page the way a keyset query reads it: filter, order, limit + 1."""
+    """A transcript page the way the Relay connection spec reads it: the rows between the
+    cursors, the first `first` of them, then the last `last` of those."""
     everything = range(1, count + 1)
     rows = [s for s in everything if (after is None or s > after)]
     rows = [s for s in rows if before is None or s < before]
-    backward = last is not None and first is None
-    limit = last if backward else first
-    assert limit is not None
-    chosen = (rows[::-1] if backward else rows)[: limit + 1]
-    more = len(chosen) > limit
-    items = sorted(chosen[:limit])
+    items = rows if first is None else rows[:first]
+    if last is not None:
+        items = items[len(items) - last :] if last < len(items) else items
     return (
         items,
-        more if not backward else any(before is not None and s >= before for s in everything),
-        more if backward else any(after is not None and s <= after for s in everything),
+        len(rows) > first
+        if first is not None
+        else any(before is not None and s >= before for s in everything),
+        len(rows) > last
+        if last is not None
+        else any(after is not None and s <= after for s in everything),
     )
 
 
