@@ -642,6 +642,19 @@ async def test_search_folds_every_letter_not_only_ascii_alike_on_every_backend(
     assert await search(gql, "uberprufung") == []  # folded, not stripped of accents
 
 
+async def test_an_empty_query_finds_an_empty_summary_encrypted_or_not(
+    gql: GraphQLClient,
+) -> None:
+    """As LIKE '%%' matches '' in SQL: with encryption on, the opened summaries were matched
+    only when not empty, so an empty summary was found without encryption and not with it."""
+    parent = await new_conversation(gql)
+    empty, said = await delegate(gql, parent), await delegate(gql, parent)
+    await complete(gql, empty["id"], summary="")
+    await complete(gql, said["id"], summary="said")
+    await complete(gql, (await delegate(gql, parent))["id"], summary=None)
+    assert await search(gql, "") == [said["id"], empty["id"]]
+
+
 async def test_search_lowers_letter_by_letter_alike_on_every_backend(gql: GraphQLClient) -> None:
     """Python lowered a word's last capital sigma to the final sigma, and the I with a dot to
     `i` and a combining dot, where PostgreSQL's lower() lowers each to one letter (the sigma,

@@ -170,7 +170,7 @@ class Delegations(Part):
                 self.params(),
             )
             batch = DELEGATIONS.many(found.keys, found.values)
-            matched += [d for d in batch if d.summary and needle in lowered(d.summary)]
+            matched += [d for d in batch if d.summary is not None and needle in lowered(d.summary)]
             if len(found.values) < 500:
                 break
             last = DELEGATIONS.many(found.keys, found.values[-1:])[0]
