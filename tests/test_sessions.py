@@ -307,6 +307,24 @@ async def test_history_pages_newest_first(gql: GraphQLClient) -> None:
     assert page3["nodes"][0]["state"] == session_doc(step=1)
 
 
+async def test_a_history_cursor_read_before_a_delete_says_what_is_newer(
+    gql: GraphQLClient,
+) -> None:
+    # Before, hasPreviousPage was true whenever a cursor was given: after the session was
+    # deleted, a page after an old cursor said there was something newer of nothing.
+    for step in range(1, 4):
+        await checkpoint(gql, session_doc(step=step))
+    cursor = (await history(gql, first=1))["pageInfo"]["endCursor"]
+    assert (await history(gql, after=cursor))["pageInfo"]["hasPreviousPage"] is True
+    assert (await delete(gql))["deleted"] is True
+    gone = await history(gql, after=cursor)
+    assert (gone["nodes"], gone["totalCount"]) == ([], 0)
+    assert gone["pageInfo"]["hasPreviousPage"] is False
+    # Checkpointed again, the new versions number on past the cursor's: newer again.
+    await checkpoint(gql, session_doc(step=4))
+    assert (await history(gql, after=cursor))["pageInfo"]["hasPreviousPage"] is True
+
+
 async def test_a_bad_history_cursor_is_invalid_input(gql: GraphQLClient) -> None:
     response = await gql.post(HISTORY, {"id": "sess-1", "after": "garbage!"})
     assert [e["extensions"]["code"] for e in response.json()["errors"]] == ["INVALID_INPUT"]

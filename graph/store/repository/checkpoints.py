@@ -130,8 +130,9 @@ class Checkpoints(Part):
         """The stored versions, newest first."""
         check_session_id(session_id)
         statement = select(SS).where(self._of(session_id))
-        if after is not None:
-            statement = statement.where(SS.c.version < cursors.position(after, "after"))
+        mark = None if after is None else cursors.position(after, "after")
+        if mark is not None:
+            statement = statement.where(SS.c.version < mark)
         found = await self.sql.rows(
             statement.order_by(SS.c.version.desc()).limit(first + 1), self.params()
         )
@@ -140,8 +141,14 @@ class Checkpoints(Part):
             items=items,
             cursors=[cursors.encode_position(s.version) for s in items],
             has_next_page=len(found.values) > first,
-            has_previous_page=after is not None,
+            # A version at or past the cursor: one read before the session was deleted may
+            # have none left.
+            has_previous_page=mark is not None and await self._any_from(session_id, mark),
         )
+
+    async def _any_from(self, session_id: str, version: int) -> bool:
+        statement = select(SS.c.version).where(self._of(session_id), SS.c.version >= version)
+        return bool((await self.sql.rows(statement.limit(1), self.params())).values)
 
     async def count(self, session_id: str) -> int:
         statement = select(func.count()).select_from(SS).where(self._of(session_id))
