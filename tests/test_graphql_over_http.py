@@ -362,9 +362,36 @@ async def test_several_operations_without_an_operation_name_run_none(gql: GraphQ
         answer = response.json()
         assert answer["data"] is None
         assert answer["errors"] == [
-            {"message": "Must provide operation name if query contains multiple operations."}
+            {
+                "message": "Must provide operation name if query contains multiple operations.",
+                "extensions": {"code": "GRAPHQL_VALIDATION_FAILED"},
+            }
         ]
     assert await count_conversations(gql) == 0
+
+
+@pytest.mark.parametrize(
+    ("query", "variables", "code"),
+    [
+        ("{ conversation(", None, "GRAPHQL_PARSE_FAILED"),
+        ("{ nope }", None, "GRAPHQL_VALIDATION_FAILED"),
+        ("{ conversations(first: 99999999999) { totalCount } }", None, "GRAPHQL_VALIDATION_FAILED"),
+        (
+            "query($n: Int!) { conversations(first: $n) { totalCount } }",
+            {"n": 2**40},
+            "GRAPHQL_VALIDATION_FAILED",
+        ),
+    ],
+)
+async def test_a_request_error_says_its_code(
+    gql: GraphQLClient, query: str, variables: dict[str, Any] | None, code: str
+) -> None:
+    """graphql-core's own refusals carried no `extensions.code`: a client could tell them
+    from a failure worth a retry only by the absence of one."""
+    response = await post(gql, {"query": query, "variables": variables}, JSON)
+    answer = response.json()
+    assert answer["data"] is None
+    assert [e["extensions"] for e in answer["errors"]] == [{"code": code}], answer
 
 
 async def test_several_operations_run_the_one_named(gql: GraphQLClient) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from graphql import GraphQLError
+from graphql import GraphQLError, GraphQLSyntaxError
 from strawberry.exceptions import MissingQueryError
 from strawberry.extensions import SchemaExtension
 from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
@@ -32,8 +32,17 @@ def is_expected(error: GraphQLError) -> bool:
     return original is None or isinstance(original, _EXPECTED)
 
 
+def request_refusal_code(error: GraphQLError) -> str:
+    """The code of a refusal of the request itself, which graphql-core and Strawberry give
+    none: its syntax, or its validation (the document against the schema and the limits,
+    the variables' values, the operation to run)."""
+    if isinstance(error, GraphQLSyntaxError):
+        return "GRAPHQL_PARSE_FAILED"
+    return "GRAPHQL_VALIDATION_FAILED"
+
+
 def masked(error: GraphQLError, request_id: str | None) -> GraphQLError:
-    """`error` as a client may see it."""
+    """`error` as a client may see it: every error with a code."""
     original = error.original_error
     if isinstance(original, DomainError):
         error.extensions = {
@@ -43,6 +52,9 @@ def masked(error: GraphQLError, request_id: str | None) -> GraphQLError:
         }
         return error
     if is_expected(error):
+        if not (error.extensions or {}).get("code"):
+            # A client tells a request to fix from a failure to retry by the code alone.
+            error.extensions = {**(error.extensions or {}), "code": request_refusal_code(error)}
         return error
     unavailable = is_unavailable(original)
     return GraphQLError(

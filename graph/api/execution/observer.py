@@ -20,7 +20,6 @@ from graphql import (
     FragmentDefinitionNode,
     FragmentSpreadNode,
     GraphQLError,
-    GraphQLSyntaxError,
     InlineFragmentNode,
     OperationDefinitionNode,
     OperationType,
@@ -31,7 +30,7 @@ from strawberry.extensions import SchemaExtension
 
 from graph.api.context import Context, OperationRecord
 from graph.api.execution.documents import kept
-from graph.api.execution.masking import REQUEST_ERRORS, is_expected
+from graph.api.execution.masking import REQUEST_ERRORS, is_expected, request_refusal_code
 from graph.domain.errors import DomainError
 from graph.store.errors import is_unavailable
 
@@ -61,9 +60,7 @@ def classify(error: GraphQLError) -> tuple[str, str]:
     if isinstance(code, str):
         return USER_ERROR, code
     # No code: graphql-core refused the request itself (syntax, validation, variables).
-    if isinstance(error, GraphQLSyntaxError):
-        return USER_ERROR, "GRAPHQL_PARSE_FAILED"
-    return USER_ERROR, "GRAPHQL_VALIDATION_FAILED"
+    return USER_ERROR, request_refusal_code(error)
 
 
 def _fields(
