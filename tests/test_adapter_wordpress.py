@@ -120,26 +120,37 @@ async def revoked_token(server: LiveServer) -> str:
     return token
 
 
-async def run_contract(
-    server: LiveServer, tmp_path: Path, token: str, **extra: str
-) -> dict[str, Any]:
-    """Run the PHP contract program; what it reports having stored. Fails on any failed check."""
-    result = tmp_path / "wordpress-contract.json"
+async def run_program(
+    program: Path, server: LiveServer, token: str, result: Path, **extra: str
+) -> tuple[str, dict[str, Any]]:
+    """Run a PHP test program against `server` (its environment: the server, the token, the
+    workspace, where to write its report, and `extra`); what it printed and its report.
+    Fails unless it exits 0 with nothing on stderr."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CONVOGRAPH_")}
     env.update(
         CONVOGRAPH_URL=server.http_url,
         CONVOGRAPH_TOKEN=token,
         CONVOGRAPH_WORKSPACE=WORKSPACE,
-        CONVOGRAPH_MAX_BODY_BYTES=str(MAX_BODY_BYTES),
         CONVOGRAPH_RESULT_FILE=str(result),
         **extra,
     )
     code, text, err = await run_command(
-        "php", str(PROGRAM), cwd=ADAPTER, env=env, limit=RUN_TIMEOUT
+        "php", str(program), cwd=ADAPTER, env=env, limit=RUN_TIMEOUT
     )
-    assert code == 0, f"store_contract.php failed:\n{text}\n{err}"
+    assert code == 0, f"{program.name} failed:\n{text}\n{err}"
     assert err == "", err
-    report: dict[str, Any] = json.loads(result.read_text())
+    report: dict[str, Any] = json.loads(await asyncio.to_thread(result.read_text))
+    return text, report
+
+
+async def run_contract(
+    server: LiveServer, tmp_path: Path, token: str, **extra: str
+) -> dict[str, Any]:
+    """Run the PHP contract program; what it reports having stored. Fails on any failed check."""
+    result = tmp_path / "wordpress-contract.json"
+    text, report = await run_program(
+        PROGRAM, server, token, result, CONVOGRAPH_MAX_BODY_BYTES=str(MAX_BODY_BYTES), **extra
+    )
     assert report["failed"] == [], report["failed"]
     assert report["passed"] >= 400, f"only {report['passed']} checks ran:\n{text}"
     print(f"store_contract.php: {report['passed']} checks in {report['seconds']} s")
@@ -270,20 +281,7 @@ async def test_a_rate_limited_call_is_sent_again_after_its_retry_after(
         server.token(workspace=WORKSPACE, owner=SERVICE_OWNER, scope="service"),
         server.token(workspace=WORKSPACE, owner="user:1"),
     )
-    result = tmp_path / "rate-limited.json"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CONVOGRAPH_")}
-    env.update(
-        CONVOGRAPH_URL=server.http_url,
-        CONVOGRAPH_TOKEN=service,
-        CONVOGRAPH_WORKSPACE=WORKSPACE,
-        CONVOGRAPH_RESULT_FILE=str(result),
-    )
-    code, text, err = await run_command(
-        "php", str(RATE_LIMITED), cwd=ADAPTER, env=env, limit=RUN_TIMEOUT
-    )
-    assert code == 0, f"rate_limited.php failed:\n{text}\n{err}"
-    assert err == "", err
-    report: dict[str, Any] = json.loads(result.read_text())
+    _, report = await run_program(RATE_LIMITED, server, service, tmp_path / "rate-limited.json")
     assert report["failed"] == [] and report["passed"] >= 20, report
 
     # Stored once each (the retried create made no second session), each turn saved. One
