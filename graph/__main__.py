@@ -317,8 +317,12 @@ def cmd_keys_generate(args: argparse.Namespace) -> int:
 
 
 def _with_encryption(args: argparse.Namespace, work: Callable[[Database], Awaitable[T]]) -> T:
-    """Run `work` on the database of the settings, with encryption on (a master key set)."""
+    """Run `work` on the database of the settings, with encryption on (a master key set).
+    Sealed content whose key store is not where the settings say is refused first, as every
+    other command refuses it: a new, empty store was made there, and `keys status` said "no
+    data keys yet", `keys rotate` that every data key was wrapped by the new master key."""
     from graph.store.db import Database
+    from graph.store.encryption import check_key_store_found
 
     settings = _settings(args)
     if not settings.encryption_on:
@@ -329,6 +333,8 @@ def _with_encryption(args: argparse.Namespace, work: Callable[[Database], Awaita
     async def run() -> T:
         db = Database(settings)
         try:
+            assert db.encryption is not None
+            await check_key_store_found(db.encryption, engine=db.reader)
             return await work(db)
         finally:
             await db.dispose()

@@ -741,6 +741,39 @@ async def test_sealed_content_without_its_key_store_is_refused_with_or_without_t
         assert not on.resolved_key_store_file.exists()  # no empty store was made
 
 
+async def test_the_keys_commands_refuse_sealed_content_whose_key_store_is_elsewhere(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The key store not where the settings say (a mistyped path or schema): `keys status`,
+    `rotate` and `encrypt-existing` made a new, empty one there, and status said "no data
+    keys yet", rotate that every data key was now wrapped by the current master key
+    (CONVOGRAPH_ENCRYPTION_PREVIOUS_KEY may be removed), exit 0."""
+    on = encrypted(settings)
+    async with serving(on) as (_, gql):
+        await seed(gql)
+    cli_environment(monkeypatch, settings, key=KEY)
+    elsewhere = on.resolved_key_store_file.with_name("mistyped.keys")
+    monkeypatch.setenv("CONVOGRAPH_ENCRYPTION_KEY_STORE_FILE", str(elsewhere))
+    monkeypatch.setenv("CONVOGRAPH_ENCRYPTION_KEY_SCHEMA", "mistyped_keys")
+    for command in ("status", "rotate", "encrypt-existing"):
+        assert await asyncio.to_thread(main, ["keys", command]) == 2, command
+        out, error = capsys.readouterr()
+        assert "key store holds no keys" in error and not out, (command, out, error)
+    if settings.is_sqlite:
+        assert not elsewhere.exists()  # no empty store was made
+    else:
+        from sqlalchemy import text
+
+        async with serving(on) as (server, _), server.services.db.read() as conn:
+            made = await conn.execute(text("SELECT to_regnamespace('mistyped_keys')"))
+            assert made.scalar() is None
+    # Where it is, status counts its keys.
+    monkeypatch.delenv("CONVOGRAPH_ENCRYPTION_KEY_STORE_FILE")
+    monkeypatch.setenv("CONVOGRAPH_ENCRYPTION_KEY_SCHEMA", on.encryption_key_schema)
+    assert await asyncio.to_thread(main, ["keys", "status"]) == 0
+    assert "wraps" in capsys.readouterr().out
+
+
 # -- a session's key across replicas ------------------------------------------------------
 
 

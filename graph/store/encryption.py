@@ -687,6 +687,13 @@ async def check_encrypted(encryption: Encryption, *, engine: AsyncEngine) -> Non
     mistyped CONVOGRAPH_ENCRYPTION_KEY_STORE_FILE or schema, a store not restored beside the
     data), where a new, empty one would make every record read as deleted; then check the
     master keys against the store (`Encryption.ready`)."""
+    await check_key_store_found(encryption, engine=engine)
+    await encryption.ready()
+
+
+async def check_key_store_found(encryption: Encryption, *, engine: AsyncEngine) -> None:
+    """Refuse sealed content whose key store holds no keys where the settings say (see
+    `check_encrypted`), before anything opens the store: opened, an empty one is made there."""
     if not await encryption.store.exists() and await holds_sealed(engine):
         raise EncryptionError(
             "the database's content is encrypted (its newest records are sealed), but its "
@@ -694,7 +701,6 @@ async def check_encrypted(encryption: Encryption, *, engine: AsyncEngine) -> Non
             "CONVOGRAPH_ENCRYPTION_KEY_STORE_FILE (SQLite) or CONVOGRAPH_ENCRYPTION_KEY_SCHEMA "
             "(PostgreSQL) to where it is, or restore it beside the data"
         )
-    await encryption.ready()
 
 
 # What `holds_sealed` reads: the newest rows of the tables every encrypted database fills.

@@ -56,6 +56,10 @@ class KeyCount:
 
 
 async def status(encryption: Encryption) -> list[KeyCount]:
+    """How many data keys each master key wraps; none where there is no key store (a status
+    makes none)."""
+    if not await encryption.store.exists():
+        return []
     await encryption.store.open()
     counts = await encryption.store.counts()
     out = []
