@@ -221,6 +221,41 @@ async def test_a_malformed_owner_is_400(service: Service, value: str) -> None:
     assert "Convograph-Owner" in response.json()["errors"][0]["message"]
 
 
+async def test_two_owner_headers_that_differ_are_400_and_change_nothing(
+    service: Service, anon: GraphQLClient
+) -> None:
+    """Two Convograph-Owner lines (a proxy that adds one of its own): the request ran as the
+    first owner, the second ignored without a word; two values in a connection_init payload
+    were refused already."""
+    for query, variables in ((VIEWER, {}), (CREATE, {"title": "whose?"})):
+        response = await anon.http.post(
+            "/graphql",
+            json={"query": query, "variables": variables},
+            headers=[
+                ("Authorization", f"Bearer {service.token}"),
+                ("Convograph-Owner", "user:1"),
+                ("Convograph-Owner", "user:2"),
+            ],
+        )
+        assert response.status_code == 400, response.text
+        assert response.json()["errors"][0]["message"] == (
+            "Convograph-Owner is given twice, with different values"
+        )
+    for owner in ("user:1", "user:2"):
+        assert (await service(LIST, owner=owner))["conversations"]["totalCount"] == 0
+    # The same value twice is that owner.
+    response = await anon.http.post(
+        "/graphql",
+        json={"query": VIEWER},
+        headers=[
+            ("Authorization", f"Bearer {service.token}"),
+            ("Convograph-Owner", "user:1"),
+            ("Convograph-Owner", "user:1"),
+        ],
+    )
+    assert response.json()["data"]["viewer"]["ownerKey"] == "1", response.text
+
+
 async def test_an_idempotent_retry_under_the_header_is_the_same_principal(service: Service) -> None:
     first = await service(CREATE, {"title": "once", "key": "req-1"}, owner="user:1")
     retry = await service(CREATE, {"title": "once", "key": "req-1"}, owner="user:1")

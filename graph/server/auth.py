@@ -146,6 +146,16 @@ def header_text(value: str | None) -> str | None:
         raise Refusal(400, "a header must be UTF-8 text") from None
 
 
+def owner_header(conn: HTTPConnection) -> str | None:
+    """The request's Convograph-Owner header; Refusal (400) for two lines with different
+    values, as for two in a connection_init payload: the first was taken, without a word,
+    and the request ran as that owner."""
+    values = conn.headers.getlist(OWNER_HEADER)
+    if any(value != values[0] for value in values):
+        raise Refusal(400, f"{OWNER_HEADER} is given twice, with different values")
+    return values[0] if values else None
+
+
 def _named(params: Mapping[Any, Any], key: str) -> list[Any]:
     return [v for k, v in params.items() if isinstance(k, str) and k.lower() == key]
 
@@ -205,7 +215,7 @@ class TokenBackend(AuthenticationBackend):
 
     async def _authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, BaseUser] | None:
         authorization = conn.headers.get("authorization")
-        acting_for = header_text(conn.headers.get(OWNER_HEADER))
+        acting_for = header_text(owner_header(conn))
         if authorization is None:
             return None  # anonymous, header or not: the endpoint asks for credentials
         principal = await self.principal(authorization, acting_for)
