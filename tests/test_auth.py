@@ -123,6 +123,24 @@ async def test_unknown_token_is_401(gql: GraphQLClient) -> None:
     assert (await gql.post(VIEWER)).status_code == 200
 
 
+async def test_two_authorization_headers_that_differ_are_400(
+    server: Server, gql: GraphQLClient
+) -> None:
+    """Two Authorization lines (a proxy that adds its own token): the request ran as the
+    first token, the other ignored without a word."""
+    reader = await server.token(owner="user:bob", scope="read")
+    for tokens in ((gql.token, reader), (reader, gql.token)):
+        response = await gql.http.post(
+            "/graphql",
+            json={"query": "{ viewer { ownerKey } }"},
+            headers=[("Authorization", f"Bearer {token}") for token in tokens],
+        )
+        assert response.status_code == 400, response.text
+        assert response.json()["errors"][0]["message"] == (
+            "Authorization is given twice, with different values"
+        )
+
+
 async def test_the_scheme_is_case_insensitive(gql: GraphQLClient) -> None:
     response = await gql.http.post(
         "/graphql", json={"query": VIEWER}, headers={"Authorization": f"bearer  {gql.token} "}

@@ -8,8 +8,9 @@ with a token that is unknown, revoked or expired is refused with 401 (a WebSocke
 accepted and closed with 4401, which graphql-ws clients understand). A SERVICE token may
 name the owner it acts for in `Convograph-Owner: TYPE:KEY` (or that key of the
 connection_init payload): the request then runs as that owner of the token's workspace.
-The header with any other token is 403, a malformed one 400: never silently ignored (a
-WebSocket is accepted and closed with 4403, the reason saying which).
+The header with any other token is 403, a malformed one 400, and two lines of either header
+with different values 400: never silently ignored (a WebSocket is accepted and closed with
+4403, the reason saying which).
 `Liveness` answers whether an open subscription's token is still live (neither revoked
 nor expired).
 """
@@ -146,13 +147,13 @@ def header_text(value: str | None) -> str | None:
         raise Refusal(400, "a header must be UTF-8 text") from None
 
 
-def owner_header(conn: HTTPConnection) -> str | None:
-    """The request's Convograph-Owner header; Refusal (400) for two lines with different
-    values, as for two in a connection_init payload: the first was taken, without a word,
-    and the request ran as that owner."""
-    values = conn.headers.getlist(OWNER_HEADER)
+def one_header(conn: HTTPConnection, name: str) -> str | None:
+    """The request's header `name` (Authorization, Convograph-Owner); Refusal (400) for two
+    lines with different values, as for two owners in a connection_init payload: the first
+    was taken, without a word, and the request ran as that token or owner."""
+    values = conn.headers.getlist(name)
     if any(value != values[0] for value in values):
-        raise Refusal(400, f"{OWNER_HEADER} is given twice, with different values")
+        raise Refusal(400, f"{name} is given twice, with different values")
     return values[0] if values else None
 
 
@@ -214,8 +215,8 @@ class TokenBackend(AuthenticationBackend):
             return AuthCredentials(), Refused(code, reason, denial=answer)
 
     async def _authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, BaseUser] | None:
-        authorization = conn.headers.get("authorization")
-        acting_for = header_text(owner_header(conn))
+        authorization = one_header(conn, "Authorization")
+        acting_for = header_text(one_header(conn, OWNER_HEADER))
         if authorization is None:
             return None  # anonymous, header or not: the endpoint asks for credentials
         principal = await self.principal(authorization, acting_for)
