@@ -414,14 +414,14 @@ def bootstrap_token(settings: Settings) -> str | None:
     would answer each of them 401, and nothing else would say why."""
 
     async def work(repo: Repository) -> tuple[str | None, int]:
-        if await repo.tokens.exist():
-            return None, await repo.tokens.live_under_another_secret()
-        _, token = await repo.tokens.create(
+        token = await repo.tokens.create_first(
             workspace=BOOTSTRAP_WORKSPACE,
             owner=parse_owner(BOOTSTRAP_OWNER),
             scope_=Scope.ADMIN,
             label="bootstrap",
         )
+        if token is None:
+            return None, await repo.tokens.live_under_another_secret()
         return token, 0
 
     token, foreign = _as_system(settings, work)

@@ -169,6 +169,34 @@ async def test_revoked_token_is_refused_on_the_next_request(
     assert await server.revoke(revoked) is False  # already revoked
 
 
+async def test_servers_starting_at_once_on_an_empty_database_make_one_bootstrap_token(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two replicas starting together on an empty PostgreSQL database each found no token,
+    and each made and printed an ADMIN token of its own: a second ADMIN credential, in the
+    other replica's output. The window between the look and the commit is widened here."""
+    from graph.__main__ import bootstrap_token
+    from graph.store.repository.tokens import Tokens
+
+    made = Tokens.create
+
+    async def slow_create(self: Tokens, **kwargs: Any) -> tuple[str, str]:
+        await asyncio.sleep(1.5)
+        return await made(self, **kwargs)
+
+    monkeypatch.setattr(Tokens, "create", slow_create)
+    printed = await asyncio.gather(
+        *(asyncio.to_thread(bootstrap_token, settings) for _ in range(2))
+    )
+    assert printed.count(None) == 1, printed  # one token, and one start that made none
+    (token,) = [t for t in printed if t is not None]
+    async with serving(settings) as (server, http):
+        viewer = await GraphQLClient(http, token)("{ viewer { ownerKey scopes } }")
+        assert viewer["viewer"] == {"ownerKey": "admin", "scopes": ["READ", "WRITE", "ADMIN"]}
+        async with server.services.uow.read(SYSTEM) as repo:
+            assert len(await repo.tokens.all()) == 1
+
+
 async def test_healthz_needs_no_token(anon: GraphQLClient) -> None:
     response = await anon.http.get("/healthz")
     assert response.status_code == 200

@@ -17,7 +17,16 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Boolean, ColumnElement, FunctionElement, bindparam, or_, select, update
+from sqlalchemy import (
+    Boolean,
+    ColumnElement,
+    FunctionElement,
+    bindparam,
+    func,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
 
@@ -104,6 +113,26 @@ class Tokens(Part):
             created_at=now,
             expires_at=None if expires_in is None else now + expires_in,
         )
+
+    async def create_first(
+        self,
+        *,
+        workspace: tuple[str, str],
+        owner: tuple[OwnerType, str],
+        scope_: Scope,
+        label: str | None = None,
+    ) -> str | None:
+        """`create`, on a database without tokens only (the bootstrap token): the token, or
+        None when there are tokens. Servers starting at once on an empty database make one
+        between them: on PostgreSQL each waits here until the others' transactions have
+        committed, then sees their token (SQLite's write transaction holds the file)."""
+        self._require_system()
+        if not self.sql.is_sqlite:
+            await self.sql.rows(_BOOTSTRAP_LOCK)
+        if await self.exist():
+            return None
+        _, token = await self.create(workspace=workspace, owner=owner, scope_=scope_, label=label)
+        return token
 
     async def _insert(self, **values: object) -> tuple[str, str]:
         self.repo.tokens_changed = True
@@ -282,6 +311,11 @@ def _later_sqlite(element: _later, compiler: SQLCompiler, **kw: Any) -> str:
 def _scopes(text: str) -> tuple[Scope, ...]:
     return tuple(Scope(s) for s in text.split(","))
 
+
+# PostgreSQL: held by the transaction that looks for tokens and makes the first one.
+_BOOTSTRAP_LOCK = select(
+    func.pg_advisory_xact_lock(func.hashtextextended("convograph bootstrap token", 0))
+)
 
 # Every request whose token is not cached runs it: compiled once, run on the driver on
 # SQLite, and only the columns a Principal is made of, and its expiry for the cache.
