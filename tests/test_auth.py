@@ -141,6 +141,25 @@ async def test_two_authorization_headers_that_differ_are_400(
         )
 
 
+async def test_a_socket_whose_init_names_another_token_than_its_upgrade_is_refused(
+    server: Server, gql: GraphQLClient
+) -> None:
+    """The upgrade's token (a proxy's, added to the request) and another in connection_init
+    (the client's own, a READ token of another owner): the payload's was ignored, and the
+    socket ran as the upgrade's token, its owner and its scopes, without a word."""
+    reader = await server.token(owner="user:bob", scope="read")
+    async with connect_app(server.app, token=gql.token) as socket:
+        await socket.send_init(reader)
+        code, reason = await socket.closed()
+    assert (code, reason) == (4403, "Authorization differs from the handshake's")
+    # The same token in both is that token.
+    async with connect_app(server.app, token=reader) as socket:
+        await socket.init(reader)
+        await socket.subscribe("{ viewer { ownerKey scopes } }")
+        answer = await socket.next()
+    assert answer["viewer"] == {"ownerKey": "bob", "scopes": ["READ"]}
+
+
 async def test_the_scheme_is_case_insensitive(gql: GraphQLClient) -> None:
     response = await gql.http.post(
         "/graphql", json={"query": VIEWER}, headers={"Authorization": f"bearer  {gql.token} "}

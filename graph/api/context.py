@@ -62,6 +62,9 @@ class Context:
     # A WebSocket's Convograph-Owner upgrade header, for a token that comes in its
     # connection_init payload instead of the upgrade's Authorization header.
     owner_header: str | None = None
+    # A WebSocket's Authorization upgrade header: a token in the connection_init payload too
+    # must be the same one.
+    authorization_header: str | None = None
     log: OperationLog | None = None
     still_live: LivenessCheck | None = None
     _loaders: Loaders | None = field(default=None, repr=False)

@@ -42,6 +42,7 @@ from graph.server.auth import (
     TokenBackend,
     Unavailable,
     authorization_from_params,
+    bearer,
     header_text,
     owner_from_params,
     principal_of,
@@ -179,6 +180,12 @@ BUSY = "too many open connections: retry later"
 
 def _busy() -> JSONResponse:
     return JSONResponse({"errors": [{"message": BUSY}]}, 503, headers={"Retry-After": "1"})
+
+
+def _another_token(context: Context) -> bool:
+    """Whether the connection_init payload names another token than the upgrade's header."""
+    given = authorization_from_params(context.connection_params)
+    return given is not None and bearer(given) != bearer(context.authorization_header)
 
 
 class GraphQLEndpoint(GraphQL[Context, None]):
@@ -364,6 +371,7 @@ class GraphQLEndpoint(GraphQL[Context, None]):
             log=observation_of(request.scope),
             still_live=still_live if websocket else None,
             owner_header=request.headers.get(OWNER_HEADER) if websocket else None,
+            authorization_header=request.headers.get("authorization") if websocket else None,
         )
 
     async def on_ws_connect(self, context: Context) -> UnsetType | dict[str, object] | None:
@@ -388,6 +396,10 @@ class GraphQLEndpoint(GraphQL[Context, None]):
                     raise InitRefused(*close_for(masked, UNAVAILABLE)) from None
                 if principal is None:
                     raise InitRefused(4403, REFUSED)
+            elif _another_token(context):
+                # The payload's token was ignored: the socket ran as the upgrade's, another
+                # owner's or scope's (a proxy's token added to the upgrade), without a word.
+                raise Refusal(400, "Authorization differs from the handshake's")
             elif acting_for is not None and principal.acting_service is None:
                 principal = self.backend.act_for(principal, acting_for)
             elif acting_for is not None and acting_for != principal.owner:
