@@ -28,7 +28,7 @@ from graph.store.key_store import TOMBSTONE
 from tests.conftest import GraphQLClient, Server
 from tests.pg_databases import admin
 from tests.test_auth import stored_bytes
-from tests.test_isolation import ok
+from tests.test_isolation import mutate, ok
 from tests.test_sessions import checkpoint, delete, hydrate, session_doc
 
 KEY = base64.b64encode(b"k" * 32).decode()
@@ -675,6 +675,31 @@ async def test_an_idempotency_key_reused_after_expiry_shreds_the_keys_of_the_who
         assert {ref: k.key_id for ref, k in left.items()} == {
             f"c{c}": TOMBSTONE for c in (root, child, grandchild)
         }
+
+
+async def test_completing_another_owners_delegation_makes_no_key_for_its_child(
+    settings: Settings,
+) -> None:
+    """A delegation written before encryption was on (its child has no data key until
+    encrypt-existing): another owner's completeDelegation with a summary was refused
+    NOT_FOUND, but the summary had been sealed first, under a key made and stored then for
+    a child transcript that was not the caller's to write."""
+    async with serving(settings.replace(encryption_key=None)) as (_, gql):
+        root = (await ok(gql, "createConversation", {"title": "alice's"}))["conversation"]["id"]
+        task = {"delegatingTier": "lead", "targetTier": "worker", "task": "t"}
+        made = await ok(gql, "createDelegation", {**task, "parentConversationId": root})
+    delegation, child = made["delegation"]["id"], made["delegation"]["childConversation"]["id"]
+    async with serving(encrypted(settings)) as (server, gql):
+        bob = gql.as_(await server.token(owner="user:bob"))
+        done = {"delegationId": delegation, "status": "COMPLETED", "summary": "mine now"}
+        refused = await mutate(bob, "completeDelegation", done)
+        assert [e["code"] for e in refused["userErrors"]] == ["NOT_FOUND"], refused
+        encryption = server.services.db.encryption
+        assert encryption is not None
+        assert await encryption.store.get_many([f"c{child}"]) == {}
+        # Its owner's completion seals the summary under a key of the child's own.
+        await ok(gql, "completeDelegation", done)
+        assert list(await encryption.store.get_many([f"c{child}"])) == [f"c{child}"]
 
 
 def cli_environment(monkeypatch: pytest.MonkeyPatch, settings: Settings, *, key: str) -> None:

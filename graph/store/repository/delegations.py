@@ -285,7 +285,11 @@ class Delegations(Part):
                 await event_log.lock_tree(self.sql, above.values[0][0])
         stored: str | bytes | None = summary
         if summary is not None and (encryption := self.sql.encryption) is not None:
-            child = await self.sql.rows(select(D.c.child_conversation_id).where(D.c.id == did))
+            # Only a delegation the caller may write: sealing makes its child's data key
+            # where it has none yet (a tree written before encryption was on).
+            child = await self.sql.rows(
+                select(D.c.child_conversation_id).where(D.c.id == did, mine), self.params()
+            )
             if child.values:
                 stored = await encryption.seal(conversation_ref(child.values[0][0]), summary)
         found = await self.sql.rows(
