@@ -307,6 +307,8 @@ async def _viewer_over_socket(
         ({"headers": {"Convograph-Owner": "user:7"}}, None),  # beside a token there too
         ({}, "user:7"),  # the upgrade's header, the token in the payload
         ({"Convograph-Owner": "user:7"}, "user:7"),
+        # One owner, its type in another case (as HTTP takes it): refused as two before.
+        ({"Convograph-Owner": "USER:7"}, "user:7"),
     ],
 )
 async def test_a_socket_acts_for_the_owner_named_wherever_the_token_may_be(
@@ -321,6 +323,18 @@ async def test_a_socket_acts_for_the_owner_named_wherever_the_token_may_be(
         payload = {**auth, **payload}
     headers = {"Convograph-Owner": header} if header else None
     assert await _viewer_over_socket(server, payload, headers) == ACTING_FOR_7
+
+
+async def test_a_socket_whose_upgrade_acts_for_an_owner_takes_that_owner_in_any_case(
+    server: Server, service: Service
+) -> None:
+    """The token and owner in the upgrade, the owner again in connection_init with its type
+    in capitals: the socket was closed 4403, the same owner said to differ."""
+    upgrade = {"Authorization": f"Bearer {service.token}", "Convograph-Owner": "user:7"}
+    assert await _viewer_over_socket(server, {"Convograph-Owner": "USER:7"}, upgrade) == (
+        ACTING_FOR_7
+    )
+    assert await _viewer_over_socket(server, {"Convograph-Owner": "user:8"}, upgrade) == 4403
 
 
 async def test_a_socket_naming_two_owners_or_an_owner_for_a_non_service_token_is_refused(
