@@ -279,16 +279,25 @@ def cmd_token_revoke(args: argparse.Namespace) -> int:
 
 
 def cmd_token_rotate(args: argparse.Namespace) -> int:
+    from graph.store.repository.tokens import RotatedAlready
+
     settings = _settings(args)
     grace = timedelta(seconds=settings.token_rotation_grace_seconds)
 
-    async def work(repo: Repository) -> Rotation | None:
+    async def work(repo: Repository) -> Rotation | RotatedAlready | None:
         return await repo.tokens.rotate(args.id, grace=grace, expires_in=args.expires_in)
 
     rotated = _as_system(settings, work)
     if rotated is None:
         print(
             f"error: no live token with id {args.id} (unknown, revoked or expired)", file=sys.stderr
+        )
+        return 2
+    if isinstance(rotated, RotatedAlready):
+        print(
+            f"error: token {args.id} was rotated already, into token {rotated.successor_id}: "
+            f"rotate that one (`token revoke {args.id}` ends this one now)",
+            file=sys.stderr,
         )
         return 2
     ends = (

@@ -175,11 +175,11 @@ async def test_migrate_on_a_database_a_later_release_migrated_says_so_in_one_lin
 ) -> None:
     # What a later release's migration leaves for this one to see: a revision it never had.
     with contextlib.closing(sqlite3.connect(cli.url.split("///", 1)[1])) as db, db:
-        db.execute("UPDATE alembic_version SET version_num = '0018'")
+        db.execute("UPDATE alembic_version SET version_num = '9018'")
     result = await run(cli, "migrate", ok=False)
     assert result.returncode == 2, (result.stdout, result.stderr)
     assert result.stderr.startswith("error: CONVOGRAPH_DATABASE_URL:"), result.stderr
-    assert "0018" in result.stderr and "--no-migrate" in result.stderr
+    assert "9018" in result.stderr and "--no-migrate" in result.stderr
     assert "Traceback" not in result.stderr
 
 

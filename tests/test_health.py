@@ -210,7 +210,7 @@ async def test_a_database_a_later_release_migrated_is_ready_for_this_one(
     engine = create_async_engine(settings.database_url, poolclass=pool.NullPool)
     try:
         async with engine.begin() as connection:
-            await connection.execute(text("UPDATE alembic_version SET version_num = '0018'"))
+            await connection.execute(text("UPDATE alembic_version SET version_num = '9018'"))
     finally:
         await engine.dispose()
     ready = await http.get("/readyz")

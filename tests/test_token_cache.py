@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from graph.domain.principal import SYSTEM, OwnerType, Scope
-from graph.store.repository.tokens import Live, Tokens
+from graph.store.repository.tokens import Live, Rotation, Tokens
 from tests.conftest import GraphQLClient, Server
 from tests.operations import VIEWER, append, create
 
@@ -70,7 +70,7 @@ async def test_a_cached_token_rotated_in_this_process_is_refused_on_the_next_req
     await cached(server, gql)
     async with server.services.uow.write(SYSTEM) as repo:
         rotation = await repo.tokens.rotate(await token_id(server), grace=timedelta(0))
-    assert rotation is not None
+    assert isinstance(rotation, Rotation)
     assert (await gql.post(VIEWER)).status_code == 401
     assert (await gql.post(VIEWER, token=rotation.token)).status_code == 200
 

@@ -363,6 +363,30 @@ async def test_rotate_with_a_grace_keeps_both_tokens_working_until_it_ends(
     }
 
 
+async def test_a_token_rotated_within_its_grace_is_not_rotated_again(database: Database) -> None:
+    """Rotated a second time within the grace, a token that never expired made a successor
+    expiring after the old token's age plus the grace (its expiry, cut to the grace's end,
+    was read as the lifetime it was issued for): a runtime given it stopped an hour later."""
+    await create(database, "kept")
+    old_id = (await listed(database))["kept"].id
+    await convograph(database, "token", "rotate", old_id, **{GRACE: "3600"})
+    rows = {row.id: row for row in await listing(database)}
+    (new_id,) = set(rows) - {old_id}
+    assert rows[new_id].expires_at is None
+
+    again = await convograph(database, "token", "rotate", old_id, **{GRACE: "3600"})
+    assert again.code == 2 and "cvg_" not in again.stdout, again
+    assert again.stderr.strip().splitlines() == [
+        f"error: token {old_id} was rotated already, into token {new_id}: rotate that one "
+        f"(`token revoke {old_id}` ends this one now)"
+    ]
+    assert {row.id: row for row in await listing(database)} == rows  # nothing made
+    # Its successor rotates as the token it is: into one that never expires either.
+    newer = await convograph(database, "token", "rotate", new_id, **{GRACE: "3600"})
+    assert newer.code == 0, newer
+    assert [row.expires_at for row in await listing(database) if row.id not in rows] == [None]
+
+
 async def test_a_bad_grace_setting_is_refused(database: Database) -> None:
     await create(database, "kept")
     kept = (await listed(database))["kept"]
@@ -385,3 +409,11 @@ async def test_the_migration_downgrades_and_upgrades(settings: Settings) -> None
     down = await api_token_columns(settings, lambda c: command.downgrade(c, "0007"))
     assert "expires_at" not in down and "revoked_at" in down
     assert "expires_at" in await api_token_columns(settings, lambda c: command.upgrade(c, "head"))
+
+
+async def test_the_successor_migration_downgrades_and_upgrades(settings: Settings) -> None:
+    assert "successor_id" in await api_token_columns(settings, lambda c: None)
+    down = await api_token_columns(settings, lambda c: command.downgrade(c, "0017"))
+    assert "successor_id" not in down and "expires_at" in down
+    up = await api_token_columns(settings, lambda c: command.upgrade(c, "head"))
+    assert "successor_id" in up

@@ -412,6 +412,8 @@ class ApiToken(Owned, table=True):
     revoked_at: datetime | None = _ts(nullable=True)
     # NULL: never expires. Past it, the token is refused like a revoked one.
     expires_at: datetime | None = _ts(nullable=True)
+    # The token `token rotate` made of this one (NULL: not rotated); it is not rotated again.
+    successor_id: str | None = Field(default=None, max_length=36)
 
 
 class EventOutbox(SQLModel, table=True):

@@ -86,6 +86,13 @@ class Rotation:
     old_ends_at: datetime
 
 
+@dataclass(frozen=True, slots=True)
+class RotatedAlready:
+    """What `token rotate` of a token rotated before finds: the successor it made then."""
+
+    successor_id: str
+
+
 class Tokens(Part):
     async def create(
         self,
@@ -147,10 +154,11 @@ class Tokens(Part):
 
     async def rotate(
         self, token_id: str, *, grace: timedelta, expires_in: timedelta | None = None
-    ) -> Rotation | None:
+    ) -> Rotation | RotatedAlready | None:
         """Issue the successor of the live token `token_id` (same workspace, owner, scopes and
         label) and end the old one after `grace` (zero: revoke it now); None when no live
-        token has that id.
+        token has that id, RotatedAlready when it was rotated before (still in its grace: its
+        expiry is the grace's end, not the lifetime it was issued for).
 
         The successor lives `expires_in`, or as long as the old token was issued for (a token
         that expires is not rotated into one that never does)."""
@@ -167,6 +175,7 @@ class Tokens(Part):
                 T.c.label,
                 T.c.created_at,
                 T.c.expires_at,
+                T.c.successor_id,
             )
             # Locked (PostgreSQL) until commit: a revoke or another rotate of it waits.
             .where(T.c.id == token_id, _live(now))
@@ -175,6 +184,8 @@ class Tokens(Part):
         if not found.values:
             return None
         old = dict(zip(found.keys, found.values[0], strict=True))
+        if (successor := old.pop("successor_id")) is not None:
+            return RotatedAlready(successor)
         old_created: datetime = old.pop("created_at")
         old_expires: datetime | None = old.pop("expires_at")
         if expires_in is None and old_expires is not None:
@@ -183,11 +194,14 @@ class Tokens(Part):
         new_id, token = await self._insert(**old, created_at=now, expires_at=expires_at)
         if grace <= timedelta(0):
             ends_at = now
-            await self.sql.execute(update(T).where(T.c.id == token_id).values(revoked_at=now))
+            ended = {"revoked_at": now}
         else:
             # The grace never lengthens the old token's life.
             ends_at = min(now + grace, old_expires) if old_expires is not None else now + grace
-            await self.sql.execute(update(T).where(T.c.id == token_id).values(expires_at=ends_at))
+            ended = {"expires_at": ends_at}
+        await self.sql.execute(
+            update(T).where(T.c.id == token_id).values(**ended, successor_id=new_id)
+        )
         return Rotation(id=new_id, token=token, expires_at=expires_at, old_ends_at=ends_at)
 
     async def all(self) -> list[TokenInfo]:
