@@ -149,7 +149,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         settings = _settings(args)
         _writable(settings)
         try:
-            # The script's own id: `0016@head` names the head (0017), where it stops.
+            # The script's own id: `0016@head` names the head (0018), where it stops.
             target = upgrade_blocking(settings, downgrade_to=revision)
         except CommandError as exc:  # an unknown revision, or one above the database's
             print(f"error: cannot downgrade to {revision!r}: {exc}", file=sys.stderr)

@@ -109,7 +109,7 @@ def _run_sync(connection: Any, config: Config, revision: str, down: bool) -> Non
 async def upgrade(settings: Settings, *, downgrade_to: str | None = None) -> str:
     """Upgrade the database to the newest revision (idempotent); or, with `downgrade_to`,
     downgrade it to that revision (to run a release before it on the data). The revision it
-    went to: "head", or the id of the script `downgrade_to` names (`0016@head` is 0017)."""
+    went to: "head", or the id of the script `downgrade_to` names (`0016@head`: 0018)."""
     path = settings.sqlite_path
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
