@@ -152,12 +152,14 @@ async def test_a_socket_whose_init_names_another_token_than_its_upgrade_is_refus
         await socket.send_init(reader)
         code, reason = await socket.closed()
     assert (code, reason) == (4403, "Authorization differs from the handshake's")
-    # The same token in both is that token.
-    async with connect_app(server.app, token=reader) as socket:
-        await socket.init(reader)
-        await socket.subscribe("{ viewer { ownerKey scopes } }")
-        answer = await socket.next()
-    assert answer["viewer"] == {"ownerKey": "bob", "scopes": ["READ"]}
+    # The same token in both is that token; a payload's value naming none is no other one.
+    for payload in ({"Authorization": f"Bearer {reader}"}, {"Authorization": ""}):
+        async with connect_app(server.app, token=reader) as socket:
+            await socket.send({"type": "connection_init", "payload": payload})
+            assert await socket.receive() == {"type": "connection_ack"}
+            await socket.subscribe("{ viewer { ownerKey scopes } }")
+            answer = await socket.next()
+        assert answer["viewer"] == {"ownerKey": "bob", "scopes": ["READ"]}
 
 
 async def test_the_scheme_is_case_insensitive(gql: GraphQLClient) -> None:

@@ -195,9 +195,10 @@ def _same(one: object, other: object) -> bool:
 
 
 def _another_token(context: Context) -> bool:
-    """Whether the connection_init payload names another token than the upgrade's header."""
-    given = authorization_from_params(context.connection_params)
-    return given is not None and bearer(given) != bearer(context.authorization_header)
+    """Whether the connection_init payload names another token than the upgrade's header (a
+    value that names no token, empty or null, as some clients send, is no other token)."""
+    given = bearer(authorization_from_params(context.connection_params))
+    return given is not None and given != bearer(context.authorization_header)
 
 
 class GraphQLEndpoint(GraphQL[Context, None]):
