@@ -257,7 +257,7 @@ async def test_an_operation_without_a_query_is_an_error_message(live_server: Liv
         message = await socket.receive()
     assert message["type"] == "error" and message["id"] == "1", message
     assert "query" in message["payload"][0]["message"]
-    assert "extensions" not in message["payload"][0], message
+    assert message["payload"][0]["extensions"] == {"code": "GRAPHQL_VALIDATION_FAILED"}, message
 
 
 async def test_a_subscribe_may_give_its_optional_fields_as_null(
