@@ -162,6 +162,28 @@ async def test_a_socket_whose_init_names_another_token_than_its_upgrade_is_refus
         assert answer["viewer"] == {"ownerKey": "bob", "scopes": ["READ"]}
 
 
+async def test_a_socket_whose_init_names_another_token_without_its_scheme_is_refused(
+    server: Server, gql: GraphQLClient
+) -> None:
+    """A connection_init naming another token than the upgrade's in a value that is not
+    `Bearer …` (the bare token, another scheme): it was taken for no token at all, and the
+    socket ran as the upgrade's token, another owner and scope, without a word. The bare
+    token of the upgrade is that token."""
+    reader = await server.token(owner="user:bob", scope="read")
+    for value in (gql.token, f"Basic {gql.token}"):
+        for payload in ({"Authorization": value}, {"headers": {"Authorization": value}}):
+            async with connect_app(server.app, token=reader) as socket:
+                await socket.send({"type": "connection_init", "payload": payload})
+                code, reason = await socket.closed()
+            assert (code, reason) == (4403, "Authorization differs from the handshake's")
+    async with connect_app(server.app, token=reader) as socket:
+        await socket.send({"type": "connection_init", "payload": {"Authorization": reader}})
+        assert await socket.receive() == {"type": "connection_ack"}
+        await socket.subscribe("{ viewer { ownerKey scopes } }")
+        answer = await socket.next()
+    assert answer["viewer"] == {"ownerKey": "bob", "scopes": ["READ"]}
+
+
 async def test_the_scheme_is_case_insensitive(gql: GraphQLClient) -> None:
     response = await gql.http.post(
         "/graphql", json={"query": VIEWER}, headers={"Authorization": f"bearer  {gql.token} "}

@@ -196,9 +196,13 @@ def _same(one: object, other: object) -> bool:
 
 def _another_token(context: Context) -> bool:
     """Whether the connection_init payload names another token than the upgrade's header (a
-    value that names no token, empty or null, as some clients send, is no other token)."""
-    given = bearer(authorization_from_params(context.connection_params))
-    return given is not None and given != bearer(context.authorization_header)
+    value that names no token, empty or null, as some clients send, is no other token; one
+    not written `Bearer …`, the bare token or another scheme's, is the text it holds)."""
+    value = authorization_from_params(context.connection_params)
+    if not isinstance(value, str) or not value.strip():
+        return False
+    given = bearer(value) or value.strip()
+    return given != bearer(context.authorization_header)
 
 
 class GraphQLEndpoint(GraphQL[Context, None]):
