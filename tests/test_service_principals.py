@@ -256,6 +256,25 @@ async def test_two_owner_headers_that_differ_are_400_and_change_nothing(
     assert response.json()["data"]["viewer"]["ownerKey"] == "1", response.text
 
 
+async def test_two_owner_headers_naming_one_owner_in_two_cases_are_that_owner(
+    service: Service, anon: GraphQLClient
+) -> None:
+    """`USER:1` and `user:1` name one owner (the type is taken in any case, as a socket's
+    upgrade and payload are compared): two such lines were 400, 'given twice, with
+    different values'."""
+    response = await anon.http.post(
+        "/graphql",
+        json={"query": VIEWER},
+        headers=[
+            ("Authorization", f"Bearer {service.token}"),
+            ("Convograph-Owner", "user:1"),
+            ("Convograph-Owner", "USER:1"),
+        ],
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["data"]["viewer"]["ownerKey"] == "1", response.text
+
+
 async def test_an_idempotent_retry_under_the_header_is_the_same_principal(service: Service) -> None:
     first = await service(CREATE, {"title": "once", "key": "req-1"}, owner="user:1")
     retry = await service(CREATE, {"title": "once", "key": "req-1"}, owner="user:1")
@@ -323,6 +342,19 @@ async def test_a_socket_acts_for_the_owner_named_wherever_the_token_may_be(
         payload = {**auth, **payload}
     headers = {"Convograph-Owner": header} if header else None
     assert await _viewer_over_socket(server, payload, headers) == ACTING_FOR_7
+
+
+async def test_a_payload_naming_one_owner_twice_in_two_cases_acts_for_it(
+    server: Server, service: Service
+) -> None:
+    """`USER:7` at the payload's top and `user:7` in its `headers`: one owner, refused as two
+    ('given twice, with different values') where the upgrade's and the payload's are one."""
+    payload = {
+        "Authorization": f"Bearer {service.token}",
+        "Convograph-Owner": "USER:7",
+        "headers": {"Convograph-Owner": "user:7"},
+    }
+    assert await _viewer_over_socket(server, payload) == ACTING_FOR_7
 
 
 async def test_a_socket_whose_upgrade_acts_for_an_owner_takes_that_owner_in_any_case(

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import operator
 from collections.abc import Mapping
 from typing import Any
 
@@ -130,9 +131,20 @@ def owner_from_params(params: Mapping[str, Any] | None) -> Any:
     headers = params.get("headers")
     if isinstance(headers, Mapping):
         found += _named(headers, OWNER_KEY)
-    if any(value != found[0] for value in found):
+    if any(not same_owner(value, found[0]) for value in found):
         raise Refusal(400, f"{OWNER_HEADER} is given twice, with different values")
     return found[0] if found else None
+
+
+def same_owner(one: object, other: object) -> bool:
+    """Whether two Convograph-Owner values name one owner: the type in any case, as it is
+    taken (`USER:7` is `user:7`); values that name no owner, when they are equal."""
+    if not isinstance(one, str) or not isinstance(other, str):
+        return one == other
+    try:
+        return parse_owner(one) == parse_owner(other)
+    except ValueError:
+        return one == other
 
 
 def header_text(value: str | None) -> str | None:
@@ -149,10 +161,12 @@ def header_text(value: str | None) -> str | None:
 
 def one_header(conn: HTTPConnection, name: str) -> str | None:
     """The request's header `name` (Authorization, Convograph-Owner); Refusal (400) for two
-    lines with different values, as for two owners in a connection_init payload: the first
-    was taken, without a word, and the request ran as that token or owner."""
+    lines with different values (owners: naming two owners, `same_owner`), as for two owners
+    in a connection_init payload: the first was taken, without a word, and the request ran
+    as that token or owner."""
     values = conn.headers.getlist(name)
-    if any(value != values[0] for value in values):
+    same = same_owner if name.lower() == OWNER_HEADER.lower() else operator.eq
+    if any(not same(value, values[0]) for value in values):
         raise Refusal(400, f"{name} is given twice, with different values")
     return values[0] if values else None
 

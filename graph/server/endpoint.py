@@ -31,7 +31,6 @@ from strawberry.types.unset import UnsetType
 
 from graph.api.context import Context
 from graph.domain import jsoncodec
-from graph.domain.principal import parse_owner
 from graph.server.access_log import observation_of
 from graph.server.auth import (
     OWNER_HEADER,
@@ -47,6 +46,7 @@ from graph.server.auth import (
     header_text,
     owner_from_params,
     principal_of,
+    same_owner,
     unauthorized,
 )
 from graph.server.body import (
@@ -181,17 +181,6 @@ BUSY = "too many open connections: retry later"
 
 def _busy() -> JSONResponse:
     return JSONResponse({"errors": [{"message": BUSY}]}, 503, headers={"Retry-After": "1"})
-
-
-def _same(one: object, other: object) -> bool:
-    """Whether two Convograph-Owner values name one owner: the type in any case, as HTTP
-    takes it (`USER:7` is `user:7`)."""
-    if not isinstance(one, str) or not isinstance(other, str):
-        return one == other
-    try:
-        return parse_owner(one) == parse_owner(other)
-    except ValueError:
-        return one == other
 
 
 def _another_token(context: Context) -> bool:
@@ -396,7 +385,7 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         try:
             acting_for = owner_from_params(context.connection_params)
             header = header_text(context.owner_header)
-            if acting_for is not None and header is not None and not _same(header, acting_for):
+            if acting_for is not None and header is not None and not same_owner(header, acting_for):
                 raise Refusal(400, f"{OWNER_HEADER} differs from the handshake's")
             if principal is None:
                 # The token comes in the payload: the upgrade's owner header is its too
@@ -419,7 +408,7 @@ class GraphQLEndpoint(GraphQL[Context, None]):
                 raise Refusal(400, "Authorization differs from the handshake's")
             elif acting_for is not None and principal.acting_service is None:
                 principal = self.backend.act_for(principal, acting_for)
-            elif acting_for is not None and not _same(acting_for, principal.owner):
+            elif acting_for is not None and not same_owner(acting_for, principal.owner):
                 raise Refusal(400, f"{OWNER_HEADER} differs from the handshake's")
         except Refusal as refused:
             raise InitRefused(4403, refused.message) from None
