@@ -192,6 +192,24 @@ async def test_the_scheme_is_case_insensitive(gql: GraphQLClient) -> None:
     assert response.json()["data"]["viewer"]["ownerKey"] == "alice"
 
 
+async def test_two_authorization_headers_naming_one_token_are_that_token(
+    gql: GraphQLClient,
+) -> None:
+    """One token in two lines written two ways (the scheme in another case, a space more: a
+    proxy that adds its own copy): it was 400, 'given twice, with different values', though
+    each line alone is that token."""
+    response = await gql.http.post(
+        "/graphql",
+        json={"query": VIEWER},
+        headers=[
+            ("Authorization", f"Bearer {gql.token}"),
+            ("Authorization", f"bearer  {gql.token}"),
+        ],
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["data"]["viewer"]["ownerKey"] == "alice"
+
+
 async def test_revoked_token_is_refused_on_the_next_request(
     server: Server, anon: GraphQLClient
 ) -> None:

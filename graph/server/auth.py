@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import operator
 from collections.abc import Mapping
 from typing import Any
 
@@ -159,13 +158,20 @@ def header_text(value: str | None) -> str | None:
         raise Refusal(400, "a header must be UTF-8 text") from None
 
 
+def same_authorization(one: str, other: str) -> bool:
+    """Whether two Authorization values name one token (the scheme in any case, spaces
+    around the token as `bearer` takes them); values that name none, when they are equal."""
+    token = bearer(one)
+    return token == bearer(other) if token is not None else one == other
+
+
 def one_header(conn: HTTPConnection, name: str) -> str | None:
     """The request's header `name` (Authorization, Convograph-Owner); Refusal (400) for two
-    lines with different values (owners: naming two owners, `same_owner`), as for two owners
+    lines naming two tokens or owners (`same_authorization`, `same_owner`), as for two owners
     in a connection_init payload: the first was taken, without a word, and the request ran
     as that token or owner."""
     values = conn.headers.getlist(name)
-    same = same_owner if name.lower() == OWNER_HEADER.lower() else operator.eq
+    same = same_owner if name.lower() == OWNER_HEADER.lower() else same_authorization
     if any(not same(value, values[0]) for value in values):
         raise Refusal(400, f"{name} is given twice, with different values")
     return values[0] if values else None
