@@ -294,11 +294,20 @@ def cmd_token_rotate(args: argparse.Namespace) -> int:
         )
         return 2
     if isinstance(rotated, RotatedAlready):
-        print(
-            f"error: token {args.id} was rotated already, into token {rotated.successor_id}: "
-            f"rotate that one (`token revoke {args.id}` ends this one now)",
-            file=sys.stderr,
-        )
+        then = f"error: token {args.id} was rotated already, into token {rotated.successor_id}"
+        if rotated.successor_live:
+            print(
+                f"{then}: rotate that one (`token revoke {args.id}` ends this one now)",
+                file=sys.stderr,
+            )
+        else:
+            # Its successor gone (a leaked one revoked): a new token is the way, not a
+            # rotation of one whose life was cut to the grace.
+            print(
+                f"{then}, which is revoked or expired: `token create` a new one "
+                f"(`token revoke {args.id}` ends this one now)",
+                file=sys.stderr,
+            )
         return 2
     ends = (
         "was revoked"

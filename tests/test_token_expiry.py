@@ -386,6 +386,16 @@ async def test_a_token_rotated_within_its_grace_is_not_rotated_again(database: D
     assert newer.code == 0, newer
     assert [row.expires_at for row in await listing(database) if row.id not in rows] == [None]
 
+    # A successor revoked (leaked, say): rotating the old token again is still no way, and
+    # the line says what is (it said "rotate that one" of a revoked token).
+    await convograph(database, "token", "revoke", new_id)
+    revoked = await convograph(database, "token", "rotate", old_id, **{GRACE: "3600"})
+    assert revoked.code == 2, revoked
+    assert revoked.stderr.strip().splitlines() == [
+        f"error: token {old_id} was rotated already, into token {new_id}, which is revoked or "
+        f"expired: `token create` a new one (`token revoke {old_id}` ends this one now)"
+    ]
+
 
 async def test_a_bad_grace_setting_is_refused(database: Database) -> None:
     await create(database, "kept")

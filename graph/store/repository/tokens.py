@@ -88,9 +88,11 @@ class Rotation:
 
 @dataclass(frozen=True, slots=True)
 class RotatedAlready:
-    """What `token rotate` of a token rotated before finds: the successor it made then."""
+    """What `token rotate` of a token rotated before finds: the successor it made then, and
+    whether that one is live (not revoked nor expired since)."""
 
     successor_id: str
+    successor_live: bool
 
 
 class Tokens(Part):
@@ -185,7 +187,8 @@ class Tokens(Part):
             return None
         old = dict(zip(found.keys, found.values[0], strict=True))
         if (successor := old.pop("successor_id")) is not None:
-            return RotatedAlready(successor)
+            live = await self.sql.rows(select(T.c.id).where(T.c.id == successor, _live(now)))
+            return RotatedAlready(successor, successor_live=bool(live.values))
         old_created: datetime = old.pop("created_at")
         old_expires: datetime | None = old.pop("expires_at")
         if expires_in is None and old_expires is not None:
