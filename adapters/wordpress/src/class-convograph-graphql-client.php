@@ -255,22 +255,38 @@ final class Convograph_Graphql_Client {
 
 	/**
 	 * The seconds a refusal asks to wait: its Retry-After header (seconds, or an HTTP date),
-	 * else its first error's retryAfterSeconds; 0 when it says none.
+	 * else, when it has none it can read, its first error's retryAfterSeconds; 0 when it says
+	 * none.
 	 *
 	 * @param array<string,mixed> $headers Lower-case names.
 	 * @param mixed               $decoded
 	 */
 	private static function retry_after( array $headers, mixed $decoded ): float {
 		$header = trim( (string) ( $headers['retry-after'] ?? '' ) );
-		if ( 1 === preg_match( '/^\d{1,9}$/', $header ) ) {
+		// delay-seconds of any length: a huge one is a wait past the cap, not none.
+		if ( 1 === preg_match( '/^\d+$/', $header ) ) {
 			return (float) $header;
 		}
-		if ( '' !== $header ) {
-			$at = strtotime( $header );
-			return false === $at ? 0.0 : max( 0.0, $at - microtime( true ) );
+		$at = self::http_date( $header );
+		if ( null !== $at ) {
+			return max( 0.0, $at - microtime( true ) );
 		}
+		// strtotime() is not used: it read '-1' as a time zone (an hour's wait) and a
+		// 10-digit delay as no date (no wait at all).
 		$seconds = is_array( $decoded ) ? ( $decoded['errors'][0]['extensions']['retryAfterSeconds'] ?? null ) : null;
 		return is_int( $seconds ) || is_float( $seconds ) ? max( 0.0, (float) $seconds ) : 0.0;
+	}
+
+	/** The time an HTTP date names (IMF-fixdate, RFC 850 or asctime), or null for none. */
+	private static function http_date( string $text ): ?int {
+		$text = (string) preg_replace( '/\s+/', ' ', $text );
+		foreach ( array( '!D, d M Y H:i:s \G\M\T', '!l, d-M-y H:i:s \G\M\T', '!D M j H:i:s Y' ) as $format ) {
+			$at = DateTimeImmutable::createFromFormat( $format, $text, new DateTimeZone( 'UTC' ) );
+			if ( false !== $at ) {
+				return $at->getTimestamp();
+			}
+		}
+		return null;
 	}
 
 	/** @param array<mixed> $decoded A GraphQL answer. */

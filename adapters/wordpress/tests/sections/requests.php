@@ -179,6 +179,14 @@ function contract_refused_before_execution( Contract_Run $t ): void {
 				'headers' => array( 'retry-after' => '0' ),
 			)
 		),
+		// Not a delay nor a date: the body's wait (strtotime() read '-1' as an hour's).
+		'a 429 with Retry-After: -1' => array(
+			array(
+				'status'  => 429,
+				'body'    => '{"errors":[{"message":"rate limit exceeded","extensions":{"code":"RATE_LIMITED","retryAfterSeconds":0}}]}',
+				'headers' => array( 'retry-after' => '-1' ),
+			),
+		),
 	);
 	foreach ( $cases as $name => $answers ) {
 		$sid      = $t->record->created( 'user:1', $t->store->create_session( $ws, 1, $t->tag . '-refused-first' ) );
@@ -202,6 +210,8 @@ function contract_refused_before_execution( Contract_Run $t ): void {
 		'a gateway\'s 503'                             => array( 1, 'HTTP 503', array( 'status' => 503, 'body' => '<html>Service Unavailable</html>', 'headers' => array( 'retry-after' => '1' ) ) ),
 		'DATABASE_UNAVAILABLE during the operation'    => array( 1, 'DATABASE_UNAVAILABLE', array( 'status' => 200, 'body' => '{"data":null,"errors":[{"message":"the database is unavailable","path":["replaceTranscript"],"extensions":{"code":"DATABASE_UNAVAILABLE"}}]}' ) ),
 		'a 429 asking for 30 s'                        => array( 1, 'not retried: the server asks to wait 30 s, more than the 5 s a call waits', array( 'status' => 429, 'body' => '{"errors":[{"message":"slow down","extensions":{"code":"RATE_LIMITED"}}]}', 'headers' => array( 'retry-after' => '30' ) ) ),
+		'a 429 asking for 10000000000 s'               => array( 1, 'not retried: the server asks to wait 10000000000 s, more than the 5 s a call waits', array( 'status' => 429, 'body' => 'Too Many Requests', 'headers' => array( 'retry-after' => '10000000000' ) ) ),
+		'a 429 asking for a date a minute on'          => array( 1, 'more than the 5 s a call waits', array( 'status' => 429, 'body' => 'Too Many Requests', 'headers' => array( 'retry-after' => gmdate( 'D, d M Y H:i:s \G\M\T', time() + 60 ) ) ) ),
 		'a 429 every time'                             => array( 3, '(refused 3 times); nothing of it was run', array( 'status' => 429, 'body' => '{"errors":[{"message":"slow down","extensions":{"code":"RATE_LIMITED","retryAfterSeconds":0}}]}' ) ),
 	);
 	foreach ( $refused as $name => [ $expected_attempts, $why, $answer ] ) {
