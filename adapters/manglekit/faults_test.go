@@ -132,6 +132,17 @@ func TestAnswersThatAreNotASuccess(t *testing.T) {
 					t.Errorf("got %#v", gerr)
 				}
 			}},
+		// A Location relative to the URL asked (RFC 9110 allows one) is named as the URL to
+		// give the provider, as entropic names it: it said "redirected to /v2/graphql".
+		{name: "308 to a relative Location", status: 308, body: "moved",
+			header: []string{"Location", "/v2/graphql"},
+			check: func(t *testing.T, err error) {
+				herr := asHTTPError(t, err)
+				if herr.StatusCode != 308 || !strings.HasPrefix(herr.Message, "redirected to http://127.0.0.1:") ||
+					!strings.Contains(herr.Message, "/v2/graphql (not followed") {
+					t.Errorf("got %#v", herr)
+				}
+			}},
 		{name: "200 GraphQL error", status: 200,
 			body: `{"data":null,"errors":[{"message":"Variable '$sessionId' got invalid value","extensions":{"code":"BAD_USER_INPUT"}}]}`,
 			check: func(t *testing.T, err error) {

@@ -254,6 +254,10 @@ func decodeResponse(resp *http.Response, raw []byte, out any) error {
 		herr := &HTTPError{StatusCode: resp.StatusCode, RequestID: resp.Header.Get("X-Request-Id"),
 			RetryAfter: retryAfter(resp.Header.Get("Retry-After"), time.Now())}
 		if location := resp.Header.Get("Location"); resp.StatusCode/100 == 3 && location != "" {
+			// Resolved against the URL asked: a relative one ("/v2/graphql") is no URL to give.
+			if resolved, err := resp.Location(); err == nil {
+				location = resolved.String()
+			}
 			herr.Message = "redirected to " + location + " (not followed: give the provider that URL)"
 		} else if jsonErr == nil && len(body.Errors) > 0 {
 			herr.Message = body.Errors[0].Message
