@@ -160,6 +160,30 @@ final class Convograph_Graphql_Client {
 		throw new Convograph_Failure( $refusal->getMessage() . $why . ( $this->retried ? '' : '; nothing of it was run' ) );
 	}
 
+	/**
+	 * `$location` (a redirect's Location) as a URL: a relative one, which RFC 9110 allows
+	 * (`/v2/graphql`), resolved against `$base`, the URL asked, as libcurl and Go's net/http
+	 * resolve it (dot segments are left as they are), without the credentials the URL may hold.
+	 */
+	private static function resolved( string $location, string $base ): string {
+		if ( 1 === preg_match( '#^[a-z][a-z0-9+.-]*:#i', $location ) || 1 !== preg_match( '#^([a-z][a-z0-9+.-]*:)(//[^/?\#]*)?([^?\#]*)(\?[^\#]*)?#i', $base, $parts ) ) {
+			return $location;
+		}
+		[ , $scheme, $authority, $path ] = array_pad( $parts, 4, '' );
+		$authority                       = (string) preg_replace( '#^//[^@/]*@#', '//', $authority ); // No credentials in a log line.
+		if ( str_starts_with( $location, '//' ) ) {
+			return $scheme . $location;
+		}
+		if ( str_starts_with( $location, '/' ) ) {
+			return $scheme . $authority . $location;
+		}
+		if ( '' === $location || '?' === $location[0] || '#' === $location[0] ) {
+			return $scheme . $authority . $path . ( '?' === ( $location[0] ?? '' ) ? '' : ( $parts[4] ?? '' ) ) . $location;
+		}
+		$directory = false === strrpos( $path, '/' ) ? '/' : substr( $path, 0, strrpos( $path, '/' ) + 1 );
+		return $scheme . $authority . $directory . $location;
+	}
+
 	/** `$text` for a log line: no control character, at most 500 bytes. */
 	private static function one_line( string $text ): string {
 		$text = (string) preg_replace( '/[\x00-\x1F\x7F]/', '', $text );
@@ -211,7 +235,7 @@ final class Convograph_Graphql_Client {
 			if ( $status >= 300 && $status < 400 && '' !== $location ) {
 				// No transport follows it (a POST redirected would come back a GET without its
 				// body, and to another host without the token): say where it points instead.
-				$why = 'HTTP ' . $status . ': redirected to ' . self::one_line( $location ) . ' (not followed: give the store that URL as its endpoint)';
+				$why = 'HTTP ' . $status . ': redirected to ' . self::one_line( self::resolved( $location, $this->endpoint ) ) . ' (not followed: give the store that URL as its endpoint)';
 			}
 			// A rate limit runs nothing of what it refuses; convograph's 503 before execution
 			// neither (a 503 of anything else, a gateway's, may follow a request that ran).

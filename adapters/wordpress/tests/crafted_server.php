@@ -9,7 +9,8 @@
  * until it is stopped, or 30 s pass without one. The first segment of each request's path
  * names the answer (see crafted_answer()); `big-length` and `big-chunked` take two more, the
  * number of messages and the bytes of each: `/big-chunked/200/100000/graphql`; `redirect` one,
- * the status (`/redirect/307/graphql`), and points to this server's `length-repeated`. The answer is
+ * the status (`/redirect/307/graphql`), and points to this server's `length-repeated`
+ * (`redirect-path`: a 308 pointing there with a path alone). The answer is
  * sent at once, and the connection is then kept open, as a keep-alive server does (the
  * request's `Connection: close` ignored), until the client closes it: the client must know
  * where the answer ends without waiting for the close.
@@ -48,6 +49,8 @@ function crafted_answer( string $path, string $self ): string {
 		'big-chunked'     => crafted_big( (int) ( $parts[1] ?? 200 ), (int) ( $parts[2] ?? 100000 ), true ),
 		// A redirect to an answer of its own: followed, the store would read the crafted session.
 		'redirect'        => 'HTTP/1.1 ' . (int) ( $parts[1] ?? 301 ) . " Moved\r\nLocation: http://{$self}/length-repeated/graphql\r\nContent-Type: text/html\r\nContent-Length: 18\r\n\r\n<html>moved</html>",
+		// The same, pointing with a path (a relative Location, as RFC 9110 allows).
+		'redirect-path'   => "HTTP/1.1 308 Moved\r\nLocation: /length-repeated/graphql\r\nContent-Length: 0\r\n\r\n",
 		default           => "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n",
 	};
 }

@@ -42,6 +42,11 @@ function contract_section_answers( Contract_Run $t ): void {
 				$store->set_timeout( $timeout );
 				$t->fails_once( null, fn () => $store->get_session( '00000000-0000-4000-8000-00000000000c' ), "{$transport}: a {$code} redirect, not followed", "HTTP {$code}: redirected to {$base}/length-repeated/graphql (not followed" );
 			}
+			// A Location of a path alone names the URL to give, as entropic's and Manglekit's
+			// lines do: it said "redirected to /length-repeated/graphql".
+			$store = new Convograph_Conversation_Store( "{$base}/redirect-path/graphql", $t->env->token, Convograph_Http::$transport( ... ) );
+			$store->set_timeout( $timeout );
+			$t->fails_once( null, fn () => $store->get_session( '00000000-0000-4000-8000-00000000000c' ), "{$transport}: a redirect to a path, not followed", "HTTP 308: redirected to {$base}/length-repeated/graphql (not followed" );
 		}
 
 		// A 20 MB session (200 messages of 100 KB, within convograph's limits): the streams
