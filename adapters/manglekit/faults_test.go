@@ -584,3 +584,15 @@ func TestRetryAfterHeader(t *testing.T) {
 		}
 	}
 }
+
+// A relative Location is resolved against the endpoint without the credentials its URL may
+// hold: the message, which a runtime logs, said "redirected to http://user:secret@…".
+func TestARedirectNamesNoCredentials(t *testing.T) {
+	f := answering(t, 308, "moved", "Location", "/v2/graphql")
+	endpoint := strings.Replace(f.URL, "http://", "http://user:secret@", 1) + "/graphql"
+	_, err := NewStateProvider(endpoint, "cvg_test").Get(testContext(t), "s-9")
+	herr := asHTTPError(t, err)
+	if strings.Contains(herr.Message, "secret") || !strings.Contains(herr.Message, f.URL+"/v2/graphql (not followed") {
+		t.Errorf("got %q", herr.Message)
+	}
+}

@@ -256,6 +256,7 @@ func decodeResponse(resp *http.Response, raw []byte, out any) error {
 		if location := resp.Header.Get("Location"); resp.StatusCode/100 == 3 && location != "" {
 			// Resolved against the URL asked: a relative one ("/v2/graphql") is no URL to give.
 			if resolved, err := resp.Location(); err == nil {
+				resolved.User = nil // the endpoint's credentials, kept by a relative one: not in a message
 				location = resolved.String()
 			}
 			herr.Message = "redirected to " + location + " (not followed: give the provider that URL)"
