@@ -7,6 +7,22 @@
 namespace convograph::detail {
 namespace {
 
+// `url` without the user and password its authority may hold: libcurl resolves a relative
+// Location against the URL asked, credentials included, and the URL goes into a log line.
+std::string without_credentials(std::string url) {
+    const std::size_t scheme = url.find("://");
+    if (scheme == std::string::npos) {
+        return url;
+    }
+    const std::size_t start = scheme + 3;
+    const std::size_t end = url.find_first_of("/?#", start);
+    const std::size_t at = url.rfind('@', end == std::string::npos ? url.size() - 1 : end - 1);
+    if (at != std::string::npos && at >= start && (end == std::string::npos || at < end)) {
+        url.erase(start, at + 1 - start);
+    }
+    return url;
+}
+
 constexpr std::size_t kMaxIdleHandles = 16;
 
 // curl_global_init is not thread-safe in every libcurl: run it once, before any handle.
@@ -166,7 +182,7 @@ HttpResult HttpClient::post(const std::string& body, Connection connection) cons
         if (result.status / 100 == 3 &&
             curl_easy_getinfo(h, CURLINFO_REDIRECT_URL, &location) == CURLE_OK &&
             location != nullptr) {
-            result.location = location;
+            result.location = without_credentials(location);
         }
     } else {
         result.error = error[0] != '\0' ? error : curl_easy_strerror(result.code);

@@ -340,7 +340,9 @@ void FaultProxy::serve(int client) {
         if (fault_ == Fault::Redirect) {
             const std::string status = std::to_string(options_.redirect_status) + " Moved";
             const std::string location =
-                "Location: http://127.0.0.1:" + std::to_string(port_) + "/moved/graphql\r\n";
+                options_.redirect_path
+                    ? std::string("Location: /moved/graphql\r\n")
+                    : "Location: http://127.0.0.1:" + std::to_string(port_) + "/moved/graphql\r\n";
             if (!send_all(client, answer(status.c_str(), "<html>moved</html>", location))) {
                 break;
             }

@@ -67,6 +67,7 @@ struct FaultOptions {
     int refuse_ms = 250;     // CrashAfterAnswer
     int delay_ms = 300;      // DelayRequest
     int redirect_status = 301;  // Redirect
+    bool redirect_path = false;  // Redirect: `Location: /moved/graphql`, a path alone
 };
 
 class FaultProxy {

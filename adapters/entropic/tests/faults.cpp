@@ -894,6 +894,25 @@ void redirects(Context& ctx, const Endpoint& upstream) {
                  "HTTP " + std::to_string(status) + ": redirected to " + moved +
                      "/moved/graphql (not followed: configure the storage with that URL)");
     }
+    // A Location of a path alone, resolved against a URL that holds credentials: the line
+    // named them ("redirected to http://user:secret@127.0.0.1:…").
+    FaultOptions options;
+    options.faulty = 100;
+    options.redirect_status = 308;
+    options.redirect_path = true;
+    FaultProxy proxy(upstream.host, upstream.port, Fault::Redirect, options);
+    const std::string url = proxy.url();
+    const std::string with_credentials =
+        "http://user:secret@" + url.substr(std::string("http://").size());
+    Storage st(with(ctx.config, with_credentials, milliseconds(5000), 3));
+    std::string id;
+    ctx.check(!st.api().create_conversation("session", id, st.user_data()),
+              "308 to a path: create_conversation is false");
+    one_line(ctx, st, "308 to a path",
+             "HTTP 308: redirected to " + url.substr(0, url.rfind("/graphql")) +
+                 "/moved/graphql (not followed");
+    ctx.check(st.log().last().find("secret") == std::string::npos,
+              "308 to a path: no credentials in the line (" + st.log().last() + ")");
 }
 
 // A config make_storage_interface must refuse, and storage used after destroy.
