@@ -269,13 +269,14 @@ async def test_one_service_token_acts_for_each_owner(server: LiveServer, tmp_pat
 async def test_a_rate_limited_call_is_sent_again_after_its_retry_after(
     live_servers: LiveServers, database_url: str, tmp_path: Path
 ) -> None:
-    """Over the token's rate limit (one request a second) the server answers 429 with
-    `Retry-After: 1` and runs nothing: the store waits that long and sends the call again, a
-    chat turn's save included (curl and streams transports), instead of losing the turn; a
-    call whose time cannot hold the wait fails at once, saying so, and stores nothing."""
+    """Over the token's rate limit (one request in 4 s: a loaded machine may take more than a
+    second between two requests) the server answers 429 with `Retry-After: 4` and runs
+    nothing: the store waits that long and sends the call again, a chat turn's save included
+    (curl and streams transports), instead of losing the turn; a call whose time cannot hold
+    the wait fails at once, saying so, and stores nothing."""
     server = await live_servers.start(
         database_url,
-        env={"CONVOGRAPH_RATE_LIMIT_PER_SECOND": "1", "CONVOGRAPH_RATE_LIMIT_BURST": "1"},
+        env={"CONVOGRAPH_RATE_LIMIT_PER_SECOND": "0.25", "CONVOGRAPH_RATE_LIMIT_BURST": "1"},
     )
     service, reader = await asyncio.gather(
         server.token(workspace=WORKSPACE, owner=SERVICE_OWNER, scope="service"),
