@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from starlette.authentication import (
     AuthCredentials,
@@ -96,6 +96,9 @@ class Unavailable(AuthenticationError):
         self.cause = cause
 
 
+V = TypeVar("V")
+
+
 def bearer(value: Any) -> str | None:
     """The token of an `Authorization: Bearer …` value, or None."""
     if not isinstance(value, str):
@@ -130,9 +133,7 @@ def owner_from_params(params: Mapping[str, Any] | None) -> Any:
     headers = params.get("headers")
     if isinstance(headers, Mapping):
         found += _named(headers, OWNER_KEY)
-    if any(not same_owner(value, found[0]) for value in found):
-        raise Refusal(400, f"{OWNER_HEADER} is given twice, with different values")
-    return found[0] if found else None
+    return _one(found, OWNER_HEADER, same_owner)
 
 
 def same_owner(one: object, other: object) -> bool:
@@ -165,13 +166,16 @@ def same_authorization(one: str, other: str) -> bool:
     return token == bearer(other) if token is not None else one == other
 
 
-def one_header(conn: HTTPConnection, name: str) -> str | None:
+def one_header(conn: HTTPConnection, name: str, same: Callable[[str, str], bool]) -> str | None:
     """The request's header `name` (Authorization, Convograph-Owner); Refusal (400) for two
-    lines naming two tokens or owners (`same_authorization`, `same_owner`), as for two owners
-    in a connection_init payload: the first was taken, without a word, and the request ran
-    as that token or owner."""
-    values = conn.headers.getlist(name)
-    same = same_owner if name.lower() == OWNER_HEADER.lower() else same_authorization
+    lines that are not the `same` token or owner (`same_authorization`, `same_owner`), as for
+    two owners in a connection_init payload: the first was taken, without a word, and the
+    request ran as that token or owner."""
+    return _one(conn.headers.getlist(name), name, same)
+
+
+def _one(values: Sequence[V], name: str, same: Callable[[V, V], bool]) -> V | None:
+    """The first of `values` (None for none); Refusal (400) unless every one is the `same`."""
     if any(not same(value, values[0]) for value in values):
         raise Refusal(400, f"{name} is given twice, with different values")
     return values[0] if values else None
@@ -235,8 +239,8 @@ class TokenBackend(AuthenticationBackend):
             return AuthCredentials(), Refused(code, reason, denial=answer)
 
     async def _authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, BaseUser] | None:
-        authorization = one_header(conn, "Authorization")
-        acting_for = header_text(one_header(conn, OWNER_HEADER))
+        authorization = one_header(conn, "Authorization", same_authorization)
+        acting_for = header_text(one_header(conn, OWNER_HEADER, same_owner))
         if authorization is None:
             return None  # anonymous, header or not: the endpoint asks for credentials
         principal = await self.principal(authorization, acting_for)
