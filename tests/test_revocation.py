@@ -114,3 +114,25 @@ async def test_a_revoked_token_runs_no_query_or_mutation_on_a_socket_it_opened(
             "FORBIDDEN"
         ], received
         assert (await gql(READ, {"id": cid}))["conversation"]["messageCount"] == 0
+
+
+async def test_a_token_revoked_between_the_upgrade_and_connection_init_is_not_acknowledged(
+    live_server: LiveServer,
+) -> None:
+    """The upgrade's token was checked when the socket opened; its connection_init, sent
+    after the token was revoked, was acknowledged all the same (the next subscribe was
+    refused, but the client had been told it was in)."""
+    agent = await live_server.token(label="late init")
+    async with connect(live_server, token=agent) as socket:
+        await live_server.cli("token", "revoke", await token_id(live_server, "late init"))
+        await socket.send_init()
+        received, code = await socket.messages_until_closed(within=10)
+    assert code == 4403
+    assert not [m for m in received if m.get("type") == "connection_ack"], received
+
+
+async def test_a_live_upgrade_token_is_acknowledged(live_server: LiveServer) -> None:
+    # The control: the same socket with its token still live is let in.
+    agent = await live_server.token(label="live init")
+    async with connect(live_server, token=agent) as socket:
+        await socket.init()

@@ -402,6 +402,10 @@ class GraphQLEndpoint(GraphQL[Context, None]):
                     raise InitRefused(*close_for(masked, UNAVAILABLE)) from None
                 if principal is None:
                     raise InitRefused(4403, REFUSED)
+            elif context.still_live is not None and not await context.still_live(principal):
+                # The upgrade's token was revoked or expired before its connection_init: no
+                # acknowledgement, as HTTP refuses it from the next request on.
+                raise InitRefused(4403, REFUSED)
             elif _another_token(context):
                 # The payload's token was ignored: the socket ran as the upgrade's, another
                 # owner's or scope's (a proxy's token added to the upgrade), without a word.
