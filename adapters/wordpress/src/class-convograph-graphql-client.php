@@ -149,8 +149,10 @@ final class Convograph_Graphql_Client {
 		} else {
 			$backoff = self::REFUSED_BACKOFF_SECONDS * ( 2 ** ( $refusals - 1 ) ) * ( 0.5 + mt_rand() / mt_getrandmax() / 2 );
 			$wait    = $asked + $backoff;
-			if ( $deadline - microtime( true ) - $wait < self::MIN_RETRY_SECONDS ) {
-				$why = sprintf( '; not retried: the server asks to wait %s s, past this call\'s %s s', self::seconds( $asked ), self::seconds( $this->timeout_seconds ) );
+			$left    = $deadline - microtime( true );
+			if ( $left - $wait < self::MIN_RETRY_SECONDS ) {
+				// The time left, not the configured timeout: earlier attempts used the rest.
+				$why = sprintf( '; not retried: the server asks to wait %s s, past the %s s left of this call\'s %s s', self::seconds( $asked ), self::seconds( max( 0.0, $left ) ), self::seconds( $this->timeout_seconds ) );
 			} else {
 				usleep( (int) ( $wait * 1000000 ) );
 				return;

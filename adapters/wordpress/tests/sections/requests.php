@@ -224,6 +224,25 @@ function contract_refused_before_execution( Contract_Run $t ): void {
 		$c->check( microtime( true ) - $started < 1.0, "{$name}: no wait for what is not sent again" );
 		$c->same( array(), ( $t->store->get_session( $sid ) ?? array() )['messages'] ?? null, "{$name}: nothing stored" );
 	}
+
+	// A wait past what is left of the call, after an attempt that used half of it: the log
+	// line says the time left (it named the whole timeout, as if the wait had been shorter).
+	$sid      = $t->record->created( 'user:1', $t->store->create_session( $ws, 1, $t->tag . '-refused-late' ) );
+	$attempts = array();
+	$slow     = contract_refusing( 'replaceTranscript', $forward, array( array( 'status' => 429, 'body' => 'Too Many Requests', 'headers' => array( 'retry-after' => '2' ) ) ), $attempts );
+	$store    = new Convograph_Conversation_Store(
+		$t->env->url,
+		$t->env->token,
+		static function ( string $url, array $headers, string $body, float $timeout ) use ( $slow ): array {
+			if ( str_contains( $body, 'replaceTranscript(' ) ) {
+				usleep( 1000000 );
+			}
+			return $slow( $url, $headers, $body, $timeout );
+		}
+	);
+	$store->set_timeout( 2.5 );
+	$t->fails_once( false, fn () => $store->update_session( $sid, contract_turns( 'refused late', 1 ), array( 'token_id' => 3 ) ), 'a wait past the time left: update_session', "s left of this call's 2.5 s; nothing of it was run" );
+	$c->same( 1, count( $attempts ), 'a wait past the time left: sent once' );
 }
 
 /**
