@@ -93,6 +93,13 @@ class EncryptionError(RuntimeError):
     """Encryption cannot start as set up; the message names the setting to fix."""
 
 
+class MasterKeyRotated(EncryptionError):
+    """The key store was rotated (`convograph keys rotate`) to a master key this process
+    was not given, after it started: it cannot open the keys wrapped again, nor make new
+    ones under the retired key. Unavailable (503), not a request's fault: the server needs
+    restarting with the new key."""
+
+
 def generate_key() -> str:
     return base64.b64encode(os.urandom(32)).decode()
 
@@ -318,6 +325,17 @@ class Encryption:
         if self._index is not None:
             return self._index
         await self.store.open()
+        successor = await self.store.successor(self.current.id)
+        if successor is not None:
+            if self.previous is None:
+                raise EncryptionError(
+                    f"{self.current.setting}: the key store ({self.store.where}) was rotated "
+                    f"to another master key (id {successor}) by `convograph keys rotate`, away "
+                    f"from this one (id {self.current.id}): set {self.current.setting} to the "
+                    "new master key"
+                )
+            # Both keys given, the retired one as the current: a rotation back to it.
+            await self.store.unretire(self.current.id)
         counts = await self.store.counts()
         unknown = {k: n for k, n in counts.items() if k not in self.masters and k != TOMBSTONE}
         if unknown:
@@ -346,9 +364,12 @@ class Encryption:
     def _unwrap(self, stored: StoredKey) -> bytes:
         master = self.masters.get(stored.key_id)
         if master is None:
-            raise EncryptionError(
+            # Checked at start (`ready`): another process wrapped it since, `keys rotate`.
+            raise MasterKeyRotated(
                 f"the data key {stored.ref} is wrapped by master key {stored.key_id}, which is "
-                f"neither {self.current.setting} nor CONVOGRAPH_ENCRYPTION_PREVIOUS_KEY"
+                f"neither {self.current.setting} nor CONVOGRAPH_ENCRYPTION_PREVIOUS_KEY: the key "
+                "store was rotated to another master key (`convograph keys rotate`) since this "
+                f"server started; restart it with the new master key as {self.current.setting}"
             )
         return master.unwrap(stored)
 
@@ -359,6 +380,14 @@ class Encryption:
                 return None
             # Stored (and committed) before anything it seals can commit.
             found = await self.store.add(self.current.wrap(ref, os.urandom(32)))
+            if found is None:
+                successor = await self.store.successor(self.current.id)
+                raise MasterKeyRotated(
+                    f"{self.current.setting} (master key id {self.current.id}) was rotated away "
+                    f"from by `convograph keys rotate` (to master key id {successor}) since this "
+                    "server started: no new data key is wrapped by it; restart the server with "
+                    f"the new master key as {self.current.setting}"
+                )
         if found.key_id == TOMBSTONE:
             # A deleted conversation (in a restored copy): no new key, no write.
             raise not_found("conversation", "id")

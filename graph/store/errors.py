@@ -12,12 +12,16 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from graph.store.db import DatabaseBusy
+from graph.store.encryption import MasterKeyRotated
 
 
 def is_unavailable(exc: BaseException | None) -> bool:
     """Connection loss, refusal, pool exhaustion, or SQLite's write lock held elsewhere too
-    long: the database, not the request, is at fault."""
-    if isinstance(exc, PoolTimeout | ConnectionError | asyncio.TimeoutError | DatabaseBusy):
+    long: the database, not the request, is at fault. So is a key store rotated to a master
+    key this server was not given: it serves again once restarted with it."""
+    if isinstance(
+        exc, PoolTimeout | ConnectionError | asyncio.TimeoutError | DatabaseBusy | MasterKeyRotated
+    ):
         return True
     if isinstance(exc, DBAPIError):
         if exc.connection_invalidated:

@@ -10,11 +10,18 @@ Each call commits at once, outside the data's transaction: a key is stored befor
 seals can commit, and destroyed only after the data's delete has committed. A crash between
 the two leaves at most a key without data (harmless; the sweep destroys it), never data
 without its key. A destroyed conversation key leaves a tombstone row (no key material).
+
+`keys rotate` also records the master key it rotates away from as retired (table
+`retired_master`, the id of its successor beside it): a key is never stored wrapped by a
+retired master key (a server left running with the old key alone would otherwise go on
+making them after `rotate` said it was done), and a start with it alone says the store was
+rotated, instead of that the key is wrong.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import time
 from abc import ABC, abstractmethod
@@ -56,8 +63,9 @@ class KeyStore(ABC):
     async def get_many(self, refs: Sequence[str]) -> dict[str, StoredKey]: ...
 
     @abstractmethod
-    async def add(self, key: StoredKey) -> StoredKey:
-        """Store `key` unless its ref has one already; the one stored (the first wins)."""
+    async def add(self, key: StoredKey) -> StoredKey | None:
+        """Store `key` unless its ref has one already; the one stored (the first wins).
+        None when its master key is retired and no key of its ref is stored."""
 
     @abstractmethod
     async def delete(self, refs: Sequence[str]) -> int: ...
@@ -84,12 +92,29 @@ class KeyStore(ABC):
     ) -> list[str]: ...
 
     @abstractmethod
+    async def retire(self, key_id: str, successor: str) -> None:
+        """Record master key `key_id` as rotated away from, to `successor`: no key wrapped
+        by it is added from now on (one in the middle of being added is stored first)."""
+
+    @abstractmethod
+    async def unretire(self, key_id: str) -> None:
+        """Forget that `key_id` was retired (a rotation back to it)."""
+
+    @abstractmethod
+    async def successor(self, key_id: str) -> str | None:
+        """The master key `key_id` was rotated to; None when it is not retired."""
+
+    @abstractmethod
     async def close(self) -> None: ...
 
 
 _CREATE = (
     "CREATE TABLE IF NOT EXISTS data_key (ref TEXT PRIMARY KEY, key_id TEXT NOT NULL, "
     "wrapped TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL)"
+)
+_CREATE_RETIRED = (
+    "CREATE TABLE IF NOT EXISTS retired_master (key_id TEXT PRIMARY KEY, "
+    "successor TEXT NOT NULL, retired_at DOUBLE PRECISION NOT NULL)"
 )
 
 
@@ -135,6 +160,9 @@ class SQLiteKeyStore(KeyStore):
             # A key must outlive a power cut once the data it seals has committed.
             conn.execute("PRAGMA synchronous=FULL")
             conn.execute(_CREATE)
+            with contextlib.suppress(sqlite3.OperationalError):
+                # A read-only store of a release before it: no add or retire can run on it.
+                conn.execute(_CREATE_RETIRED)
         except BaseException:
             conn.close()
             raise
@@ -163,13 +191,15 @@ class SQLiteKeyStore(KeyStore):
                 found[ref] = StoredKey(ref, key_id, wrapped)
         return found
 
-    async def add(self, key: StoredKey) -> StoredKey:
+    async def add(self, key: StoredKey) -> StoredKey | None:
         db = self._db()
+        # One statement: SQLite's write lock orders it before or after a `retire`.
         db.execute(
-            "INSERT OR IGNORE INTO data_key VALUES (?, ?, ?, ?)",
-            (key.ref, key.key_id, key.wrapped, time.time()),
+            "INSERT OR IGNORE INTO data_key SELECT ?, ?, ?, ? "
+            "WHERE NOT EXISTS (SELECT 1 FROM retired_master WHERE key_id = ?)",
+            (key.ref, key.key_id, key.wrapped, time.time(), key.key_id),
         )
-        return (await self.get_many([key.ref]))[key.ref]
+        return (await self.get_many([key.ref])).get(key.ref)
 
     async def delete(self, refs: Sequence[str]) -> int:
         db, count = self._db(), 0
@@ -220,6 +250,25 @@ class SQLiteKeyStore(KeyStore):
         )
         return [ref for (ref,) in rows]
 
+    async def retire(self, key_id: str, successor: str) -> None:
+        self._db().execute(
+            "INSERT OR REPLACE INTO retired_master VALUES (?, ?, ?)",
+            (key_id, successor, time.time()),
+        )
+
+    async def unretire(self, key_id: str) -> None:
+        self._db().execute("DELETE FROM retired_master WHERE key_id = ?", (key_id,))
+
+    async def successor(self, key_id: str) -> str | None:
+        db = self._db()
+        try:
+            found = db.execute(
+                "SELECT successor FROM retired_master WHERE key_id = ?", (key_id,)
+            ).fetchone()
+        except sqlite3.OperationalError:  # not made in a read-only store (see _open)
+            return None
+        return None if found is None else str(found[0])
+
     async def close(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
@@ -235,6 +284,7 @@ class PostgresKeyStore(KeyStore):
         self.schema = settings.encryption_key_schema
         self.where = f"schema {self.schema}"
         self._table = f'"{self.schema}".data_key'
+        self._retired = f'"{self.schema}".retired_master'
         self._settings = settings
         self._lent = engine  # the data's: used, never disposed here
         self._engine: AsyncEngine | None = None  # its own pool, made on first use
@@ -257,6 +307,9 @@ class PostgresKeyStore(KeyStore):
                 async with self._pool().begin() as conn:
                     await conn.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"'))
                     await conn.execute(text(_CREATE.replace("data_key", self._table, 1)))
+                    await conn.execute(
+                        text(_CREATE_RETIRED.replace("retired_master", self._retired, 1))
+                    )
                 break
             except Exception:
                 # Two processes creating the schema at once: one of them loses the race.
@@ -284,17 +337,21 @@ class PostgresKeyStore(KeyStore):
             )
             return {ref: StoredKey(ref, key_id, wrapped) for ref, key_id, wrapped in rows}
 
-    async def add(self, key: StoredKey) -> StoredKey:
+    async def add(self, key: StoredKey) -> StoredKey | None:
         await self.open()
         async with self._pool().begin() as conn:
+            # Waits for a `retire` under way (its table lock), then sees what it recorded.
             await conn.execute(
                 text(
-                    f"INSERT INTO {self._table} VALUES (:ref, :key_id, :wrapped, :at) "
+                    f"INSERT INTO {self._table} SELECT CAST(:ref AS TEXT), "
+                    "CAST(:key_id AS TEXT), CAST(:wrapped AS TEXT), "
+                    "CAST(:at AS DOUBLE PRECISION) "
+                    f"WHERE NOT EXISTS (SELECT 1 FROM {self._retired} WHERE key_id = :key_id) "
                     "ON CONFLICT (ref) DO NOTHING"
                 ),
                 {"ref": key.ref, "key_id": key.key_id, "wrapped": key.wrapped, "at": time.time()},
             )
-        return (await self.get_many([key.ref]))[key.ref]
+        return (await self.get_many([key.ref])).get(key.ref)
 
     async def delete(self, refs: Sequence[str]) -> int:
         await self.open()
@@ -371,6 +428,36 @@ class PostgresKeyStore(KeyStore):
                 },
             )
             return [ref for (ref,) in rows]
+
+    async def retire(self, key_id: str, successor: str) -> None:
+        await self.open()
+        async with self._pool().begin() as conn:
+            # Against the adds: one under way commits first (and `rotate` then finds its
+            # key), one after it sees the record and stores nothing.
+            await conn.execute(text(f"LOCK TABLE {self._table} IN SHARE ROW EXCLUSIVE MODE"))
+            await conn.execute(
+                text(
+                    f"INSERT INTO {self._retired} VALUES (:k, :s, :at) ON CONFLICT (key_id) "
+                    "DO UPDATE SET successor = excluded.successor, retired_at = excluded.retired_at"
+                ),
+                {"k": key_id, "s": successor, "at": time.time()},
+            )
+
+    async def unretire(self, key_id: str) -> None:
+        await self.open()
+        async with self._pool().begin() as conn:
+            await conn.execute(
+                text(f"DELETE FROM {self._retired} WHERE key_id = :k"), {"k": key_id}
+            )
+
+    async def successor(self, key_id: str) -> str | None:
+        await self.open()
+        async with self._pool().connect() as conn:
+            found = await conn.execute(
+                text(f"SELECT successor FROM {self._retired} WHERE key_id = :k"), {"k": key_id}
+            )
+            value = found.scalar()
+            return None if value is None else str(value)
 
     async def close(self) -> None:
         engine, self._engine = self._engine, None
