@@ -6,6 +6,7 @@ import logging
 from dataclasses import dataclass
 
 from graph.settings import Settings
+from graph.store import pending_shreds
 from graph.store.db import Database
 from graph.store.dictionary_training import DictionaryTraining
 from graph.store.encryption import check_encrypted, check_unencrypted
@@ -57,6 +58,12 @@ class Services:
 
     async def start(self) -> None:
         await self.check_encryption()
+        if self.db.encryption is not None:
+            # The keys a process stopped mid-delete left: destroyed before anything is served.
+            try:
+                await pending_shreds.finish_all(self.db)
+            except Exception as exc:  # the database away, or not migrated yet
+                logger.warning("pending data key deletions are left to the sweep: %s", exc)
         await self.broker.start()
         if self.settings.quotas_on:
             await self.uow.count_usage()

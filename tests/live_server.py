@@ -37,6 +37,7 @@ import itertools
 import os
 import signal
 import sys
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +48,7 @@ import pytest
 from tests import fork_server
 from tests.commands import run_command
 from tests.conftest import TEST_ENCRYPTION, TEST_MASTER_KEY, GraphQLClient
+from tests.pg_databases import admin
 from tests.ports import free_port, holds_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -312,6 +314,19 @@ async def live_servers(database_url: str, tmp_path: Path) -> AsyncIterator[LiveS
         yield servers
     finally:
         await servers.stop_all()
+
+
+@pytest.fixture
+async def key_store_env(database_url: str) -> AsyncIterator[dict[str, str]]:
+    """The setting that gives a test's servers and commands a key store of its own, for
+    encryption at rest: on PostgreSQL a schema, dropped after (the database's reset between
+    tests empties only the data); nothing on SQLite, whose store is beside the test's file."""
+    if database_url.startswith("sqlite"):
+        yield {}
+        return
+    schema = f"keys_{uuid.uuid4().hex[:12]}"
+    yield {"CONVOGRAPH_ENCRYPTION_KEY_SCHEMA": schema}
+    await admin(database_url, f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 @pytest.fixture

@@ -19,6 +19,9 @@ from typing import Any
 
 import httpx
 import pytest
+from alembic import command as alembic
+from alembic.config import Config
+from sqlalchemy import inspect
 
 from graph.__main__ import main
 from graph.services import build_services
@@ -26,6 +29,7 @@ from graph.settings import Settings
 from graph.store.encryption import EncryptionError
 from graph.store.key_store import TOMBSTONE
 from tests.conftest import GraphQLClient, Server
+from tests.migrations import columns_after
 from tests.pg_databases import admin
 from tests.test_auth import stored_bytes
 from tests.test_isolation import mutate, ok
@@ -821,3 +825,16 @@ async def test_a_checkpoint_after_a_delete_on_another_replica_reads_back(
             read = await hydrate(gql, "shared")
             assert read is not None, "the checkpoint after the delete does not read back"
             assert (read["version"], read["state"]) == (3, session_doc("shared", 3)), read
+
+
+async def test_the_pending_shred_migration_downgrades_and_upgrades(settings: Settings) -> None:
+    gone: list[bool] = []
+
+    def down(config: Config) -> None:
+        alembic.downgrade(config, "0018")
+        gone.append(not inspect(config.attributes["connection"]).has_table("pending_shred"))
+
+    await columns_after(settings, "conversation", down)
+    assert gone == [True]
+    back = await columns_after(settings, "pending_shred", lambda c: alembic.upgrade(c, "head"))
+    assert back == ["ref", "created_at"]

@@ -14,13 +14,18 @@ import asyncio
 import base64
 import contextlib
 import random
+import sqlite3
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import asyncpg
 import httpx
+import pytest
 
 from tests.conftest import GraphQLClient
-from tests.operations import APPEND, CREATE
+from tests.operations import APPEND, CHECKPOINT, CREATE, DELETE
+from tests.test_sessions import session_doc
 
 if TYPE_CHECKING:
     from tests.live_server import LiveServer, LiveServers
@@ -111,3 +116,120 @@ async def test_a_crash_leaves_no_acknowledged_content_without_its_key(
                 after = page["pageInfo"]["endCursor"]
             assert listed == total >= len(seen.titles), (listed, total)
     assert len(seen.messages) >= ROUND_MINIMUM * LOOPS, len(seen.messages)
+
+
+# -- a crash between a delete's commit and its keys' end ----------------------------------
+
+
+class KeyStoreTable:
+    """The test's key store, read and write-locked from the test itself: the SQLite file
+    beside the database, or the PostgreSQL schema of `key_store_env`."""
+
+    def __init__(self, database_url: str, key_store_env: dict[str, str]) -> None:
+        from graph.settings import Settings
+
+        self.database_url = database_url
+        self.settings = Settings(database_url=database_url, **key_store_settings(key_store_env))
+
+    async def live_refs(self) -> set[str]:
+        """The refs of the data keys that still hold key material (the index's aside)."""
+        query = "SELECT ref FROM {} WHERE key_id <> '-' AND ref <> '!index'"
+        if self.settings.is_sqlite:
+            with contextlib.closing(sqlite3.connect(self.settings.resolved_key_store_file)) as db:
+                return {ref for (ref,) in db.execute(query.format("data_key"))}
+        rows = await pg_rows(self.database_url, query.format(self._pg_table))
+        return {ref for (ref,) in rows}
+
+    @property
+    def _pg_table(self) -> str:
+        return f'"{self.settings.encryption_key_schema}".data_key'
+
+    @contextlib.asynccontextmanager
+    async def write_locked(self) -> AsyncIterator[None]:
+        """No process writes to the key store meanwhile (each waits); reads go on."""
+        if self.settings.is_sqlite:
+            db = sqlite3.connect(self.settings.resolved_key_store_file, isolation_level=None)
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                yield
+            finally:
+                db.close()
+            return
+        conn = await asyncpg.connect(self.database_url.replace("postgresql+asyncpg", "postgresql"))
+        try:
+            async with conn.transaction():
+                await conn.execute(f"LOCK TABLE {self._pg_table} IN EXCLUSIVE MODE")
+                yield
+        finally:
+            await conn.close()
+
+
+def key_store_settings(key_store_env: dict[str, str]) -> dict[str, str]:
+    schema = key_store_env.get("CONVOGRAPH_ENCRYPTION_KEY_SCHEMA")
+    return {"encryption_key_schema": schema} if schema else {}
+
+
+async def pg_rows(database_url: str, query: str) -> list[tuple[Any, ...]]:
+    conn = await asyncpg.connect(database_url.replace("postgresql+asyncpg", "postgresql"))
+    try:
+        return [tuple(row) for row in await conn.fetch(query)]
+    finally:
+        await conn.close()
+
+
+async def data_rows(database_url: str, query: str) -> int:
+    """How many rows `query` finds in the data, read beside the server."""
+    from graph.settings import Settings
+
+    path = Settings(database_url=database_url).sqlite_path
+    if path is not None:
+        with contextlib.closing(sqlite3.connect(path)) as db:
+            return len(db.execute(query).fetchall())
+    return len(await pg_rows(database_url, query))
+
+
+SESSION = "crash-session"
+DELETE_SESSION = """mutation($s: String!) { deleteSessionState(input: {sessionId: $s}) {
+  deleted } }"""
+
+
+@pytest.mark.parametrize("deleted", ["conversation", "session"])
+async def test_a_crash_after_a_delete_commits_leaves_no_key_once_restarted(
+    live_servers: LiveServers, database_url: str, key_store_env: dict[str, str], deleted: str
+) -> None:
+    """The server is killed after the delete committed, while it waits to destroy the keys
+    (the test holds the key store's write lock): before, the key outlived the data, a
+    session's for good (the sweep collects conversations' keys only, an hour after they
+    were made). Now the delete records its keys in its own transaction, and the next start
+    destroys them."""
+    env = {**key_store_env, "CONVOGRAPH_ENCRYPTION_KEY": KEY}
+    server = await live_servers.start(database_url, env=env)
+    token = await server.token()
+    keys = KeyStoreTable(database_url, key_store_env)
+    async with server.client(token) as client:
+        if deleted == "conversation":
+            cid = (await client(CREATE, {"title": "doomed"}))["createConversation"]
+            cid = cid["conversation"]["id"]
+            await client(APPEND, {"id": cid, "m": [{"role": "user", "content": "doomed"}]})
+            delete, variables = DELETE, {"id": cid}
+            gone = f"SELECT 1 FROM conversation WHERE id = '{cid}'"
+        else:
+            saved = await client(CHECKPOINT, {"s": SESSION, "state": session_doc(SESSION)})
+            assert saved["checkpointSession"]["userErrors"] == []
+            delete, variables = DELETE_SESSION, {"s": SESSION}
+            gone = f"SELECT 1 FROM session_state WHERE session_id = '{SESSION}'"
+    doomed = await keys.live_refs()
+    assert len(doomed) == 1 and next(iter(doomed))[0] == deleted[0], doomed
+    async with keys.write_locked():
+        async with server.client(token) as client:
+            deleting = asyncio.create_task(client.post(delete, variables))
+            async with asyncio.timeout(30):
+                while await data_rows(database_url, gone):  # noqa: ASYNC110 (another process)
+                    await asyncio.sleep(0.02)
+            await server.kill()
+            with contextlib.suppress(httpx.HTTPError):
+                await deleting
+        # The crash fell between the delete's commit and its keys' end.
+        assert await keys.live_refs() == doomed
+    server = await live_servers.restart(server)
+    assert await keys.live_refs() == set(), "the deleted data's key outlived the restart"

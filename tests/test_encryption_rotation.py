@@ -11,14 +11,9 @@ not the key store's, as if it were mistyped.
 from __future__ import annotations
 
 import base64
-import uuid
-from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
-import pytest
-
 from tests.operations import CREATE
-from tests.pg_databases import admin
 from tests.ports import free_port
 
 if TYPE_CHECKING:
@@ -31,20 +26,8 @@ NEW = base64.b64encode(b"rotation-test-new-master-key-32b").decode()
 READ = "query($id: ID!) { conversation(id: $id) { title } }"
 
 
-@pytest.fixture
-async def keys_env(database_url: str) -> AsyncIterator[dict[str, str]]:
-    """The settings every process of a test shares: on PostgreSQL a key store schema of the
-    test's own (the database's reset between tests empties only the data)."""
-    if database_url.startswith("sqlite"):
-        yield {}
-        return
-    schema = f"keys_{uuid.uuid4().hex[:12]}"
-    yield {"CONVOGRAPH_ENCRYPTION_KEY_SCHEMA": schema}
-    await admin(database_url, f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-
-
 async def convograph(
-    database_url: str, keys_env: dict[str, str], *args: str, **keys: str
+    database_url: str, key_store_env: dict[str, str], *args: str, **keys: str
 ) -> tuple[int, str, str]:
     """`convograph ARGS` in a process of its own, with the master keys given
     (KEY=…, PREVIOUS_KEY=…)."""
@@ -52,34 +35,34 @@ async def convograph(
     # imports it first.
     from tests.live_server import CLI_TIMEOUT, DEFAULT_SECRET, graph_command, server_env
 
-    env = server_env(DEFAULT_SECRET, keys_env)
+    env = server_env(DEFAULT_SECRET, key_store_env)
     env.pop("CONVOGRAPH_ENCRYPTION_KEY", None)
     env.update({f"CONVOGRAPH_ENCRYPTION_{name}": value for name, value in keys.items()})
     return await graph_command(*args, "--database-url", database_url, env=env, limit=CLI_TIMEOUT)
 
 
-async def rotate(database_url: str, keys_env: dict[str, str]) -> None:
+async def rotate(database_url: str, key_store_env: dict[str, str]) -> None:
     code, out, err = await convograph(
-        database_url, keys_env, "keys", "rotate", KEY=NEW, PREVIOUS_KEY=OLD
+        database_url, key_store_env, "keys", "rotate", KEY=NEW, PREVIOUS_KEY=OLD
     )
     assert code == 0, err
     assert "every data key is now wrapped by it" in out
 
 
 async def test_a_server_started_with_the_old_key_after_rotate_is_refused_saying_so(
-    live_servers: LiveServers, database_url: str, keys_env: dict[str, str]
+    live_servers: LiveServers, database_url: str, key_store_env: dict[str, str]
 ) -> None:
     server = await live_servers.start(
-        database_url, env={**keys_env, "CONVOGRAPH_ENCRYPTION_KEY": OLD}
+        database_url, env={**key_store_env, "CONVOGRAPH_ENCRYPTION_KEY": OLD}
     )
     token = await server.token()
     async with server.client(token) as client:
         created = (await client(CREATE, {"title": "kept"}))["createConversation"]
     await server.stop()
-    await rotate(database_url, keys_env)
+    await rotate(database_url, key_store_env)
     port = str(free_port())
     for command in (["serve", "--no-migrate", "--host", "127.0.0.1", "--port", port], ["sweep"]):
-        code, out, err = await convograph(database_url, keys_env, *command, KEY=OLD)
+        code, out, err = await convograph(database_url, key_store_env, *command, KEY=OLD)
         assert code == 2, (command, out, err)
         line = err.strip()
         assert "\n" not in line, line
@@ -88,7 +71,7 @@ async def test_a_server_started_with_the_old_key_after_rotate_is_refused_saying_
         assert OLD not in line and NEW not in line
     # Nothing was lost: the new key reads it.
     server = await live_servers.start(
-        database_url, env={**keys_env, "CONVOGRAPH_ENCRYPTION_KEY": NEW}
+        database_url, env={**key_store_env, "CONVOGRAPH_ENCRYPTION_KEY": NEW}
     )
     async with server.client(token) as client:
         found = await client(READ, {"id": created["conversation"]["id"]})
@@ -96,14 +79,18 @@ async def test_a_server_started_with_the_old_key_after_rotate_is_refused_saying_
 
 
 async def test_a_server_left_running_with_the_old_key_answers_503_and_wraps_no_key_under_it(
-    live_servers: LiveServers, database_url: str, keys_env: dict[str, str]
+    live_servers: LiveServers, database_url: str, key_store_env: dict[str, str]
 ) -> None:
-    old = await live_servers.start(database_url, env={**keys_env, "CONVOGRAPH_ENCRYPTION_KEY": OLD})
+    old = await live_servers.start(
+        database_url, env={**key_store_env, "CONVOGRAPH_ENCRYPTION_KEY": OLD}
+    )
     token = await old.token()
     async with old.client(token) as client:
         before = (await client(CREATE, {"title": "before"}))["createConversation"]
-    await rotate(database_url, keys_env)
-    new = await live_servers.start(database_url, env={**keys_env, "CONVOGRAPH_ENCRYPTION_KEY": NEW})
+    await rotate(database_url, key_store_env)
+    new = await live_servers.start(
+        database_url, env={**key_store_env, "CONVOGRAPH_ENCRYPTION_KEY": NEW}
+    )
     async with new.client(token) as client:
         after = (await client(CREATE, {"title": "after"}))["createConversation"]
     async with old.client(token) as client:
@@ -120,7 +107,7 @@ async def test_a_server_left_running_with_the_old_key_answers_503_and_wraps_no_k
             assert [e["extensions"]["code"] for e in errors] == ["DATABASE_UNAVAILABLE"], errors
     assert "rotated" in old.logs() and "CONVOGRAPH_ENCRYPTION_KEY" in old.logs()
     # Every data key is under the new master key still: none was made under the old one.
-    code, out, err = await convograph(database_url, keys_env, "keys", "status", KEY=NEW)
+    code, out, err = await convograph(database_url, key_store_env, "keys", "status", KEY=NEW)
     assert code == 0, err
     assert out.count("master key") == 1 and "current" in out and "unknown" not in out, out
     async with new.client(token) as client:

@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from graph.domain import chunks, jsoncodec
 from graph.domain.messages import search_text as message_search_text
 from graph.settings import Settings
+from graph.store import pending_shreds
 from graph.store.compression import is_frame_sql
 from graph.store.db import Database
 from graph.store.encryption import (
@@ -110,13 +111,14 @@ async def rotate(encryption: Encryption, *, progress: Callable[[int], None] | No
 
 
 async def shred_orphans(db: Database) -> int:
-    """Delete the data keys of conversations that are gone (deleted by a cascade, or by a
-    process that stopped between a delete's commit and its key's); how many."""
+    """Delete the data keys that deletes left (a process stopped between a delete's commit
+    and its keys' end: store/pending_shreds.py), and those of conversations that are gone
+    (deleted by a cascade, or by a release before pending shreds); how many."""
     encryption = db.encryption
     if encryption is None:
         return 0
     await encryption.ready()
-    gone, after = 0, ""
+    gone, after = await pending_shreds.finish_all(db), ""
     while True:
         refs = await encryption.store.refs_older_than(
             CONVERSATION, ORPHAN_AGE_SECONDS, after=after, limit=BATCH

@@ -455,6 +455,17 @@ class EventLog(SQLModel, table=True):
     seq_high: int | None = None
 
 
+class PendingShred(SQLModel, table=True):
+    """A data key a committed delete has yet to destroy in the key store (apart from the
+    data, so outside the delete's transaction): written by the delete, removed once the key
+    is gone (store/pending_shreds.py)."""
+
+    __tablename__ = "pending_shred"
+
+    ref: str = Field(primary_key=True)
+    created_at: datetime = _ts()
+
+
 class WorkspaceUsage(SQLModel, table=True):
     """What a workspace stores, counted while workspace quotas are on (store/quotas.py): the
     sums of its conversations' message_count and message_bytes + snapshot_bytes."""
@@ -483,4 +494,5 @@ api_token = table(ApiToken)
 event_outbox = table(EventOutbox)
 event_log = table(EventLog)
 workspace_usage = table(WorkspaceUsage)
+pending_shred = table(PendingShred)
 metadata = SQLModel.metadata

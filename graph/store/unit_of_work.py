@@ -13,6 +13,7 @@ from the token cache while nothing can have changed its token (store/token_cache
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -21,7 +22,7 @@ from sqlalchemy.exc import DBAPIError
 
 from graph.domain.principal import SYSTEM, Principal
 from graph.settings import Settings
-from graph.store import event_log, quotas, scope
+from graph.store import event_log, pending_shreds, quotas, scope
 from graph.store.db import Database, ReadTransaction
 from graph.store.dictionary_training import DictionaryTraining
 from graph.store.errors import is_storage_full
@@ -33,6 +34,8 @@ from graph.store.repository.tokens import Live
 from graph.store.search_index import SearchIndex
 from graph.store.sql import Sql
 from graph.store.token_cache import TokenCache
+
+logger = logging.getLogger("convograph.encryption")
 
 
 class Reads:
@@ -140,16 +143,33 @@ class UnitOfWork:
                 events.extend(
                     await event_log.record(sql, repo.events, repo.positions, broker=self.broker)
                 )
+                if shreds := self._shredded(repo):
+                    # Committed with the delete, so that a stop before the keys' end leaves
+                    # the record for the next start or sweep to finish.
+                    await pending_shreds.record(sql, shreds)
         except Exception as exc:
             # Out of space: rolled back, so nothing was written; the caller says so.
             if is_storage_full(exc):
                 raise self.db.full_disk.refusal() from None
             raise
         self.db.full_disk.wrote()
-        if "shredded" in repo.__dict__ and self.db.encryption is not None:
+        if shreds := self._shredded(repo):
             # Only now that the delete has committed: a key without data is harmless, data
             # without its key is lost.
-            await self.db.encryption.forget(repo.shredded)
+            try:
+                await pending_shreds.finish(self.db, shreds)
+            except Exception:
+                # The delete stands (committed): its record stays for the sweep to finish.
+                logger.exception(
+                    "the data keys of a committed delete could not be destroyed yet; the "
+                    "next sweep (or start) destroys them"
+                )
+
+    def _shredded(self, repo: Repository) -> list[str]:
+        """The data keys `repo`'s deletes destroy (none without encryption)."""
+        if "shredded" not in repo.__dict__ or self.db.encryption is None:
+            return []
+        return repo.shredded
 
     async def count_usage(self) -> int:
         """Count every workspace's usage again (a process starting with quotas on, since
