@@ -364,11 +364,17 @@ def cmd_keys_status(args: argparse.Namespace) -> int:
     from graph.store import encryption_admin
     from graph.store.key_store import TOMBSTONE
 
-    async def work(db: Database) -> list[encryption_admin.KeyCount]:
+    async def work(db: Database) -> tuple[list[encryption_admin.KeyCount], str | None]:
         assert db.encryption is not None
-        return await encryption_admin.status(db.encryption)
+        counts = await encryption_admin.status(db.encryption)
+        return counts, await encryption_admin.retired_to(db.encryption)
 
-    counts = _with_encryption(args, work)
+    counts, successor = _with_encryption(args, work)
+    if successor is not None:
+        print(
+            f"the current master key is retired: `keys rotate` wrapped the data keys under "
+            f"master key {successor} instead"
+        )
     if not counts:
         print("no data keys yet")
     for count in counts:

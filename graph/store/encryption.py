@@ -325,17 +325,7 @@ class Encryption:
         if self._index is not None:
             return self._index
         await self.store.open()
-        successor = await self.store.successor(self.current.id)
-        if successor is not None:
-            if self.previous is None:
-                raise EncryptionError(
-                    f"{self.current.setting}: the key store ({self.store.where}) was rotated "
-                    f"to another master key (id {successor}) by `convograph keys rotate`, away "
-                    f"from this one (id {self.current.id}): set {self.current.setting} to the "
-                    "new master key"
-                )
-            # Both keys given, the retired one as the current: a rotation back to it.
-            await self.store.unretire(self.current.id)
+        await self.check_not_retired()
         counts = await self.store.counts()
         unknown = {k: n for k, n in counts.items() if k not in self.masters and k != TOMBSTONE}
         if unknown:
@@ -350,6 +340,22 @@ class Encryption:
         assert index is not None
         self._index = BlindIndex(index[1])
         return self._index
+
+    async def check_not_retired(self) -> None:
+        """Refuse a current master key that `keys rotate` rotated away from, given alone (a
+        replica or a restart still set with the old key). Given with a previous key, it is
+        a rotation back to it: no longer retired."""
+        successor = await self.store.successor(self.current.id)
+        if successor is None:
+            return
+        if self.previous is None:
+            raise EncryptionError(
+                f"{self.current.setting}: the key store ({self.store.where}) was rotated to "
+                f"another master key (id {successor}) by `convograph keys rotate`, away from "
+                f"this one (id {self.current.id}): set {self.current.setting} to the new "
+                "master key"
+            )
+        await self.store.unretire(self.current.id)
 
     @property
     def index(self) -> BlindIndex:

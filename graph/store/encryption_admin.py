@@ -77,16 +77,25 @@ async def status(encryption: Encryption) -> list[KeyCount]:
     return out
 
 
+async def retired_to(encryption: Encryption) -> str | None:
+    """The master key id `keys rotate` rotated the current master key away to, if it did."""
+    if not await encryption.store.exists():
+        return None
+    await encryption.store.open()
+    return await encryption.store.successor(encryption.current.id)
+
+
 async def rotate(encryption: Encryption, *, progress: Callable[[int], None] | None = None) -> int:
     """Wrap every data key under the current master key; how many were wrapped again. The
     content is not touched: only the wrapped keys change. The previous master key is retired
     first: from then on no server left running with it alone makes a key wrapped by it, which
     would outlive the rotation (see key_store)."""
     await encryption.store.open()
+    # Given alone, a retired key is the old one, not one to rotate to.
+    await encryption.check_not_retired()
     current, previous = encryption.current, encryption.previous
     if previous is not None and previous.id != current.id:
         await encryption.store.retire(previous.id, current.id)
-    await encryption.store.unretire(current.id)
     done, after = 0, ""
     while True:
         page = await encryption.store.page(
