@@ -9,7 +9,7 @@ from graph.settings import Settings
 from graph.store import pending_shreds
 from graph.store.db import Database
 from graph.store.dictionary_training import DictionaryTraining
-from graph.store.encryption import check_encrypted, check_unencrypted
+from graph.store.encryption import EncryptionError, check_encrypted, check_unencrypted
 from graph.store.errors import is_unavailable
 from graph.store.events import EventBroker
 from graph.store.events_sqlite import SQLiteBroker
@@ -45,7 +45,9 @@ class Services:
             else:
                 await check_unencrypted(self.settings, engine=self.db.reader)
         except Exception as exc:
-            if not serving or not is_unavailable(exc):
+            # A refused master key counts as unavailable once serving (errors.py), but here
+            # the key store answered: the start stops on it.
+            if not serving or isinstance(exc, EncryptionError) or not is_unavailable(exc):
                 raise
             # A server starts while its database is away (and says so on /readyz): the
             # master key is checked on the key store's first use instead.

@@ -30,7 +30,9 @@ from graph.store.encryption import EncryptionError
 from graph.store.key_store import TOMBSTONE
 from tests.conftest import GraphQLClient, Server
 from tests.migrations import columns_after
+from tests.operations import CREATE
 from tests.pg_databases import admin
+from tests.tcp_proxy import in_front_of
 from tests.test_auth import stored_bytes
 from tests.test_isolation import mutate, ok
 from tests.test_sessions import checkpoint, delete, hydrate, session_doc
@@ -838,3 +840,37 @@ async def test_the_pending_shred_migration_downgrades_and_upgrades(settings: Set
     assert gone == [True]
     back = await columns_after(settings, "pending_shred", lambda c: alembic.upgrade(c, "head"))
     assert back == ["ref", "created_at"]
+
+
+async def test_a_wrong_master_key_found_after_a_start_without_the_database_makes_it_unavailable(
+    settings: Settings,
+) -> None:
+    """A server started while its database (and key store) was away checks the master key
+    on first use: a wrong one then answered every request with a masked INTERNAL error and
+    stayed ready. Now it is DATABASE_UNAVAILABLE (retry elsewhere) and not ready."""
+    if settings.is_sqlite:
+        pytest.skip("an embedded SQLite file cannot go away: PostgreSQL only")
+    from graph.app import create_app
+
+    async with serving(encrypted(settings)) as (_, gql):
+        seeded = await seed(gql)
+    proxy, through = await in_front_of(settings.database_url)
+    await proxy.cut()
+    wrong = encrypted(settings, OTHER_KEY).replace(database_url=through, pool_timeout_seconds=2)
+    app = create_app(wrong)
+    read = "query($id: ID!) { conversation(id: $id) { title } }"
+    try:
+        async with app.router.lifespan_context(app):
+            await proxy.start()
+            server = Server(app, wrong)
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+                gql = GraphQLClient(http, await server.token())
+                for query, variables in ((read, {"id": seeded.conversation}), (CREATE, {})):
+                    errors = (await gql.post(query, variables)).json()["errors"]
+                    codes = [e["extensions"]["code"] for e in errors]
+                    assert codes == ["DATABASE_UNAVAILABLE"], errors
+                ready = await http.get("/readyz")
+                assert ready.status_code == 503 and "master key" in ready.text, ready.text
+    finally:
+        await proxy.cut()

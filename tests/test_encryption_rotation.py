@@ -13,6 +13,8 @@ from __future__ import annotations
 import base64
 from typing import TYPE_CHECKING
 
+import httpx
+
 from tests.operations import CREATE
 from tests.ports import free_port
 
@@ -111,6 +113,11 @@ async def test_a_server_left_running_with_the_old_key_answers_503_and_wraps_no_k
             errors = response.json()["errors"]
             assert [e["extensions"]["code"] for e in errors] == ["DATABASE_UNAVAILABLE"], errors
     assert "rotated" in old.logs() and "CONVOGRAPH_ENCRYPTION_KEY" in old.logs()
+    # Out of rotation until restarted with the new key; the other replica serves.
+    async with httpx.AsyncClient(timeout=30) as http:
+        refused = await http.get(f"{old.base_url}/readyz")
+        assert refused.status_code == 503 and "master key" in refused.text, refused.text
+        assert (await http.get(f"{new.base_url}/readyz")).status_code == 200
     # Every data key is under the new master key still: none was made under the old one.
     code, out, err = await convograph(database_url, key_store_env, "keys", "status", KEY=NEW)
     assert code == 0, err

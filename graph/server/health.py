@@ -6,7 +6,10 @@ would fail every request that touches a new column, while one of the previous re
 started during a rollout serves the newer schema (every migration keeps it working). Both
 say `"storage": "full"` while the database refuses writes for want of space (reads still
 work, so a full disk keeps the replica in rotation: taken out, it would never see the write
-that finds space again).
+that finds space again). With encryption at rest, ready also means the master key opens the
+key store: one `keys rotate` rotated away from, or refused once the key store could be
+asked (it was away at start), leaves rotation until the server is restarted with the right
+key.
 
 On PostgreSQL, ready also means the replica hears events: a replica whose LISTEN connection
 has been down for more than `LISTENER_GRACE_SECONDS` would leave its live subscriptions
@@ -45,6 +48,14 @@ class Health:
         down_for = self.broker.listener_down_for()
         return "local" if down_for is None else "listening" if down_for == 0 else "down"
 
+    async def _master_key_refused(self) -> bool:
+        encryption = self.db.encryption
+        assert encryption is not None
+        try:
+            return await encryption.refusal() is not None
+        except Exception:  # the key store away: what the database's check says meanwhile
+            return False
+
     async def healthz(self, request: Request) -> JSONResponse:
         body = {
             "status": "ok",
@@ -71,6 +82,11 @@ class Health:
         if state == BEHIND:
             return JSONResponse(
                 {"status": "database not migrated: run `convograph migrate`"}, status_code=503
+            )
+        if self.db.encryption is not None and await self._master_key_refused():
+            # Details in the log, not here: a probe's answer is not for everyone.
+            return JSONResponse(
+                {"status": "master key refused by the key store: see the log"}, status_code=503
             )
         if (self.broker.listener_down_for() or 0.0) > LISTENER_GRACE_SECONDS:
             return JSONResponse(

@@ -93,11 +93,17 @@ class EncryptionError(RuntimeError):
     """Encryption cannot start as set up; the message names the setting to fix."""
 
 
-class MasterKeyRotated(EncryptionError):
+class MasterKeyRefused(EncryptionError):
+    """The master key given does not open the key store as it is now. Found at start, it
+    stops the process; found later (the key store was away at start, or rotated since), it
+    makes the server unavailable (503, and not ready), never a request's fault: the server
+    needs restarting with the right key."""
+
+
+class MasterKeyRotated(MasterKeyRefused):
     """The key store was rotated (`convograph keys rotate`) to a master key this process
-    was not given, after it started: it cannot open the keys wrapped again, nor make new
-    ones under the retired key. Unavailable (503), not a request's fault: the server needs
-    restarting with the new key."""
+    was not given: it cannot open the keys wrapped again, nor make new ones under the
+    retired key."""
 
 
 def generate_key() -> str:
@@ -305,6 +311,8 @@ class Encryption:
         # with the key when it is destroyed.
         self._opened: dict[str, dict[Sealed, str]] = {}
         self._opened_bytes = 0
+        # Why the master key was refused once this process was serving (see `refusal`).
+        self._refused: str | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Encryption:
@@ -329,12 +337,13 @@ class Encryption:
         counts = await self.store.counts()
         unknown = {k: n for k, n in counts.items() if k not in self.masters and k != TOMBSTONE}
         if unknown:
-            raise EncryptionError(
+            raise self._refuse(
+                MasterKeyRefused,
                 f"{self.current.setting} is not the master key of the key store "
                 f"({self.store.where}): {sum(unknown.values())} data keys are wrapped by "
                 f"another master key (id {', '.join(sorted(unknown))}); set the master key "
                 "they were written with (while rotating, the old one as "
-                "CONVOGRAPH_ENCRYPTION_PREVIOUS_KEY)"
+                "CONVOGRAPH_ENCRYPTION_PREVIOUS_KEY)",
             )
         index = await self._data_key(INDEX_REF, create=True)
         assert index is not None
@@ -349,13 +358,41 @@ class Encryption:
         if successor is None:
             return
         if self.previous is None:
-            raise EncryptionError(
+            raise self._refuse(
+                MasterKeyRotated,
                 f"{self.current.setting}: the key store ({self.store.where}) was rotated to "
                 f"another master key (id {successor}) by `convograph keys rotate`, away from "
                 f"this one (id {self.current.id}): set {self.current.setting} to the new "
-                "master key"
+                "master key",
             )
         await self.store.unretire(self.current.id)
+
+    def _refuse(self, kind: type[MasterKeyRefused], message: str) -> MasterKeyRefused:
+        """The refusal to raise, remembered for `refusal` (the request that meets it logs
+        it; a start stops on it)."""
+        self._refused = message
+        return kind(message)
+
+    async def refusal(self) -> str | None:
+        """Why this process cannot serve with its master key (for /readyz), or None: refused
+        since it started, or rotated away from meanwhile (asked of the key store, which a
+        probe reads and never writes)."""
+        if self._refused is None and self.previous is None:
+            successor = await self.store.successor(self.current.id)
+            if successor is not None:
+                logger.error(
+                    "%s (master key id %s) was rotated away from by `convograph keys rotate`: "
+                    "not ready until restarted with the new master key",
+                    self.current.setting,
+                    self.current.id,
+                )
+                self._refuse(
+                    MasterKeyRotated,
+                    f"{self.current.setting} (master key id {self.current.id}) was rotated away "
+                    f"from by `convograph keys rotate`, to master key id {successor}: restart "
+                    f"with the new master key as {self.current.setting}",
+                )
+        return self._refused
 
     @property
     def index(self) -> BlindIndex:
@@ -371,11 +408,12 @@ class Encryption:
         master = self.masters.get(stored.key_id)
         if master is None:
             # Checked at start (`ready`): another process wrapped it since, `keys rotate`.
-            raise MasterKeyRotated(
+            raise self._refuse(
+                MasterKeyRotated,
                 f"the data key {stored.ref} is wrapped by master key {stored.key_id}, which is "
                 f"neither {self.current.setting} nor CONVOGRAPH_ENCRYPTION_PREVIOUS_KEY: the key "
                 "store was rotated to another master key (`convograph keys rotate`) since this "
-                f"server started; restart it with the new master key as {self.current.setting}"
+                f"server started; restart it with the new master key as {self.current.setting}",
             )
         return master.unwrap(stored)
 
@@ -388,11 +426,12 @@ class Encryption:
             found = await self.store.add(self.current.wrap(ref, os.urandom(32)))
             if found is None:
                 successor = await self.store.successor(self.current.id)
-                raise MasterKeyRotated(
+                raise self._refuse(
+                    MasterKeyRotated,
                     f"{self.current.setting} (master key id {self.current.id}) was rotated away "
                     f"from by `convograph keys rotate` (to master key id {successor}) since this "
                     "server started: no new data key is wrapped by it; restart the server with "
-                    f"the new master key as {self.current.setting}"
+                    f"the new master key as {self.current.setting}",
                 )
         if found.key_id == TOMBSTONE:
             # A deleted conversation (in a restored copy): no new key, no write.

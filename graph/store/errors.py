@@ -12,15 +12,16 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from graph.store.db import DatabaseBusy
-from graph.store.encryption import MasterKeyRotated
+from graph.store.encryption import MasterKeyRefused
 
 
 def is_unavailable(exc: BaseException | None) -> bool:
     """Connection loss, refusal, pool exhaustion, or SQLite's write lock held elsewhere too
-    long: the database, not the request, is at fault. So is a key store rotated to a master
-    key this server was not given: it serves again once restarted with it."""
+    long: the database, not the request, is at fault. So is a master key that does not open
+    the key store (rotated since the start, or not checked then): it serves again once
+    restarted with the right one."""
     if isinstance(
-        exc, PoolTimeout | ConnectionError | asyncio.TimeoutError | DatabaseBusy | MasterKeyRotated
+        exc, PoolTimeout | ConnectionError | asyncio.TimeoutError | DatabaseBusy | MasterKeyRefused
     ):
         return True
     if isinstance(exc, DBAPIError):
