@@ -334,11 +334,15 @@ def cmd_keys_generate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _with_encryption(args: argparse.Namespace, work: Callable[[Database], Awaitable[T]]) -> T:
+def _with_encryption(
+    args: argparse.Namespace, work: Callable[[Database], Awaitable[T]], *, write: bool = False
+) -> T:
     """Run `work` on the database of the settings, with encryption on (a master key set).
     Sealed content whose key store is not where the settings say is refused first, as every
     other command refuses it: a new, empty store was made there, and `keys status` said "no
-    data keys yet", `keys rotate` that every data key was wrapped by the new master key."""
+    data keys yet", `keys rotate` that every data key was wrapped by the new master key. A
+    command that `write`s is refused a read-only database or key store first, naming it
+    (`keys rotate` on a read-only key store blamed "the database of CONVOGRAPH_DATABASE_URL")."""
     from graph.store.db import Database
     from graph.store.encryption import check_key_store_found
 
@@ -347,6 +351,8 @@ def _with_encryption(args: argparse.Namespace, work: Callable[[Database], Awaita
         raise EncryptionError(
             "CONVOGRAPH_ENCRYPTION_KEY (or CONVOGRAPH_ENCRYPTION_KEY_FILE) is not set"
         )
+    if write:
+        _writable(settings)
 
     async def run() -> T:
         db = Database(settings)
@@ -392,7 +398,7 @@ def cmd_keys_rotate(args: argparse.Namespace) -> int:
         assert db.encryption is not None
         return await encryption_admin.rotate(db.encryption)
 
-    done = _with_encryption(args, work)
+    done = _with_encryption(args, work, write=True)
     print(
         f"wrapped {done} data keys under the current master key; every data key is now "
         "wrapped by it (CONVOGRAPH_ENCRYPTION_PREVIOUS_KEY may be removed)"
@@ -410,7 +416,7 @@ def cmd_keys_encrypt_existing(args: argparse.Namespace) -> int:
     async def work(db: Database) -> int:
         return await encryption_admin.encrypt_existing(db, progress=progress)
 
-    total = _with_encryption(args, work)
+    total = _with_encryption(args, work, write=True)
     settings = _settings(args)
     if settings.is_sqlite:
         encryption_admin.vacuum(settings)

@@ -776,7 +776,16 @@ def test_a_key_store_file_that_is_no_key_store_is_named_not_blamed_on_the_databa
     assert result.stdout == "" and store.read_bytes() == b"not a key store\n"
 
 
-@pytest.mark.parametrize("command", [("serve",), ("sweep",), ("token", "revoke", "x")])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("serve",),
+        ("sweep",),
+        ("token", "revoke", "x"),
+        ("keys", "rotate"),
+        ("keys", "encrypt-existing"),
+    ],
+)
 def test_a_read_only_key_store_is_named_before_a_command_that_writes_starts(
     cli: Cli, command: tuple[str, ...]
 ) -> None:
