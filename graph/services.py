@@ -10,7 +10,7 @@ from graph.store import pending_shreds
 from graph.store.db import Database
 from graph.store.dictionary_training import DictionaryTraining
 from graph.store.encryption import EncryptionError, check_encrypted, check_unencrypted
-from graph.store.errors import is_unavailable
+from graph.store.errors import database_problem, is_unavailable
 from graph.store.events import EventBroker
 from graph.store.events_sqlite import SQLiteBroker
 from graph.store.keyring import Keyring, load_secret
@@ -65,7 +65,8 @@ class Services:
             try:
                 await pending_shreds.finish_all(self.db)
             except Exception as exc:  # the database away, or not migrated yet
-                logger.warning("pending data key deletions are left to the sweep: %s", exc)
+                reason = database_problem(exc) or str(exc)
+                logger.warning("pending data key deletions are left to the sweep: %s", reason)
         await self.broker.start()
         if self.settings.quotas_on:
             await self.uow.count_usage()
