@@ -66,10 +66,17 @@ async def test_a_server_started_with_the_old_key_after_rotate_is_refused_saying_
     assert code == 0, err
     assert "the current master key is retired" in out, out
     serve = ["serve", "--no-migrate", "--host", "127.0.0.1", "--port", str(free_port())]
-    # `keys rotate` given the old key alone neither rotates back nor un-retires it: the
-    # server after it is refused all the same.
-    for command in (["keys", "rotate"], serve, ["sweep"]):
-        code, out, err = await convograph(database_url, key_store_env, *command, KEY=OLD)
+    # `keys rotate` given the old key alone (or as its own previous key) neither rotates
+    # back nor un-retires it: the server after it is refused all the same.
+    for command, previous in (
+        (["keys", "rotate"], {}),
+        (["keys", "rotate"], {"PREVIOUS_KEY": OLD}),
+        (serve, {}),
+        (["sweep"], {}),
+    ):
+        code, out, err = await convograph(
+            database_url, key_store_env, *command, KEY=OLD, **previous
+        )
         assert code == 2, (command, out, err)
         line = err.strip()
         assert "\n" not in line, line

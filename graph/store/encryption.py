@@ -352,12 +352,17 @@ class Encryption:
 
     async def check_not_retired(self) -> None:
         """Refuse a current master key that `keys rotate` rotated away from, given alone (a
-        replica or a restart still set with the old key). Given with a previous key, it is
-        a rotation back to it: no longer retired."""
+        replica or a restart still set with the old key). Given with a previous key that is
+        not retired too (nor itself), it is a rotation back to it: no longer retired."""
         successor = await self.store.successor(self.current.id)
         if successor is None:
             return
-        if self.previous is None:
+        previous = self.previous
+        if (
+            previous is None
+            or previous.id == self.current.id
+            or await self.store.successor(previous.id) is not None
+        ):
             raise self._refuse(
                 MasterKeyRotated,
                 f"{self.current.setting}: the key store ({self.store.where}) was rotated to "
