@@ -8,8 +8,9 @@ of its own, so that `pg_dump --exclude-schema` leaves it out of the data's backu
 
 Each call commits at once, outside the data's transaction: a key is stored before the data it
 seals can commit, and destroyed only after the data's delete has committed. A crash between
-the two leaves at most a key without data (harmless; the sweep destroys it), never data
-without its key. A destroyed conversation key leaves a tombstone row (no key material).
+the two leaves at most a key without data, never data without its key; the delete recorded
+it in its own transaction, and the next start or sweep destroys it (store/pending_shreds.py).
+A destroyed conversation key leaves a tombstone row (no key material).
 
 `keys rotate` also records the master key it rotates away from as retired (table
 `retired_master`, the id of its successor beside it): a key is never stored wrapped by a
