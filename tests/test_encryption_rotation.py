@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 
+from graph.store.encryption import MasterKey
 from tests.operations import CREATE
 from tests.ports import free_port
 
@@ -25,7 +26,13 @@ pytest_plugins = ["tests.live_server"]
 
 OLD = base64.b64encode(b"rotation-test-old-master-key-32b").decode()
 NEW = base64.b64encode(b"rotation-test-new-master-key-32b").decode()
+THIRD = base64.b64encode(b"rotation-test-3rd-master-key-32b").decode()
 READ = "query($id: ID!) { conversation(id: $id) { title } }"
+
+
+def key_id(key: str) -> str:
+    """A master key's id, as messages and `keys status` name it."""
+    return MasterKey(base64.b64decode(key), setting="").id
 
 
 async def convograph(
@@ -65,6 +72,13 @@ async def test_a_server_started_with_the_old_key_after_rotate_is_refused_saying_
     code, out, err = await convograph(database_url, key_store_env, "keys", "status", KEY=OLD)
     assert code == 0, err
     assert "the current master key is retired" in out, out
+    # A second rotation away from the old key, to a third one, is refused before it splits
+    # the data keys between the two new master keys.
+    code, out, err = await convograph(
+        database_url, key_store_env, "keys", "rotate", KEY=THIRD, PREVIOUS_KEY=OLD
+    )
+    assert code == 2, (out, err)
+    assert f"was rotated to master key id {key_id(NEW)} by another `keys rotate`" in err, err
     serve = ["serve", "--no-migrate", "--host", "127.0.0.1", "--port", str(free_port())]
     # `keys rotate` given the old key alone (or as its own previous key) neither rotates
     # back nor un-retires it: the server after it is refused all the same.
@@ -81,7 +95,7 @@ async def test_a_server_started_with_the_old_key_after_rotate_is_refused_saying_
         line = err.strip()
         assert "\n" not in line, line
         assert line.startswith("error: CONVOGRAPH_ENCRYPTION_KEY: the key store"), line
-        assert "was rotated to another master key" in line, line
+        assert f"was rotated to another master key (id {key_id(NEW)})" in line, line
         assert OLD not in line and NEW not in line
     # Nothing was lost: the new key reads it.
     server = await live_servers.start(

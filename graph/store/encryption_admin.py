@@ -95,7 +95,17 @@ async def rotate(encryption: Encryption, *, progress: Callable[[int], None] | No
     await encryption.check_not_retired()
     current, previous = encryption.current, encryption.previous
     if previous is not None and previous.id != current.id:
-        await encryption.store.retire(previous.id, current.id)
+        recorded = await encryption.store.retire(previous.id, current.id)
+        if recorded != current.id:
+            # Another rotation (under way, or interrupted) took it to another key: two would
+            # split the data keys between their two new master keys.
+            raise EncryptionError(
+                f"CONVOGRAPH_ENCRYPTION_PREVIOUS_KEY (master key id {previous.id}) was rotated "
+                f"to master key id {recorded} by another `keys rotate`, not to "
+                f"{current.setting} (id {current.id}): finish that rotation with that key as "
+                f"{current.setting}, then rotate away from it with it as "
+                "CONVOGRAPH_ENCRYPTION_PREVIOUS_KEY"
+            )
     done, after = 0, ""
     while True:
         page = await encryption.store.page(

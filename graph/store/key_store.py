@@ -93,9 +93,10 @@ class KeyStore(ABC):
     ) -> list[str]: ...
 
     @abstractmethod
-    async def retire(self, key_id: str, successor: str) -> None:
+    async def retire(self, key_id: str, successor: str) -> str:
         """Record master key `key_id` as rotated away from, to `successor`: no key wrapped
-        by it is added from now on (one in the middle of being added is stored first)."""
+        by it is added from now on (one in the middle of being added is stored first). The
+        successor recorded: the first one (another rotation's, if one came first)."""
 
     @abstractmethod
     async def unretire(self, key_id: str) -> None:
@@ -251,11 +252,16 @@ class SQLiteKeyStore(KeyStore):
         )
         return [ref for (ref,) in rows]
 
-    async def retire(self, key_id: str, successor: str) -> None:
-        self._db().execute(
-            "INSERT OR REPLACE INTO retired_master VALUES (?, ?, ?)",
+    async def retire(self, key_id: str, successor: str) -> str:
+        db = self._db()
+        db.execute(
+            "INSERT OR IGNORE INTO retired_master VALUES (?, ?, ?)",
             (key_id, successor, time.time()),
         )
+        found = db.execute(
+            "SELECT successor FROM retired_master WHERE key_id = ?", (key_id,)
+        ).fetchone()
+        return str(found[0])
 
     async def unretire(self, key_id: str) -> None:
         self._db().execute("DELETE FROM retired_master WHERE key_id = ?", (key_id,))
@@ -430,7 +436,7 @@ class PostgresKeyStore(KeyStore):
             )
             return [ref for (ref,) in rows]
 
-    async def retire(self, key_id: str, successor: str) -> None:
+    async def retire(self, key_id: str, successor: str) -> str:
         await self.open()
         async with self._pool().begin() as conn:
             # Against the adds: one under way commits first (and `rotate` then finds its
@@ -438,11 +444,15 @@ class PostgresKeyStore(KeyStore):
             await conn.execute(text(f"LOCK TABLE {self._table} IN SHARE ROW EXCLUSIVE MODE"))
             await conn.execute(
                 text(
-                    f"INSERT INTO {self._retired} VALUES (:k, :s, :at) ON CONFLICT (key_id) "
-                    "DO UPDATE SET successor = excluded.successor, retired_at = excluded.retired_at"
+                    f"INSERT INTO {self._retired} VALUES (:k, :s, :at) "
+                    "ON CONFLICT (key_id) DO NOTHING"
                 ),
                 {"k": key_id, "s": successor, "at": time.time()},
             )
+            found = await conn.execute(
+                text(f"SELECT successor FROM {self._retired} WHERE key_id = :k"), {"k": key_id}
+            )
+            return str(found.scalar_one())
 
     async def unretire(self, key_id: str) -> None:
         await self.open()
