@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import GraphQLClient, Server
-from tests.operations import COUNT, NODE, READ
+from tests.operations import COUNT, DELETE, NODE, READ, read
 
 ERRORS = "userErrors { code field message }"
 DELEGATION = """
@@ -485,6 +485,28 @@ async def test_deleting_a_child_transcript_removes_its_delegation(gql: GraphQLCl
     listed = await parent_delegations(gql, parent)
     assert ([n["id"] for n in listed["nodes"]], listed["totalCount"]) == ([kept["id"]], 1)
     assert await conversation_count(gql) == 2
+
+
+async def test_deleting_a_child_transcript_moves_its_parent_s_version(gql: GraphQLClient) -> None:
+    """A client that caches a conversation by version kept the parent's delegation list with
+    the deleted child in it: the delete changed the list and left the version where it was.
+    The parent moves, as a new delegation moves it; the conversations above it do not (a
+    delegation made under a child does not move the root either)."""
+    root = await new_conversation(gql)
+    child = (await delegate(gql, root))["childConversation"]["id"]
+    grandchild = (await delegate(gql, child))["childConversation"]["id"]
+    before = {cid: (await read(gql, cid) or {})["version"] for cid in (root, child)}
+    deleted = await gql(DELETE, {"id": grandchild})
+    assert deleted["deleteConversation"]["deleted"] is True
+    assert (await read(gql, child) or {})["version"] == before[child] + 1
+    assert (await read(gql, root) or {})["version"] == before[root]
+    assert (await parent_delegations(gql, child))["totalCount"] == 0
+
+    # The child of the root likewise moves the root; deleting it again moves nothing.
+    assert (await gql(DELETE, {"id": child}))["deleteConversation"]["deleted"] is True
+    assert (await read(gql, root) or {})["version"] == before[root] + 1
+    assert (await gql(DELETE, {"id": child}))["deleteConversation"]["deleted"] is False
+    assert (await read(gql, root) or {})["version"] == before[root] + 1
 
 
 async def test_delegations_expire_with_their_parent(gql: GraphQLClient) -> None:

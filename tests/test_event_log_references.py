@@ -93,7 +93,7 @@ async def test_replayed_appends_keep_their_messages_after_a_replace_a_delete_and
         assert replaced["replaceTranscript"]["userErrors"] == []
         assert (await alice(DELETE, {"id": deleted}))["deleteConversation"]["deleted"]
         expiry = await expire_alone(live_server, expiring)
-        count = 16 + 2  # the appends, the replace, the delete
+        count = 16 + 3  # the appends, the replace, the delete and its parent's update
         missed = await events(witness, count)
 
         await wait_past(expiry)
@@ -108,7 +108,12 @@ async def test_replayed_appends_keep_their_messages_after_a_replace_a_delete_and
             assert replayed == missed
             texts = [m["data"]["content"] for e in replayed for m in e["messages"] or []]
             assert texts.count("several") == 1 and f"{below[:6]}-2" in texts
-            assert (await resumed.event())["kind"] == "CONVERSATION_DELETED"  # the sweep's
+            # The sweep's delete of the child that expired alone, and its parent's update.
+            swept = [await resumed.event(), await resumed.event()]
+            assert [(e["kind"], e["conversationId"]) for e in swept] == [
+                ("CONVERSATION_DELETED", expiring),
+                ("CONVERSATION_UPDATED", root),
+            ]
             await nothing_more(resumed)
 
 

@@ -107,11 +107,12 @@ async def alice(live_server: LiveServer) -> AsyncIterator[GraphQLClient]:
 
 async def write_200_across_the_tree(alice: GraphQLClient, root: str, child: str) -> int:
     """Appends to the root and two child transcripts, delegations made and completed, a
-    rename, a replaced transcript and a deleted child transcript: 200 events."""
+    rename, a replaced transcript and a deleted child transcript (its delete and its parent's
+    update): 200 events."""
     delegation = await delegate(alice, root, "second")
     second = delegation["childConversation"]["id"]
     written = 1
-    while written < 195:
+    while written < 194:
         await append(alice, (root, child, second)[written % 3], f"m{written}")
         written += 1
     await alice(UPDATE, {"id": child, "title": "renamed"})
@@ -120,7 +121,7 @@ async def write_200_across_the_tree(alice: GraphQLClient, root: str, child: str)
     assert done["completeDelegation"]["delegation"]["status"] == "COMPLETED"
     third = (await delegate(alice, root, "third"))["childConversation"]["id"]
     assert (await alice(DELETE, {"id": third}))["deleteConversation"]["deleted"]
-    return written + 5
+    return written + 6
 
 
 async def test_a_resumed_stream_gets_exactly_the_missed_events_in_order_then_live_ones(
@@ -575,7 +576,8 @@ async def test_the_sweep_prunes_a_prefix_of_each_tree_and_a_delete_takes_the_who
     await sweep(server.services.uow, now=now)
     assert await logged(server, root) == [4, 5]  # never a log with a hole
     assert (await gql(DELETE, {"id": child}))["deleteConversation"]["deleted"]
-    assert await logged(server, root) == [4, 5, 6]  # a child's delete is in its tree's log
+    # A child's delete is in its tree's log, and so is its parent's update.
+    assert await logged(server, root) == [4, 5, 6, 7]
     assert (await gql(DELETE, {"id": root}))["deleteConversation"]["deleted"]
     assert await logged(server, root) == []
 

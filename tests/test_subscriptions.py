@@ -511,6 +511,43 @@ async def test_a_delete_s_event_is_at_the_time_of_the_delete(
         assert datetime.fromisoformat(event["at"]) >= before - timedelta(seconds=1)
 
 
+async def test_deleting_a_child_transcript_tells_its_parent_s_subscribers(
+    live_server: LiveServer, alice: GraphQLClient
+) -> None:
+    """The delete takes the child's delegation out of the parent's list: the parent's
+    version moves and its stream says so, also a stream that leaves the descendants out,
+    which was told nothing while its delegation list changed."""
+    root = await create(alice)
+    child = (await delegate(alice, root))["childConversation"]["id"]
+    async with (
+        subscribed(live_server, alice, root, descendants=False) as own,
+        subscribed(live_server, alice, root) as tree,
+    ):
+        # The second subscription's touches reached the first: read up to the last of them.
+        live = (await read(alice, root) or {})["version"]
+        while (await own.event())["version"] != live:
+            pass
+        assert (await alice(DELETE, {"id": child}))["deleteConversation"]["deleted"] is True
+        version = (await read(alice, root) or {})["version"]
+        event = await own.event()
+        assert (event["kind"], event["conversationId"], event["version"]) == (
+            "CONVERSATION_UPDATED",
+            root,
+            version,
+        )
+        deleted, updated = await tree.event(), await tree.event()
+        assert (deleted["kind"], deleted["conversationId"]) == ("CONVERSATION_DELETED", child)
+        assert (updated["kind"], updated["conversationId"], updated["version"]) == (
+            "CONVERSATION_UPDATED",
+            root,
+            version,
+        )
+        # Nothing else came: the next event of either stream is the next write's.
+        touched = await touch(alice, root)
+        for socket in (own, tree):
+            assert ((await socket.event())["version"]) == touched
+
+
 # -- what must not be delivered ---------------------------------------------
 
 

@@ -35,7 +35,7 @@ from graph.domain.conversations import (
     root_of,
     search_words,
 )
-from graph.domain.errors import not_found
+from graph.domain.errors import DomainError, ErrorCode, not_found
 from graph.domain.events import EventKind
 from graph.domain.paging import Page
 from graph.store import event_log, scope
@@ -378,7 +378,25 @@ class Conversations(Part):
         self.repo.usage.deleted(deleted)
         # When it was deleted: the row's updated_at is its last write's time.
         self.repo.publish(EventKind.CONVERSATION_DELETED, deleted, at=self.repo.now())
+        await self._parent_lost_one(deleted)
         return True
+
+    async def _parent_lost_one(self, deleted: Conversation) -> None:
+        """After a child transcript's delete: it took its delegation with it (the foreign key
+        cascades), so the parent lists one fewer, a change to the parent as a new delegation
+        is (Delegations.create). Its version moves and its subscribers are told, also those
+        that leave the descendants out: a client caching it by version kept the delegation.
+        The conversations above the parent do not move (a delegation made below them does
+        not either)."""
+        if not deleted.ancestors:
+            return
+        try:
+            parent = await self.repo.versions.bump(deleted.ancestors[-1])
+        except DomainError as gone:
+            if gone.code is not ErrorCode.NOT_FOUND:
+                raise
+            return  # expired too (the sweep): nothing left to tell
+        self.repo.publish(EventKind.CONVERSATION_UPDATED, parent)
 
     async def delete_expired(self, now: datetime) -> int:
         """Retention (the process only): delete every conversation past its expiry; how many
@@ -430,6 +448,9 @@ class Conversations(Part):
             self.repo.usage.deleted(conversation)
             if went.isdisjoint(conversation.ancestors):
                 self.repo.publish(EventKind.CONVERSATION_DELETED, conversation, at=self.repo.now())
+                # A child transcript that expired alone (its own expiry, set by a release
+                # before they were refused) leaves its parent as an explicit delete does.
+                await self._parent_lost_one(conversation)
         return len(went)
 
     async def _keep_logged_messages(self, doomed: Sequence[tuple[str, str]]) -> None:
