@@ -111,6 +111,29 @@ async def test_expires_at_reaches_the_delegation_children(gql: GraphQLClient) ->
         assert stored is not None and stored["expiresAt"] is None, cid
 
 
+async def test_a_root_s_expiry_moves_the_version_of_each_child_it_reaches(
+    gql: GraphQLClient,
+) -> None:
+    """A child's expiresAt changed with its root's while its version stayed: a client caching
+    the child by version kept the old expiry."""
+    root = (await create(gql))["id"]
+    child = (await delegate(gql, root))["childConversation"]["id"]
+    grandchild = (await delegate(gql, child))["childConversation"]["id"]
+
+    async def versions() -> list[int]:
+        return [(await get(gql, cid) or {})["version"] for cid in (root, child, grandchild)]
+
+    start = await versions()
+    at = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
+    await gql(UPDATE, {"input": {"id": root, "expiresAt": at}})
+    assert await versions() == [v + 1 for v in start]
+    # The same expiry again changes no child: only the root, written to, moves.
+    await gql(UPDATE, {"input": {"id": root, "expiresAt": at}})
+    assert await versions() == [start[0] + 2, start[1] + 1, start[2] + 1]
+    await gql(UPDATE, {"input": {"id": root, "expiresAt": None}})
+    assert await versions() == [start[0] + 3, start[1] + 2, start[2] + 2]
+
+
 async def test_a_child_transcripts_own_expiry_is_refused_and_nothing_changes(
     gql: GraphQLClient,
 ) -> None:

@@ -548,6 +548,35 @@ async def test_deleting_a_child_transcript_tells_its_parent_s_subscribers(
             assert ((await socket.event())["version"]) == touched
 
 
+EXPIRE = """mutation($id: ID!, $at: DateTime) {
+  updateConversation(input: {id: $id, expiresAt: $at}) {
+    conversation { version } userErrors { code } } }"""
+
+
+async def test_a_root_s_expiry_is_told_to_the_subscribers_of_each_child_it_reaches(
+    live_server: LiveServer, alice: GraphQLClient
+) -> None:
+    """The root's expiry is its child transcripts' too: a stream of a child (the inspector open
+    on it, showing its expiry) was told nothing when it changed."""
+    root = await create(alice)
+    child = (await delegate(alice, root))["childConversation"]["id"]
+    grandchild = (await delegate(alice, child))["childConversation"]["id"]
+    at = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
+    async with subscribed(live_server, alice, child) as socket:
+        updated = await alice(EXPIRE, {"id": root, "at": at})
+        assert updated["updateConversation"]["userErrors"] == []
+        seen = [await socket.event(), await socket.event()]
+        assert [(e["kind"], e["conversationId"]) for e in seen] == [
+            ("CONVERSATION_UPDATED", child),
+            ("CONVERSATION_UPDATED", grandchild),
+        ]
+        for event in seen:
+            await expect_committed(alice, event["conversationId"], event)
+        # Nothing else came: the next event is the next write's.
+        version = await touch(alice, child)
+        assert (await socket.event())["version"] == version
+
+
 # -- what must not be delivered ---------------------------------------------
 
 

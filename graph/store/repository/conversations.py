@@ -332,20 +332,37 @@ class Conversations(Part):
         record = await self.repo.versions.bump(
             conversation_id, expected_version=expected_version, values=changes
         )
+        below: list[Conversation] = []
         if "expires_at" in changes:
             check_own_expiry(record.ancestry)  # raised: the unit of work writes nothing
-            # Child transcripts live and die with the conversation above them.
-            await self.sql.execute(
-                update(C)
-                .where(
-                    C.c.workspace_type == record.workspace_type,
-                    C.c.workspace_id == record.workspace_id,
-                    (" " + C.c.ancestry + " ").like(f"% {record.id} %"),
-                )
-                .values(expires_at=changes["expires_at"])
-            )
+            below = await self._expire_below(record, changes["expires_at"])
         self.repo.publish(EventKind.CONVERSATION_UPDATED, record)
+        for child in below:
+            self.repo.publish(EventKind.CONVERSATION_UPDATED, child)
         return record
+
+    async def _expire_below(self, root: Conversation, expires_at: object) -> list[Conversation]:
+        """Child transcripts live and die with the conversation above them: each one below
+        `root` whose expiry this changes takes it, and as it is a change to its `expiresAt`,
+        its version moves (a client caching it by version, the inspector open on it, kept the
+        old expiry, told nothing). The changed ones, as written."""
+        expiry = bindparam("expires_at", type_=C.c.expires_at.type)
+        now = bindparam("now", type_=C.c.updated_at.type)
+        found = await self.sql.rows(
+            update(C)
+            .where(
+                C.c.workspace_type == root.workspace_type,
+                C.c.workspace_id == root.workspace_id,
+                (" " + C.c.ancestry + " ").like(f"% {root.id} %"),
+                C.c.expires_at.is_distinct_from(expiry),
+            )
+            .values(expires_at=expiry, version=C.c.version + 1, updated_at=now)
+            .returning(*C.c),
+            self.params(expires_at=expires_at),
+        )
+        changed = CONVERSATIONS.many(found.keys, found.values)
+        # Told top down, siblings oldest first: not in the order the rows happened to come.
+        return sorted(changed, key=lambda c: (len(c.ancestors), c.created_at, c.id))
 
     async def delete(self, conversation_id: str) -> bool:
         """Delete one of the caller's conversations (and all below it); False if none."""
