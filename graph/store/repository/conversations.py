@@ -408,7 +408,8 @@ class Conversations(Part):
         if not deleted.ancestors:
             return
         try:
-            parent = await self.repo.versions.bump(deleted.ancestors[-1])
+            *above, parent_id = deleted.ancestors
+            parent = await self.repo.versions.bump(parent_id, ancestry=" ".join(above))
         except DomainError as gone:
             if gone.code is not ErrorCode.NOT_FOUND:
                 raise

@@ -37,14 +37,17 @@ class Versions(Part):
         expected_message_count: int | None = None,
         values: dict[str, Any] | None = None,
         add: dict[str, int] | None = None,
+        ancestry: str | None = None,
     ) -> Conversation:
         """Bump the version of a writable conversation (and set `values`), atomically;
         `add` is added to counters (message_count, token_count, message_bytes, ...).
         CONFLICT unless it is at `expected_version` and holds `expected_message_count`
-        messages, each when given."""
+        messages, each when given. A caller that knows the conversation's `ancestry` passes
+        it: its tree's root is then locked without reading it (event_log.lock_tree)."""
         return await self._write(
             conversation_id,
             field=field,
+            ancestry=ancestry,
             expected_version=expected_version,
             expected_message_count=expected_message_count,
             values=values or {},
@@ -60,6 +63,7 @@ class Versions(Part):
         return await self._write(
             conversation_id,
             field="conversationId",
+            ancestry=None,
             expected_version=None,
             expected_message_count=None,
             values={"lock_digest": digest, "locked_until": until},
@@ -73,6 +77,7 @@ class Versions(Part):
         conversation_id: str,
         *,
         field: str,
+        ancestry: str | None,
         expected_version: int | None,
         expected_message_count: int | None,
         values: dict[str, Any],
@@ -82,7 +87,7 @@ class Versions(Part):
     ) -> Conversation:
         cid = ids.parse(conversation_id, what="conversation", field=field)
         if bump_version:  # a write with an event: its tree's root is locked first
-            await event_log.lock_tree(self.sql, cid)
+            await event_log.lock_tree(self.sql, cid, ancestry=ancestry)
         reach = self.reach(C, scope.Access.WRITE)
         statement = _statement(
             tuple(sorted(values)),
