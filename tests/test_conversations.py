@@ -551,6 +551,37 @@ async def test_conversations_pages_with_first_and_after(gql: GraphQLClient) -> N
     assert pages[0]["pageInfo"]["startCursor"] == pages[0]["edges"][0]["cursor"]
 
 
+async def test_has_previous_page_says_whether_a_listed_conversation_is_at_or_past_the_cursor(
+    gql: GraphQLClient,
+) -> None:
+    """hasPreviousPage was true whenever a cursor was given: after the conversations at and
+    before it were deleted, a page after an old cursor said there was something newer of
+    nothing (the Relay spec allows true only where such edges exist)."""
+    older, newer = (await create(gql))["id"], (await create(gql))["id"]
+    cursor = (await listing(gql, first=1))["pageInfo"]["endCursor"]
+    page = await listing(gql, after=cursor)
+    assert ([e["node"]["id"] for e in page["edges"]], page["pageInfo"]["hasPreviousPage"]) == (
+        [older],
+        True,
+    )
+    # A filter that leaves out what is at or past the cursor leaves nothing before the page.
+    await append(gql, older, [{"role": "user", "content": "needle"}])
+    searched = await listing(gql, after=cursor, filter={"search": "needle"})
+    assert [e["node"]["id"] for e in searched["edges"]] == [older]
+    assert searched["pageInfo"]["hasPreviousPage"] is False
+    await append(gql, newer, [{"role": "user", "content": "needle"}])
+    searched = await listing(gql, after=cursor, filter={"search": "needle"})
+    assert searched["pageInfo"]["hasPreviousPage"] is True
+
+    assert (await gql(DELETE, {"id": newer}))["deleteConversation"]["deleted"] is True
+    gone = await listing(gql, after=cursor)
+    assert [e["node"]["id"] for e in gone["edges"]] == [older]
+    assert gone["pageInfo"]["hasPreviousPage"] is False
+    # A conversation made since is past the cursor: there is something newer again.
+    await create(gql)
+    assert (await listing(gql, after=cursor))["pageInfo"]["hasPreviousPage"] is True
+
+
 async def test_conversation_pages_stay_stable_when_new_conversations_arrive(
     gql: GraphQLClient,
 ) -> None:
@@ -703,7 +734,8 @@ async def test_search_pages_are_the_same_whichever_way_they_are_found(
     gql: GraphQLClient, monkeypatch: pytest.MonkeyPatch, many_hits: int, window: int
 ) -> None:
     """On SQLite a word with many hits is found by walking the conversations in page order
-    through a window, then hits first past it; every page is what hits first gives."""
+    through a window, then hits first past it; every page is what hits first gives, and so
+    is whether a match is before it."""
     from graph.store.repository import search
 
     monkeypatch.setattr(search, "WALK_ABOVE_HITS", many_hits)
@@ -720,6 +752,8 @@ async def test_search_pages_are_the_same_whichever_way_they_are_found(
     after = None
     while True:
         page = await listing(gql, filter={"search": "ochre"}, first=2, after=after)
+        # Before the page: the matches seen already (found the other way round).
+        assert page["pageInfo"]["hasPreviousPage"] is bool(seen)
         seen += [edge["node"]["id"] for edge in page["edges"]]
         assert page["totalCount"] == len(expected)
         if not page["pageInfo"]["hasNextPage"]:

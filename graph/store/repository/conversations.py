@@ -51,6 +51,7 @@ from graph.store.tables import conversation as C
 # A conversation's place in a page (newest first): its keyset cursor.
 _page_key = tuple_(C.c.created_at, C.c.id)
 _NEWEST_FIRST = (C.c.created_at.desc(), C.c.id.desc())
+_OLDEST_FIRST = (C.c.created_at.asc(), C.c.id.asc())
 
 IDEMPOTENCY_KEY = [
     "workspace_type",
@@ -84,48 +85,84 @@ class Conversations(Part):
         """A page of readable conversations, newest first."""
         words = await self._search_terms(query)
         listed = self._listed(query)
-        if after is not None:
-            mark = cursors.keyset(after, "after")
-            listed = listed.where(_page_key < tuple_(*mark))
-        if words and self.sql.is_sqlite and (await self.sql.rows(search.many_hits(words))).first():
-            found = await self._walk(listed, words, first + 1)
-        else:
-            if words:
-                listed = listed.where(self._matches(words))
-            found = await self._newest(listed, first + 1)
+        many = bool(words) and self.sql.is_sqlite
+        if many:
+            many = (await self.sql.rows(search.many_hits(words))).first() is not None
+        mark = None if after is None else tuple_(*cursors.keyset(after, "after"))
+        older = listed if mark is None else listed.where(_page_key < mark)
+        found = await self._matching_in_order(older, words, first + 1, many=many)
         items = CONVERSATIONS.many(found.keys, found.values[:first])
+        newer = False
+        if mark is not None:
+            # With `after`, whether the list holds a conversation at or past the cursor (the
+            # Relay spec's edges before it): one read before those were deleted may have none
+            # left, where a cursor alone said there was one (sessionStateHistory likewise).
+            at_or_past = listed.where(_page_key >= mark)
+            nearest = await self._matching_in_order(
+                at_or_past, words, 1, many=many, newest_first=False
+            )
+            newer = bool(nearest.values)
         return Page(
             items=items,
             cursors=[cursors.encode_keyset(c.created_at, c.id) for c in items],
             has_next_page=len(found.values) > first,
-            has_previous_page=after is not None,
+            has_previous_page=newer,
         )
 
-    async def _newest(self, statement: Select[tuple[Conversation]], limit: int) -> Rows:
-        return await self.sql.rows(statement.order_by(*_NEWEST_FIRST).limit(limit), self.params())
+    async def _matching_in_order(
+        self,
+        listed: Select[tuple[Conversation]],
+        words: list[str],
+        limit: int,
+        *,
+        many: bool,
+        newest_first: bool = True,
+    ) -> Rows:
+        """The first `limit` of the `listed` conversations holding the search's `words` (every
+        one without a search), newest or oldest first; `many`: the words have many hits
+        (SQLite), and are found by walking the conversations."""
+        if many:
+            return await self._walk(listed, words, limit, newest_first=newest_first)
+        if words:
+            listed = listed.where(self._matches(words))
+        return await self._in_order(listed, limit, newest_first=newest_first)
+
+    async def _in_order(
+        self, statement: Select[tuple[Conversation]], limit: int, *, newest_first: bool = True
+    ) -> Rows:
+        order = _NEWEST_FIRST if newest_first else _OLDEST_FIRST
+        return await self.sql.rows(statement.order_by(*order).limit(limit), self.params())
 
     async def _walk(
-        self, listed: Select[tuple[Conversation]], words: list[str], limit: int
+        self,
+        listed: Select[tuple[Conversation]],
+        words: list[str],
+        limit: int,
+        *,
+        newest_first: bool = True,
     ) -> Rows:
         """The page of a word with many hits (SQLite): the conversations in page order, each
         probed for a matching message, through a window of WALK_WINDOW of them; past it, the
         rest hits first (see repository/search.py)."""
-        floor = (
+        order = _NEWEST_FIRST if newest_first else _OLDEST_FIRST
+        floor_row = (
             await self.sql.rows(
                 listed.with_only_columns(C.c.created_at, C.c.id)
-                .order_by(*_NEWEST_FIRST)
+                .order_by(*order)
                 .limit(1)
                 .offset(search.WALK_WINDOW - 1),
                 self.params(),
             )
         ).first()
+        floor = None if floor_row is None else tuple_(*floor_row)
         walked = listed.where(search.has_matching_message(C.c.id, words))
         if floor is not None:
-            walked = walked.where(_page_key >= tuple_(*floor))
-        found = await self._newest(walked, limit)
+            walked = walked.where(_page_key >= floor if newest_first else _page_key <= floor)
+        found = await self._in_order(walked, limit, newest_first=newest_first)
         if len(found.values) < limit and floor is not None:
-            rest = listed.where(_page_key < tuple_(*floor), self._matches(words))
-            more = await self._newest(rest, limit - len(found.values))
+            beyond = _page_key < floor if newest_first else _page_key > floor
+            rest = listed.where(beyond, self._matches(words))
+            more = await self._in_order(rest, limit - len(found.values), newest_first=newest_first)
             found = Rows(found.keys, found.values + more.values)
         return found
 
