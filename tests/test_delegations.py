@@ -558,6 +558,30 @@ async def test_complete_sets_status_summary_and_completed_at_once(
     assert await get_delegation(gql, made["id"]) == done
 
 
+async def test_completing_a_delegation_moves_its_child_s_version_too(gql: GraphQLClient) -> None:
+    """The child transcript shows its delegation (`parentDelegation { status summary }`): a
+    client caching the child by version kept it RUNNING, the completion moving the parent
+    alone. A refused completion moves neither."""
+    parent = await new_conversation(gql)
+    made = await delegate(gql, parent)
+    child = made["childConversation"]["id"]
+    before = {cid: (await read(gql, cid) or {})["version"] for cid in (parent, child)}
+    await complete(gql, made["id"], "COMPLETED", "the result")
+    after = {cid: (await read(gql, cid) or {})["version"] for cid in (parent, child)}
+    assert after == {parent: before[parent] + 1, child: before[child] + 1}
+    shown = await gql(
+        "query($id: ID!) { conversation(id: $id) { parentDelegation { status summary } } }",
+        {"id": child},
+    )
+    assert shown["conversation"]["parentDelegation"] == {
+        "status": "COMPLETED",
+        "summary": "the result",
+    }
+    refused = await complete_payload(gql, made["id"], "FAILED", "again")
+    assert [e["code"] for e in refused["userErrors"]] == ["INVALID_TRANSITION"]
+    assert {cid: (await read(gql, cid) or {})["version"] for cid in (parent, child)} == after
+
+
 @pytest.mark.parametrize("status", ["RUNNING", "PENDING"])
 async def test_complete_accepts_only_a_final_status(gql: GraphQLClient, status: str) -> None:
     parent = await new_conversation(gql)

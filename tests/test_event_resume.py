@@ -106,13 +106,13 @@ async def alice(live_server: LiveServer) -> AsyncIterator[GraphQLClient]:
 
 
 async def write_200_across_the_tree(alice: GraphQLClient, root: str, child: str) -> int:
-    """Appends to the root and two child transcripts, delegations made and completed, a
-    rename, a replaced transcript and a deleted child transcript (its delete and its parent's
-    update): 200 events."""
+    """Appends to the root and two child transcripts, delegations made and completed (the
+    parent's event and the child's), a rename, a replaced transcript and a deleted child
+    transcript (its delete and its parent's update): 200 events."""
     delegation = await delegate(alice, root, "second")
     second = delegation["childConversation"]["id"]
     written = 1
-    while written < 194:
+    while written < 193:
         await append(alice, (root, child, second)[written % 3], f"m{written}")
         written += 1
     await alice(UPDATE, {"id": child, "title": "renamed"})
@@ -121,7 +121,7 @@ async def write_200_across_the_tree(alice: GraphQLClient, root: str, child: str)
     assert done["completeDelegation"]["delegation"]["status"] == "COMPLETED"
     third = (await delegate(alice, root, "third"))["childConversation"]["id"]
     assert (await alice(DELETE, {"id": third}))["deleteConversation"]["deleted"]
-    return written + 6
+    return written + 7
 
 
 async def test_a_resumed_stream_gets_exactly_the_missed_events_in_order_then_live_ones(

@@ -548,6 +548,32 @@ async def test_deleting_a_child_transcript_tells_its_parent_s_subscribers(
             assert ((await socket.event())["version"]) == touched
 
 
+async def test_completing_a_delegation_is_told_to_its_child_s_subscribers(
+    live_server: LiveServer, alice: GraphQLClient
+) -> None:
+    """The completion's DELEGATION_COMPLETED is the parent's event: a stream of the child
+    (the inspector open on it, showing its delegation's status) was told nothing."""
+    root = await create(alice)
+    made = await delegate(alice, root)
+    child = made["childConversation"]["id"]
+    async with (
+        subscribed(live_server, alice, child) as own,
+        subscribed(live_server, alice, root) as tree,
+    ):
+        completed = await alice(COMPLETE, {"id": made["id"], "summary": "done"})
+        assert completed["completeDelegation"]["userErrors"] == []
+        event = await own.event()
+        assert (event["kind"], event["conversationId"]) == ("CONVERSATION_UPDATED", child)
+        await expect_committed(alice, child, event)
+        # The tree's stream gets the parent's event, then the child's.
+        seen = [await tree.event(), await tree.event()]
+        assert [(e["kind"], e["conversationId"]) for e in seen] == [
+            ("DELEGATION_COMPLETED", root),
+            ("CONVERSATION_UPDATED", child),
+        ]
+        assert seen[1]["version"] == event["version"]
+
+
 EXPIRE = """mutation($id: ID!, $at: DateTime) {
   updateConversation(input: {id: $id, expiresAt: $at}) {
     conversation { version } userErrors { code } } }"""

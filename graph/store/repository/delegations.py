@@ -308,6 +308,13 @@ class Delegations(Part):
         assert record.status in FINAL
         parent = await self.repo.versions.bump(record.parent_conversation_id)
         self.repo.publish(EventKind.DELEGATION_COMPLETED, parent, delegation=record)
+        # The child transcript shows its delegation (`parentDelegation`), whose status and
+        # summary changed: its version moves too, and its own stream, which the parent's
+        # event does not reach, is told.
+        shown_in = await self.repo.versions.bump(
+            record.child_conversation_id, ancestry=" ".join((*parent.ancestors, parent.id))
+        )
+        self.repo.publish(EventKind.CONVERSATION_UPDATED, shown_in)
         return record
 
     async def resume(
