@@ -15,7 +15,9 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import GraphQLClient
+from graph.domain.delegations import new_delegation
+from graph.domain.messages import prepare_messages
+from tests.conftest import GraphQLClient, Server
 
 UUID = "9d5c1d2e-6f0b-4c4e-9a51-3f2b8d1e7a60"
 NOW = "2024-01-01T00:00:00+00:00"
@@ -148,3 +150,50 @@ async def test_the_cursors_the_server_issues_are_accepted(gql: GraphQLClient) ->
         {"id": cid, "a": mark},
     )
     assert more["conversation"]["messages"]["nodes"] == [{"seq": 2}]
+
+
+async def test_records_sharing_one_created_at_page_without_a_gap_or_a_repeat(
+    server: Server, gql: GraphQLClient
+) -> None:
+    """A keyset cursor names its record's createdAt and id: records written in one transaction
+    share the createdAt (its one `now`), and a page boundary between them neither passes one
+    over nor gives one twice, the store's order and the cursor's comparison agreeing on the
+    id (SQLite's text and PostgreSQL's collation alike)."""
+    principal = await server.services.uow.authenticate(gql.token or "")
+    assert principal is not None
+    parent = await new_conversation(gql)
+    history = prepare_messages([{"role": "user", "content": "x"}], max_count=1, max_bytes=1000)
+    async with server.services.uow.write(principal) as repo:
+        for i in range(5):
+            task = new_delegation(delegating_tier="lead", target_tier="worker", task=f"t{i}")
+            await repo.delegations.create(parent, task)
+            await repo.snapshots.save(parent, history)
+    page_fields = "{ totalCount nodes { id createdAt } pageInfo { hasNextPage endCursor } }"
+    queries = {
+        name: (
+            "query($id: ID!, $a: String) { conversation(id: $id) { "
+            f"{name}(first: 2, after: $a) {page_fields} }} }}"
+        )
+        for name in ("delegations", "snapshots")
+    }
+    queries["conversations"] = (
+        f"query($a: String) {{ conversations(first: 2, after: $a) {page_fields} }}"
+    )
+    for name, query in queries.items():
+        seen: list[str] = []
+        times: set[str] = set()
+        after = None
+        while True:
+            if name == "conversations":
+                page = (await gql(query, {"a": after}))[name]
+            else:
+                page = (await gql(query, {"id": parent, "a": after}))["conversation"][name]
+            seen += [n["id"] for n in page["nodes"]]
+            times |= {n["createdAt"] for n in page["nodes"]}
+            if not page["pageInfo"]["hasNextPage"]:
+                break
+            after = page["pageInfo"]["endCursor"]
+        # The conversations: the parent, then the five children made together.
+        made, created = (6, 2) if name == "conversations" else (5, 1)
+        assert len(seen) == len(set(seen)) == page["totalCount"] == made, name
+        assert len(times) == created, (name, times)
