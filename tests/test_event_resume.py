@@ -390,8 +390,8 @@ RESUME = """mutation($id: ID!) { resumeDelegation(input: {delegationId: $id, tas
 async def test_a_subscriber_cut_off_for_falling_behind_resumes_from_the_error_cursor(
     live_servers: LiveServers, database_url: str
 ) -> None:
-    # A queue of one event: a transaction with two (a delegation resumed: its seeded child
-    # transcript, then the delegation) overflows it before the stream can read the first.
+    # A queue of one event: a transaction with two (a delegation resumed: the delegation,
+    # then its seeded child transcript) overflows it before the stream can read the first.
     server = await live_servers.start(database_url, env={"CONVOGRAPH_SUBSCRIBER_QUEUE_SIZE": "1"})
     async with server.client(await server.token()) as alice:
         cid = await create(alice)
@@ -407,11 +407,12 @@ async def test_a_subscriber_cut_off_for_falling_behind_resumes_from_the_error_cu
         assert errors[0]["extensions"]["code"] == "LIMIT_EXCEEDED", message
         assert errors[0]["extensions"]["cursor"] == cursor  # the last event it was sent
         async with stream(server, alice, cid, cursor) as again:
-            seeded, created = await events(again, 2)
+            created, seeded = await events(again, 2)
             await nothing_more(again)
-    assert seeded["kind"] == "MESSAGES_APPENDED" and seeded["messages"][-1]["data"]["content"]
+    # The delegation first: its child is announced before the messages in it.
     assert created["kind"] == "DELEGATION_CREATED"
     assert created["delegation"]["id"] == resumed["delegation"]["id"]
+    assert seeded["kind"] == "MESSAGES_APPENDED" and seeded["messages"][-1]["data"]["content"]
 
 
 async def test_a_subscriber_cut_off_before_its_first_event_resumes_missing_nothing(
@@ -445,9 +446,9 @@ async def test_a_subscriber_cut_off_before_its_first_event_resumes_missing_nothi
         async with connect_app(app, token=token) as again:
             await again.init()
             await again.subscribe(SUBSCRIBE, {"id": cid, "after": cursor})
-            seeded, created = [await again.event() for _ in range(2)]
-    assert seeded["kind"] == "MESSAGES_APPENDED"
+            created, seeded = [await again.event() for _ in range(2)]
     assert created["delegation"]["id"] == resumed["delegation"]["id"]
+    assert seeded["kind"] == "MESSAGES_APPENDED"
 
 
 async def test_other_tenants_deletes_while_a_stream_starts_neither_cut_it_off_nor_reach_it(

@@ -254,10 +254,12 @@ class Delegations(Part):
             .where(C.c.id == child.id)
             .values(parent_delegation_id=delegation_id, expires_at=parent.expires_at)
         )
-        if seed:
-            await self.repo.transcripts.append(child.id, seed, expected_version=None)
         record = DELEGATIONS.many(found.keys, found.values)[0]
         self.repo.publish(EventKind.DELEGATION_CREATED, parent, delegation=record)
+        if seed:
+            # After the event that announces the child: a stream is told of a conversation
+            # before it is told of the messages in it.
+            await self.repo.transcripts.append(child.id, seed, expected_version=None)
         return record
 
     async def _by_key(self, key: str, parent_id: str) -> Delegation | None:
