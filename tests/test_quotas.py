@@ -290,3 +290,64 @@ def test_a_bad_quota_setting_names_its_variable(
     monkeypatch.setenv("CONVOGRAPH_WORKSPACE_MAX_BYTES", value)
     with pytest.raises(SettingsError, match="CONVOGRAPH_WORKSPACE_MAX_BYTES"):
         Settings.from_env()
+
+
+async def test_a_replica_starting_with_quotas_while_another_deletes_neither_deadlocks(
+    database_url: str, live_servers: LiveServers
+) -> None:
+    """A replica starting with quotas counts every workspace again under a table lock; a
+    delete through another replica counts its workspace under its usage row's lock, taken
+    before the row's update. While a writer held that row, the delete waited for it and the
+    start's lock was granted beside the delete's: once the writer committed, each waited for
+    the other, and PostgreSQL ended one (the start failed, or the delete was INTERNAL)."""
+    if database_url.startswith("sqlite"):
+        pytest.skip("SQLite has one writer: the start's count waits for the delete")
+    from sqlalchemy import pool, text
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    env = {"CONVOGRAPH_WORKSPACE_MAX_MESSAGES": "4"}
+    first = await live_servers.start(database_url, env=env)
+    token = await first.token(workspace="site:shared", owner="user:ada")
+    engine = create_async_engine(database_url, poolclass=pool.NullPool)
+
+    async def until_waiting(count: int) -> None:
+        for _ in range(400):
+            # A connection per look: pg_stat_activity stays as a transaction first saw it.
+            async with engine.connect() as probe:
+                waiting = await probe.execute(
+                    text(
+                        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                        "AND datname = current_database()"
+                    )
+                )
+                if waiting.scalar_one() >= count:
+                    return
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"never {count} statements waiting for a lock")
+
+    try:
+        async with first.client(token) as one:
+            kept, doomed = await create(one, "kept"), await create(one, "doomed")
+            assert (await append(one, kept, "a", "b"))["userErrors"] == []
+            assert (await append(one, doomed, "c"))["userErrors"] == []
+            async with engine.connect() as writer:
+                # A write through a third replica, between its usage update and its COMMIT.
+                await writer.execute(
+                    text(
+                        "UPDATE workspace_usage SET messages = messages "
+                        "WHERE workspace_type = 'site' AND workspace_id = 'shared'"
+                    )
+                )
+                deleting = asyncio.create_task(one(DELETE, {"id": doomed}))
+                await until_waiting(1)
+                starting = asyncio.create_task(live_servers.start(database_url, env=env))
+                await until_waiting(2)
+                await writer.commit()
+            assert (await deleting)["deleteConversation"]["deleted"] is True
+            second = await starting
+        async with second.client(token) as two:
+            # Counted right: 2 stored of 4.
+            assert (await append(two, kept, "d", "e"))["userErrors"] == []
+            refused(await append(two, kept, "f"))
+    finally:
+        await engine.dispose()

@@ -224,8 +224,13 @@ async def _recount(sql: Sql, workspace: Workspace) -> None:
 async def recount_all(sql: Sql) -> int:
     """Count every workspace's usage again (a process starting with quotas); how many."""
     if not sql.is_sqlite:
-        # Writers that have added to a usage row commit first; new ones wait for this.
-        await sql.execute(text("LOCK TABLE workspace_usage IN SHARE ROW EXCLUSIVE MODE"))
+        # Writers that have added to a usage row commit first; new ones wait for this. A
+        # delete's recount too, which locks its row (FOR UPDATE) before it updates it:
+        # EXCLUSIVE waits for that lock, where SHARE ROW EXCLUSIVE was granted beside it, and
+        # the two deadlocked (the recount waiting for the row, the delete for the table): a
+        # replica starting while another served a delete or the sweep failed to start, or
+        # the delete failed INTERNAL.
+        await sql.execute(text("LOCK TABLE workspace_usage IN EXCLUSIVE MODE"))
     await sql.execute(delete(U))
     counted = select(C.c.workspace_type, C.c.workspace_id, *_sums()).group_by(
         C.c.workspace_type, C.c.workspace_id
