@@ -69,7 +69,16 @@ class Services:
                 logger.warning("pending data key deletions are left to the sweep: %s", reason)
         await self.broker.start()
         if self.settings.quotas_on:
-            await self.uow.count_usage()
+            try:
+                await self.uow.count_usage()
+            except Exception as exc:
+                if not is_unavailable(exc):
+                    raise
+                # The server starts while its database is away, as without quotas (and says
+                # so on /readyz); the first write counts once it is back.
+                logger.warning(
+                    "the database is unreachable: workspace usage is counted before the first write"
+                )
         if self.training.enabled:
             # The stored dictionary, for the first writes; training, if it is due, is left to
             # the check after the next write (the server answers meanwhile), as is a failure.

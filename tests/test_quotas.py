@@ -351,3 +351,38 @@ async def test_a_replica_starting_with_quotas_while_another_deletes_neither_dead
             refused(await append(two, kept, "f"))
     finally:
         await engine.dispose()
+
+
+async def test_a_server_started_with_quotas_while_the_database_is_away_counts_once_it_is_back(
+    settings: Settings,
+) -> None:
+    """`serve` starts while the database is away and answers 503 until it is back; with
+    quotas on, its start-up count of every workspace stopped it instead ('Application
+    startup failed', exit 1), so a replica restarted during a database outage stayed down.
+    It now counts before its first write once the database is back."""
+    if settings.database_url.startswith("sqlite"):
+        pytest.skip("an embedded SQLite file cannot go away: PostgreSQL only")
+    from tests.tcp_proxy import in_front_of
+
+    async with serving_as(settings.replace(workspace_max_messages=5)) as (_server, gql):
+        cid = await create(gql)
+        assert (await append(gql, cid, "a"))["userErrors"] == []
+        token = gql.token
+    # A process without quotas writes without counting: the stored count says 1 of 4.
+    async with serving(settings) as (_server, http):
+        assert (await append(GraphQLClient(http, token), cid, "b", "c", "d"))["userErrors"] == []
+
+    proxy, through = await in_front_of(settings.database_url)
+    await proxy.cut()
+    away = settings.replace(database_url=through, workspace_max_messages=5, pool_timeout_seconds=2)
+    try:
+        async with serving(away) as (_server, http):
+            gql = GraphQLClient(http, token)
+            answer = await gql.post(APPEND, {"id": cid, "messages": [said("e")]})
+            assert answer.status_code == 503, answer.text
+            assert answer.headers["retry-after"] == "1"
+            await proxy.start()
+            assert (await append(gql, cid, "e"))["userErrors"] == []  # 5 of 5
+            refused(await append(gql, cid, "f"))
+    finally:
+        await proxy.cut()

@@ -16,7 +16,8 @@ Deletes (a conversation and its tree, the sweep's expired ones) count the worksp
 from its conversations, after taking its usage row's lock, whatever the settings: a
 process that only deletes (the CLI's sweep) keeps the count right. A process started with
 quotas counts every workspace again (`recount_all`), since a process without them does
-not count what it writes: every replica must run with the same quota settings.
+not count what it writes: every replica must run with the same quota settings. One that
+starts while the database is away counts before its first write (UnitOfWork.count_usage).
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from the token cache while nothing can have changed its token (store/token_cache
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -71,6 +72,10 @@ class UnitOfWork:
         self.training = training
         self.quotas = Quotas(settings)
         self.token_cache = TokenCache()
+        # Set while the usage count a start with quotas owes has not succeeded yet (the
+        # database was away then): every write counts first.
+        self._uncounted = False
+        self._counting = asyncio.Lock()
 
     def repository(self, sql: Sql, principal: Principal) -> Repository:
         return Repository(sql, principal, keyring=self.keyring, settings=self.settings)
@@ -118,6 +123,8 @@ class UnitOfWork:
     async def write(self, principal: Principal) -> AsyncIterator[Repository]:
         """One transaction as `principal`; FORBIDDEN for a principal that may not write."""
         scope.check_write(principal)
+        if self._uncounted:
+            await self._count()
         # Marked before the transaction commits, so that no search can read between its
         # commit and this mark (see SearchIndex.written).
         self.search_index.written()
@@ -173,6 +180,17 @@ class UnitOfWork:
 
     async def count_usage(self) -> int:
         """Count every workspace's usage again (a process starting with quotas on, since
-        one without them does not count); how many workspaces."""
-        async with self.write(SYSTEM) as repo:
-            return await quotas.recount_all(repo.sql)
+        one without them does not count); how many workspaces. Until a count has succeeded,
+        every write counts first: a server starts while its database is away, and its
+        first write must not grow a stale count."""
+        self._uncounted = True
+        return await self._count()
+
+    async def _count(self) -> int:
+        async with self._counting:
+            if not self._uncounted:
+                return 0  # another write counted meanwhile
+            async with self.db.write() as conn:
+                counted = await quotas.recount_all(Sql(conn, self.db))
+            self._uncounted = False
+            return counted
