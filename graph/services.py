@@ -10,7 +10,7 @@ from graph.store import pending_shreds
 from graph.store.db import Database
 from graph.store.dictionary_training import DictionaryTraining
 from graph.store.encryption import EncryptionError, check_encrypted, check_unencrypted
-from graph.store.errors import database_problem, is_unavailable
+from graph.store.errors import database_problem, is_from_database, is_unavailable
 from graph.store.events import EventBroker
 from graph.store.events_sqlite import SQLiteBroker
 from graph.store.keyring import Keyring, load_secret
@@ -72,12 +72,14 @@ class Services:
             try:
                 await self.uow.count_usage()
             except Exception as exc:
-                if not is_unavailable(exc):
+                if not (is_unavailable(exc) or is_from_database(exc)):
                     raise
-                # The server starts while its database is away, as without quotas (and says
-                # so on /readyz); the first write counts once it is back.
+                # The server starts while its database is away or not migrated yet (its
+                # tables missing), as it does without quotas, and says so on /readyz; the
+                # first write counts once the database can.
                 logger.warning(
-                    "the database is unreachable: workspace usage is counted before the first write"
+                    "workspace usage not counted at start (%s): counted before the first write",
+                    "the database is unreachable" if is_unavailable(exc) else type(exc).__name__,
                 )
         if self.training.enabled:
             # The stored dictionary, for the first writes; training, if it is due, is left to

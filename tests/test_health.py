@@ -24,7 +24,8 @@ from graph.settings import Settings
 from graph.store.db import Database
 from graph.store.migrate import alembic_config, upgrade, upgrade_blocking
 from graph.store.migration_state import AT_HEAD, MigrationState
-from tests.conftest import PG_URL, GraphQLClient, _pg_admin, _with_db
+from tests.conftest import PG_URL, GraphQLClient, Server, _pg_admin, _with_db
+from tests.operations import APPEND, CREATE
 from tests.tcp_proxy import in_front_of
 
 VIEWER = "{ viewer { workspace { key } } }"
@@ -142,6 +143,37 @@ async def test_graphql_on_an_unmigrated_database_says_so_with_503_until_it_is_mi
     await upgrade(settings)
     answer = await http.post("/graphql", json={"query": VIEWER}, headers=headers)
     assert answer.status_code == 401, answer.text  # served again: an unknown token
+
+
+async def test_a_server_with_quotas_starts_on_an_unmigrated_database_and_counts_once_migrated(
+    empty_database_url: str, tmp_path: Path
+) -> None:
+    """A replica started (--no-migrate) before `convograph migrate` waits for it; with
+    workspace quotas on, its start-up count of every workspace met the missing tables and
+    stopped it ('Application startup failed', exit 1). It counts before its first write."""
+    settings = Settings(
+        database_url=empty_database_url,
+        secret="test-secret",
+        secret_file=str(tmp_path / "secret"),
+        sweep_interval_seconds=0,
+        workspace_max_messages=2,
+    )
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+            ready = await http.get("/readyz")
+            assert ready.status_code == 503 and "not migrated" in ready.json()["status"]
+            await upgrade(settings)
+            assert (await http.get("/readyz")).status_code == 200
+            gql = GraphQLClient(http, await Server(app, settings).token())
+            cid = (await gql(CREATE))["createConversation"]["conversation"]["id"]
+            messages = [{"role": "user", "content": c} for c in "ab"]
+            appended = (await gql(APPEND, {"id": cid, "m": messages}))["appendMessages"]
+            assert appended["userErrors"] == []
+            more = {"id": cid, "m": [{"role": "user", "content": "c"}]}
+            refused = (await gql(APPEND, more))["appendMessages"]
+            assert [e["code"] for e in refused["userErrors"]] == ["STORAGE_FULL"]
 
 
 async def test_graphiql_opens_before_the_database_is_migrated(unmigrated: App) -> None:

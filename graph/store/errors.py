@@ -31,6 +31,12 @@ def is_unavailable(exc: BaseException | None) -> bool:
     return isinstance(exc, OSError)
 
 
+def is_from_database(exc: BaseException) -> bool:
+    """Whether the database (its driver) raised it, whatever it said: a table missing from a
+    database not migrated yet, a lock or statement timeout. Not a fault of the code."""
+    return isinstance(exc, DBAPIError)
+
+
 DISK_FULL_SQLSTATE = "53100"
 
 

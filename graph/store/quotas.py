@@ -17,7 +17,8 @@ from its conversations, after taking its usage row's lock, whatever the settings
 process that only deletes (the CLI's sweep) keeps the count right. A process started with
 quotas counts every workspace again (`recount_all`), since a process without them does
 not count what it writes: every replica must run with the same quota settings. One that
-starts while the database is away counts before its first write (UnitOfWork.count_usage).
+starts while the database is away (or not migrated yet) counts before its first write
+(UnitOfWork.count_usage).
 """
 
 from __future__ import annotations
