@@ -2,15 +2,20 @@
 
 It can also refuse new connections while the open ones go on, silence one connection
 without closing it, as a firewall that forgets a connection does (no reset: the client
-learns nothing until it waits for an answer), and pass a close on late, after what came
-before it, as a slow network does.
+learns nothing until it waits for an answer), pass a close on late, after what came
+before it, as a slow network does, and answer new sessions itself with PostgreSQL's refusal
+of a session (its connection slots all taken, the server starting up).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import struct
 from urllib.parse import urlsplit, urlunsplit
+
+# The first four bytes of a client's SSLRequest (its code, 80877103).
+SSL_REQUEST = struct.pack("!I", 80877103)
 
 
 class TcpProxy:
@@ -26,6 +31,7 @@ class TcpProxy:
         self.upstream_ports: set[int] = set()  # of the connections open now
         self._close_delay = 0.0
         self.closed_late = 0  # closes held back so far, once what came before them was passed on
+        self._refusal: bytes | None = None  # what a new session is answered, if not passed on
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
@@ -51,6 +57,21 @@ class TcpProxy:
         of the connection."""
         self._close_delay = seconds
 
+    async def refuse_sessions(self, sqlstate: str, message: str) -> None:
+        """Drop every open connection and answer each new one as PostgreSQL answers a
+        session it will not take: a FATAL error with `sqlstate` and `message` (53300 "sorry,
+        too many clients already", 57P03 "the database system is starting up"), then the
+        close. `accept_sessions` passes them on again."""
+        fields = [(b"S", "FATAL"), (b"V", "FATAL"), (b"C", sqlstate), (b"M", message)]
+        body = b"".join(key + value.encode() + b"\0" for key, value in fields) + b"\0"
+        self._refusal = b"E" + struct.pack("!I", len(body) + 4) + body
+        for writer in tuple(self._writers):
+            writer.transport.abort()
+        self._writers.clear()
+
+    def accept_sessions(self) -> None:
+        self._refusal = None
+
     async def cut(self) -> None:
         """Refuse new connections and drop every open one."""
         await self.refuse_new()
@@ -59,6 +80,9 @@ class TcpProxy:
         self._writers.clear()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._refusal is not None:
+            await self._refuse(reader, writer, self._refusal)
+            return
         try:
             up_reader, up_writer = await asyncio.open_connection(*self.target)
         except OSError:
@@ -73,6 +97,24 @@ class TcpProxy:
             )
         finally:
             self.upstream_ports.discard(port)
+
+    @staticmethod
+    async def _refuse(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter, refusal: bytes
+    ) -> None:
+        """Read the client's startup packet (after its SSLRequest, declined) and answer it
+        with `refusal`, as PostgreSQL does before it closes."""
+        with contextlib.suppress(OSError, asyncio.IncompleteReadError, struct.error):
+            for _ in range(2):
+                (length,) = struct.unpack("!I", await reader.readexactly(4))
+                packet = await reader.readexactly(length - 4)
+                if packet[:4] != SSL_REQUEST:
+                    break
+                writer.write(b"N")  # no TLS here: the startup packet follows in the clear
+                await writer.drain()
+            writer.write(refusal)
+            await writer.drain()
+        writer.transport.abort()
 
     async def _pipe(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, port: int

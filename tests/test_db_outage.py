@@ -82,6 +82,37 @@ async def test_requests_fail_clearly_while_the_database_is_away_and_recover_afte
         assert (await http.get("/readyz")).status_code == 200
 
 
+@pytest.mark.parametrize(
+    ("sqlstate", "message"),
+    [("53300", "sorry, too many clients already"), ("57P03", "the database system is starting up")],
+)
+async def test_a_database_refusing_new_sessions_is_unavailable_not_an_internal_error(
+    proxied: tuple[TcpProxy, Server], sqlstate: str, message: str
+) -> None:
+    """PostgreSQL refuses a session when its connection slots are all taken (replicas times pool
+    size past max_connections, as an operator who scales out meets it) or while it starts up
+    after a restart. Neither message says "connect": a request got 500 INTERNAL ("Unexpected
+    error.", which clients do not retry), and a replica started meanwhile exited."""
+    proxy, server = proxied
+    async with clients(server) as (_, gql):
+        assert (await gql(CREATE))["createConversation"]["conversation"]["id"]
+        await proxy.refuse_sessions(sqlstate, message)
+        refused = await gql.post(CREATE)
+        assert refused.status_code == 503, refused.text
+        assert refused.headers["retry-after"] == "1"
+        assert refused.json()["errors"][0]["extensions"]["code"] == "DATABASE_UNAVAILABLE"
+
+        starting = create_app(server.settings)  # another replica, started meanwhile
+        async with starting.router.lifespan_context(starting):
+            transport = httpx.ASGITransport(app=starting)
+            async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+                other = GraphQLClient(http, gql.token)
+                assert (await other.post(CREATE)).status_code == 503
+                proxy.accept_sessions()
+                assert (await other(CREATE))["createConversation"]["conversation"]["id"]
+        assert (await gql(CREATE))["createConversation"]["conversation"]["id"]
+
+
 async def test_a_websocket_whose_token_cannot_be_checked_is_told_to_retry(
     proxied: tuple[TcpProxy, Server],
 ) -> None:

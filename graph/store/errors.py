@@ -14,6 +14,12 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from graph.store.db import DatabaseBusy
 from graph.store.encryption import MasterKeyRefused
 
+# PostgreSQL's refusals of a session, by SQLSTATE: its connection slots all taken (53300,
+# "sorry, too many clients already": replicas times their pool size past max_connections),
+# a server starting up, shutting down or in recovery (57P03), or ending sessions (57P01,
+# 57P02). Each is over once the database takes sessions again; none says "connect".
+_REFUSED_SESSION = frozenset({"53300", "57P01", "57P02", "57P03"})
+
 
 def is_unavailable(exc: BaseException | None) -> bool:
     """Connection loss, refusal, pool exhaustion, or SQLite's write lock held elsewhere too
@@ -26,6 +32,9 @@ def is_unavailable(exc: BaseException | None) -> bool:
         return True
     if isinstance(exc, DBAPIError):
         if exc.connection_invalidated:
+            return True
+        sqlstate = str(getattr(exc.orig, "sqlstate", None) or "")
+        if sqlstate in _REFUSED_SESSION or sqlstate.startswith("08"):  # 08: connection exception
             return True
         return isinstance(exc.orig, ConnectionError | OSError) or "connect" in str(exc.orig).lower()
     return isinstance(exc, OSError)
