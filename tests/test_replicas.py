@@ -189,3 +189,53 @@ async def test_a_replica_killed_mid_load_loses_no_acknowledged_write(
     assert len(acked) > 20, "the load never got going"
     assert set(acked) <= set(transcript), set(acked) - set(transcript)
     assert len(transcript) == len(set(transcript)) == stored["messageCount"]
+
+
+async def test_a_write_cancelled_while_it_waits_for_another_replica_is_unavailable(
+    replicas: list[LiveServer], database_url: str
+) -> None:
+    """A write waits for its tree's lock while another replica's transaction holds it; past
+    the statement timeout, or cancelled by an operator (pg_cancel_backend), PostgreSQL ends
+    the statement (SQLSTATE 57014) and the write rolls back. It answered INTERNAL
+    ("Unexpected error.", not retried) where a client timeout a moment earlier answered
+    DATABASE_UNAVAILABLE: now always the latter, and nothing is written."""
+    if database_url.startswith("sqlite"):
+        pytest.skip("SQLite has one writer: its lock waits are DATABASE_UNAVAILABLE already")
+    from sqlalchemy import pool, text
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    token = await replicas[0].token()
+    engine = create_async_engine(database_url, poolclass=pool.NullPool)
+    try:
+        async with clients(replicas, token) as (one, two), engine.connect() as holder:
+            cid = await new_conversation(one)
+            # Another replica's write to the tree, between its lock and its COMMIT.
+            await holder.execute(
+                text("SELECT id FROM conversation WHERE id = :id FOR UPDATE"), {"id": cid}
+            )
+            waiting = asyncio.create_task(
+                two.post(APPEND, {"id": cid, "m": [{"role": "user", "content": "late"}]})
+            )
+            for _ in range(400):
+                # A connection per look: pg_stat_activity stays as a transaction first saw it.
+                async with engine.connect() as probe:
+                    found = await probe.execute(
+                        text(
+                            "SELECT pg_cancel_backend(pid) FROM pg_stat_activity "
+                            "WHERE wait_event_type = 'Lock' AND datname = current_database()"
+                        )
+                    )
+                    if found.scalars().all():
+                        break
+                await asyncio.sleep(0.05)
+            else:
+                raise AssertionError("the write never waited for the tree's lock")
+            answer = (await waiting).json()
+            await holder.rollback()
+            (error,) = answer["errors"]
+            assert error["extensions"]["code"] == "DATABASE_UNAVAILABLE", answer
+            assert answer["data"] is None
+            stored = (await one(READ, {"id": cid}))["conversation"]
+            assert stored["messageCount"] == 0 and stored["transcript"] == []
+    finally:
+        await engine.dispose()

@@ -14,11 +14,15 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from graph.store.db import DatabaseBusy
 from graph.store.encryption import MasterKeyRefused
 
-# PostgreSQL's refusals of a session, by SQLSTATE: its connection slots all taken (53300,
-# "sorry, too many clients already": replicas times their pool size past max_connections),
-# a server starting up, shutting down or in recovery (57P03), or ending sessions (57P01,
-# 57P02). Each is over once the database takes sessions again; none says "connect".
-_REFUSED_SESSION = frozenset({"53300", "57P01", "57P02", "57P03"})
+# PostgreSQL's SQLSTATEs of a database that cannot serve now, whose messages do not say
+# "connect". Sessions refused: its connection slots all taken (53300, "sorry, too many
+# clients already": replicas times their pool size past max_connections), a server starting
+# up, shutting down or in recovery (57P03), or ending sessions (57P01, 57P02). A statement
+# ended before it could run: past the statement timeout, typically waiting for a lock
+# another replica's transaction holds, or cancelled by an operator (57014), past a
+# lock_timeout the database or role sets (55P03). Each rolled back what it wrote, as
+# SQLite's write lock held elsewhere too long does.
+_UNAVAILABLE_SQLSTATES = frozenset({"53300", "57P01", "57P02", "57P03", "57014", "55P03"})
 
 
 def is_unavailable(exc: BaseException | None) -> bool:
@@ -34,7 +38,8 @@ def is_unavailable(exc: BaseException | None) -> bool:
         if exc.connection_invalidated:
             return True
         sqlstate = str(getattr(exc.orig, "sqlstate", None) or "")
-        if sqlstate in _REFUSED_SESSION or sqlstate.startswith("08"):  # 08: connection exception
+        # Class 08: connection exceptions.
+        if sqlstate in _UNAVAILABLE_SQLSTATES or sqlstate.startswith("08"):
             return True
         return isinstance(exc.orig, ConnectionError | OSError) or "connect" in str(exc.orig).lower()
     return isinstance(exc, OSError)
