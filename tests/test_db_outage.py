@@ -6,6 +6,7 @@ close comes late behind its last error is a disconnect too, whatever asyncpg rai
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -15,6 +16,7 @@ import httpx
 import pytest
 from httpx_ws import WebSocketUpgradeError
 
+from graph.api.execution import outage_log
 from graph.app import create_app
 from graph.server import health
 from graph.settings import Settings
@@ -373,3 +375,35 @@ async def test_a_session_ended_mid_query_before_its_close_arrived_is_database_un
         assert "InternalClientError" in seen, seen
         again = await gql(read, {"id": cid})
         assert again["conversation"] == {"id": cid, "transcript": []}
+
+
+async def test_an_outage_is_logged_in_a_line_now_and_then_not_a_traceback_per_request(
+    proxied: tuple[TcpProxy, Server],
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every request that failed on the database logged an ERROR with its whole traceback:
+    under load, hundreds a second, burying the rest of the log."""
+    monkeypatch.setattr(outage_log, "_outage", outage_log._Outage())  # this test's own
+    proxy, server = proxied
+    async with clients(server) as (_, gql):
+        await create(gql)
+        await proxy.cut()
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="convograph"):
+            # Each refused before GraphQL runs: its token cannot be checked.
+            statuses = [(await gql.post(CREATE)).status_code for _ in range(12)]
+        await proxy.start()
+    assert set(statuses) == {503}, statuses
+    # The access log's line per request (at ERROR for a 5xx) is the access log's business.
+    mine = [
+        r
+        for r in caplog.records
+        if r.name.startswith("convograph") and r.name != "convograph.access"
+    ]
+    assert not [r for r in mine if r.exc_info or r.levelno >= logging.ERROR], [
+        (r.name, r.getMessage()) for r in mine
+    ]
+    noted = [r.getMessage() for r in mine if "database is unavailable" in r.getMessage()]
+    assert len(noted) == 1, noted
+    assert "request " in noted[0]

@@ -235,6 +235,9 @@ async def test_a_write_cancelled_while_it_waits_for_another_replica_is_unavailab
             (error,) = answer["errors"]
             assert error["extensions"]["code"] == "DATABASE_UNAVAILABLE", answer
             assert answer["data"] is None
+            # Logged as a warning line, not an unexpected error's traceback.
+            logged = replicas[1].logs()
+            assert "the database is unavailable" in logged and "Traceback" not in logged, logged
             stored = (await one(READ, {"id": cid}))["conversation"]
             assert stored["messageCount"] == 0 and stored["transcript"] == []
     finally:

@@ -6,6 +6,7 @@ import logging
 
 from starlette.responses import JSONResponse
 
+from graph.api.execution import outage_log
 from graph.api.execution.masking import UNAVAILABLE
 from graph.server.response_status import UNAVAILABLE_RETRY_AFTER
 from graph.store.errors import is_unavailable
@@ -20,7 +21,10 @@ def error_response(status: int, message: str, **headers: str) -> JSONResponse:
 def internal_error(exc: BaseException, request_id: str) -> JSONResponse:
     """A failure outside the resolvers, masked as the schema masks errors inside them."""
     unavailable = is_unavailable(exc)
-    logger.error("request %s failed before execution", request_id, exc_info=exc)
+    if unavailable:
+        outage_log.unavailable(logger, request_id, exc)
+    else:
+        logger.error("request %s failed before execution", request_id, exc_info=exc)
     error = {
         "message": UNAVAILABLE if unavailable else "Unexpected error.",
         "extensions": {

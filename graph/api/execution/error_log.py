@@ -20,8 +20,10 @@ from strawberry.schema.schema import DEFAULT_ALLOWED_OPERATION_TYPES
 from strawberry.types import ExecutionContext, ExecutionResult
 from strawberry.types.graphql import OperationType
 
+from graph.api.execution import outage_log
 from graph.api.execution.masking import is_expected
 from graph.api.execution.runner import Runner
+from graph.store.errors import is_unavailable
 
 logger = logging.getLogger("convograph.errors")
 
@@ -79,7 +81,11 @@ class Schema(strawberry.Schema):
         context: Any = execution_context.context if execution_context else None
         request_id = getattr(context, "request_id", "-")
         for error in errors:
-            if not is_expected(error):
+            if is_expected(error):
+                continue
+            if is_unavailable(error.original_error):
+                outage_log.unavailable(logger, request_id, error.original_error)
+            else:
                 logger.error(
                     "unexpected error (request %s) at %s",
                     request_id,
