@@ -145,12 +145,13 @@ class KeyStoreTable:
         return f'"{self.settings.encryption_key_schema}".data_key'
 
     @contextlib.asynccontextmanager
-    async def write_locked(self) -> AsyncIterator[None]:
-        """No process writes to the key store meanwhile (each waits); reads go on."""
+    async def write_locked(self, *, reads: bool = True) -> AsyncIterator[None]:
+        """No process writes to the key store meanwhile (each waits); reads go on, unless
+        not `reads` (an operator's `LOCK TABLE … IN ACCESS EXCLUSIVE MODE`)."""
         if self.settings.is_sqlite:
             db = sqlite3.connect(self.settings.resolved_key_store_file, isolation_level=None)
             try:
-                db.execute("BEGIN IMMEDIATE")
+                db.execute("BEGIN IMMEDIATE" if reads else "BEGIN EXCLUSIVE")
                 yield
             finally:
                 db.close()
@@ -158,7 +159,8 @@ class KeyStoreTable:
         conn = await asyncpg.connect(self.database_url.replace("postgresql+asyncpg", "postgresql"))
         try:
             async with conn.transaction():
-                await conn.execute(f"LOCK TABLE {self._pg_table} IN EXCLUSIVE MODE")
+                mode = "EXCLUSIVE" if reads else "ACCESS EXCLUSIVE"
+                await conn.execute(f"LOCK TABLE {self._pg_table} IN {mode} MODE")
                 yield
         finally:
             await conn.close()
@@ -233,3 +235,47 @@ async def test_a_crash_after_a_delete_commits_leaves_no_key_once_restarted(
         assert await keys.live_refs() == doomed
     server = await live_servers.restart(server)
     assert await keys.live_refs() == set(), "the deleted data's key outlived the restart"
+
+
+# -- a key store locked by another session ------------------------------------------------
+
+
+async def test_a_locked_key_store_is_database_unavailable_not_a_hang(
+    live_servers: LiveServers, database_url: str, key_store_env: dict[str, str]
+) -> None:
+    """Another session holds the key store's table (`LOCK TABLE … IN ACCESS EXCLUSIVE
+    MODE`): a createConversation, which must store its new key first, and a delete, which
+    destroys its key once committed, waited for it without limit on PostgreSQL (the key
+    store's pool had no statement timeout), past the client's own timeout; on SQLite the
+    create was INTERNAL, "Unexpected error". Now the create is DATABASE_UNAVAILABLE once the
+    statement timeout passes, nothing stored; the delete, committed, answers deleted and
+    leaves its key to the next sweep; and both are served again once the lock is gone."""
+    env = {
+        **key_store_env,
+        "CONVOGRAPH_ENCRYPTION_KEY": KEY,
+        "CONVOGRAPH_STATEMENT_TIMEOUT_SECONDS": "1",
+        "CONVOGRAPH_SQLITE_BUSY_TIMEOUT_MS": "1000",
+    }
+    server = await live_servers.start(database_url, env=env)
+    token = await server.token()
+    keys = KeyStoreTable(database_url, key_store_env)
+    async with server.client(token) as client:
+        doomed = (await client(CREATE, {"title": "doomed"}))["createConversation"]
+        doomed = doomed["conversation"]["id"]
+        doomed_keys = await keys.live_refs()
+        async with keys.write_locked(reads=False):
+            response = await client.post(CREATE, {"title": "while locked"})
+            assert response.status_code == 200, response.text
+            body = response.json()
+            assert body["data"] is None, body
+            assert [e["extensions"]["code"] for e in body["errors"]] == ["DATABASE_UNAVAILABLE"], (
+                body
+            )
+            deleted = await client(DELETE, {"id": doomed})
+            assert deleted["deleteConversation"]["deleted"] is True
+        assert await data_rows(database_url, "SELECT 1 FROM conversation") == 0
+        assert await keys.live_refs() == doomed_keys, "the key went while the store was locked"
+        await server.cli("sweep")
+        assert await keys.live_refs() == set(), "the deleted conversation's key outlived a sweep"
+        created = (await client(CREATE, {"title": "after"}))["createConversation"]
+        assert created["userErrors"] == []

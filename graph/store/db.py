@@ -35,7 +35,7 @@ from sqlalchemy.pool import AsyncAdaptedQueuePool, QueuePool
 
 from graph.domain.delegations import lowered
 from graph.settings import Settings
-from graph.store import sqlite_inline
+from graph.store import pg_timeouts, sqlite_inline
 from graph.store.compression import Compression
 from graph.store.connections import driver_connection, end, open_driver_connection, run
 from graph.store.encryption import Encryption
@@ -157,13 +157,7 @@ def _postgres_engine(settings: Settings) -> AsyncEngine:
         pool_timeout=settings.pool_timeout_seconds,
         # Connections are pinged only after sitting idle (idle_ping.py), not on each checkout.
         pool_pre_ping=False,
-        connect_args={
-            "timeout": settings.pool_timeout_seconds,
-            "command_timeout": settings.statement_timeout_seconds,
-            "server_settings": {
-                "statement_timeout": str(int(settings.statement_timeout_seconds * 1000))
-            },
-        },
+        connect_args=pg_timeouts.connect_args(settings),
     )
     ping_when_idle(engine, idle_seconds=settings.pool_ping_idle_seconds)
     return engine

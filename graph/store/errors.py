@@ -15,14 +15,11 @@ from graph.store.db import DatabaseBusy
 from graph.store.encryption import MasterKeyRefused
 
 # PostgreSQL's SQLSTATEs of a database that cannot serve now, whose messages do not say
-# "connect". Sessions refused: its connection slots all taken (53300, "sorry, too many
+# "connect": sessions refused, its connection slots all taken (53300, "sorry, too many
 # clients already": replicas times their pool size past max_connections), a server starting
 # up, shutting down or in recovery (57P03), or ending sessions (57P01, 57P02). A statement
-# ended before it could run: past the statement timeout, typically waiting for a lock
-# another replica's transaction holds, or cancelled by an operator (57014), past a
-# lock_timeout the database or role sets (55P03). Each rolled back what it wrote, as
-# SQLite's write lock held elsewhere too long does.
-_UNAVAILABLE_SQLSTATES = frozenset({"53300", "57P01", "57P02", "57P03", "57014", "55P03"})
+# that gave up waiting is `waited_out`.
+_UNAVAILABLE_SQLSTATES = frozenset({"53300", "57P01", "57P02", "57P03"})
 
 
 def is_unavailable(exc: BaseException | None) -> bool:
@@ -33,6 +30,8 @@ def is_unavailable(exc: BaseException | None) -> bool:
     if isinstance(
         exc, PoolTimeout | ConnectionError | asyncio.TimeoutError | DatabaseBusy | MasterKeyRefused
     ):
+        return True
+    if waited_out(exc):
         return True
     if isinstance(exc, DBAPIError):
         if exc.connection_invalidated:
@@ -49,6 +48,32 @@ def is_from_database(exc: BaseException) -> bool:
     """Whether the database (its driver) raised it, whatever it said: a table missing from a
     database not migrated yet, a lock or statement timeout. Not a fault of the code."""
     return isinstance(exc, DBAPIError)
+
+
+# PostgreSQL's query_canceled (past the statement timeout, typically waiting for a lock
+# another replica's transaction or a session holds, or cancelled by an operator) and
+# lock_not_available (past a lock_timeout the database or role sets). Each rolled back what
+# it wrote, as SQLite's write lock held elsewhere too long does.
+_WAITED_OUT_SQLSTATES = frozenset({"57014", "55P03"})
+_SQLITE_BUSY = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
+
+
+def waited_out(exc: BaseException | None) -> bool:
+    """Whether `exc` (or the driver error it wraps) is a statement that gave up waiting: for a
+    lock another session holds (a table locked by hand, the key store's file held by another
+    process) or for a database too busy to answer in time. Nothing was written; a retry
+    later may succeed (what was INTERNAL, "Unexpected error", for a locked key store)."""
+    seen = 0
+    while exc is not None and seen < 5:
+        if getattr(exc, "sqlstate", None) in _WAITED_OUT_SQLSTATES:
+            return True
+        if isinstance(exc, sqlite3.OperationalError) and (
+            getattr(exc, "sqlite_errorcode", 0) & 0xFF in _SQLITE_BUSY
+        ):
+            return True
+        exc = exc.orig if isinstance(exc, DBAPIError) else exc.__cause__
+        seen += 1
+    return False
 
 
 DISK_FULL_SQLSTATE = "53100"

@@ -34,6 +34,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from graph.settings import Settings
+from graph.store import pg_timeouts
 
 # The key id of a deleted conversation's key: the key is gone, the row stays, so that no
 # write can make a new key for it (conversation ids are never reused). A restored copy of
@@ -301,8 +302,15 @@ class PostgresKeyStore(KeyStore):
         if self._lent is not None:
             return self._lent
         if self._engine is None:
+            # Bounded as the data's pool is: a key store table locked by another session
+            # held a new conversation's write, and a delete's answer, without limit.
             self._engine = create_async_engine(
-                self._settings.database_url, pool_size=2, max_overflow=8, pool_pre_ping=True
+                self._settings.database_url,
+                pool_size=2,
+                max_overflow=8,
+                pool_pre_ping=True,
+                pool_timeout=self._settings.pool_timeout_seconds,
+                connect_args=pg_timeouts.connect_args(self._settings),
             )
         return self._engine
 
