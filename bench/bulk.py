@@ -28,7 +28,6 @@ def sqlite_settings(path: Path, workdir: Path, **changes: Any) -> Settings:
     return Settings(
         database_url=f"sqlite+aiosqlite:///{path}",
         secret="bench",
-        secret_file=str(workdir / "secret"),
         sweep_interval_seconds=0,
         **changes,
     )

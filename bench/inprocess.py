@@ -31,7 +31,6 @@ def bench_settings(workdir: Path) -> Settings:
     return Settings(
         database_url=f"sqlite+aiosqlite:///{workdir / 'db.sqlite'}",
         secret="bench",
-        secret_file=str(workdir / "secret"),
         sweep_interval_seconds=0,
     )
 

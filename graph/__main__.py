@@ -401,7 +401,7 @@ def cmd_keys_rotate(args: argparse.Namespace) -> int:
     done = _with_encryption(args, work, write=True)
     print(
         f"wrapped {done} data keys under the current master key; every data key is now "
-        "wrapped by it (CONVOGRAPH_ENCRYPTION_PREVIOUS_KEY may be removed)"
+        "wrapped by it (CONVOGRAPH_ENCRYPTION_PREVIOUS_KEY, or its _FILE, may be removed)"
     )
     return 0
 

@@ -45,6 +45,13 @@ _MAX_BUSY_TIMEOUT_MS = 2**31 - 1
 # limit at all in floating point: the bucket's arithmetic gives NaN).
 _MIN_RATE = 0.001
 _URLSAFE = str.maketrans("-_", "+/")
+# The settings a file may give instead (a mounted secret), by the file's setting: one of the
+# two, never both.
+_FILE_OF = {
+    "secret_file": "secret",
+    "encryption_key_file": "encryption_key",
+    "encryption_previous_key_file": "encryption_previous_key",
+}
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
 
@@ -70,8 +77,10 @@ class Settings(BaseModel):
     encryption_key: str | None = Field(default=None, repr=False)
     encryption_key_file: str | None = Field(default=None, min_length=1)
     # The master key being rotated away from: it still unwraps the data keys that
-    # `convograph keys rotate` has not yet wrapped again under `encryption_key`.
+    # `convograph keys rotate` has not yet wrapped again under `encryption_key`; here or in
+    # a file of its own.
     encryption_previous_key: str | None = Field(default=None, repr=False)
+    encryption_previous_key_file: str | None = Field(default=None, min_length=1)
     # Where the wrapped data keys live, apart from the data so that the two are backed up
     # apart: on SQLite a file (beside the database by default), on PostgreSQL a schema.
     encryption_key_store_file: str | None = Field(default=None, min_length=1)
@@ -200,11 +209,14 @@ class Settings(BaseModel):
             master_key_bytes(value)
         return value
 
-    @field_validator("encryption_key_file")
+    @field_validator(*_FILE_OF)
     @classmethod
-    def _one_master_key(cls, value: str | None, info: ValidationInfo) -> str | None:
-        if value is not None and info.data.get("encryption_key") is not None:
-            raise ValueError("CONVOGRAPH_ENCRYPTION_KEY is set too: set one of the two")
+    def _given_once(cls, value: str | None, info: ValidationInfo) -> str | None:
+        # Given twice, one of the two would win silently: an operator who moved the secret
+        # to a file and left the variable set had tokens checked against the old secret.
+        given = _FILE_OF[str(info.field_name)]
+        if value is not None and info.data.get(given) is not None:
+            raise ValueError(f"{ENV_PREFIX}{given.upper()} is set too: set one of the two")
         return value
 
     @field_validator("log_level", "log_format", "metrics", mode="before")

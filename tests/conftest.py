@@ -108,7 +108,6 @@ def settings(database_url: str, tmp_path: Path) -> Settings:
         database_url=database_url,
         secret="test-secret",
         sweep_interval_seconds=0,
-        secret_file=str(tmp_path / "secret"),
         **encryption_settings(),
     )
 

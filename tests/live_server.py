@@ -121,8 +121,11 @@ class LiveServer:
         services = build_services(
             Settings(
                 database_url=self.database_url,
-                secret=self.env.get("CONVOGRAPH_SECRET", self.secret),
+                # The server's own: its file, or else its value (never both).
                 secret_file=self.env.get("CONVOGRAPH_SECRET_FILE"),
+                secret=None
+                if "CONVOGRAPH_SECRET_FILE" in self.env
+                else self.env.get("CONVOGRAPH_SECRET", self.secret),
                 sweep_interval_seconds=0,
             )
         )
@@ -185,16 +188,20 @@ async def run_cli(*args: str, database_url: str, env: dict[str, str]) -> str:
 
 def server_env(secret: str, extra: dict[str, str] | None = None) -> dict[str, str]:
     """The child's environment: ours without CONVOGRAPH_* settings, plus the test's."""
+    extra = extra or {}
     env = {k: v for k, v in os.environ.items() if not k.startswith("CONVOGRAPH_")}
     env.update(
-        CONVOGRAPH_SECRET=secret,
         CONVOGRAPH_LOG_FORMAT="text",
         CONVOGRAPH_SWEEP_INTERVAL_SECONDS="0",
         PYTHONUNBUFFERED="1",
     )
-    if TEST_ENCRYPTION:  # as the in-process servers of the same run
-        env["CONVOGRAPH_ENCRYPTION_KEY"] = TEST_MASTER_KEY
-    env.update(extra or {})
+    # A value or its file, never both (the server refuses both): a test that gives the
+    # file gets no default value beside it.
+    if "CONVOGRAPH_SECRET_FILE" not in extra:
+        env["CONVOGRAPH_SECRET"] = secret
+    if TEST_ENCRYPTION and "CONVOGRAPH_ENCRYPTION_KEY_FILE" not in extra:
+        env["CONVOGRAPH_ENCRYPTION_KEY"] = TEST_MASTER_KEY  # as the in-process servers'
+    env.update(extra)
     return env
 
 

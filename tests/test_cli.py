@@ -694,6 +694,51 @@ async def test_a_positional_argument_that_is_not_utf8_is_named_as_such(cli: Cli)
 # -- the secret ------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("setting", ["SECRET", "ENCRYPTION_KEY", "ENCRYPTION_PREVIOUS_KEY"])
+def test_a_value_and_its_file_both_set_are_refused(cli: Cli, setting: str) -> None:
+    """CONVOGRAPH_SECRET won silently over CONVOGRAPH_SECRET_FILE: an operator who moved the
+    secret to a file and left the variable had tokens checked against the other secret. Now
+    a value given both ways stops every command, one line naming both, nothing done."""
+    value = generate_key()
+    path = cli.cwd / "mounted"
+    path.write_text(generate_key() + "\n")
+    env = clean_env(
+        CONVOGRAPH_DATABASE_URL=cli.url,
+        **{f"CONVOGRAPH_{setting}": value, f"CONVOGRAPH_{setting}_FILE": str(path)},
+    )
+    result = graph(
+        "token", "create", "--workspace", "site:1", "--owner", "user:u", env=env, cwd=cli.cwd
+    )
+    assert result.returncode == 2, result
+    assert result.stderr.strip() == (
+        f"error: invalid settings: CONVOGRAPH_{setting}_FILE: CONVOGRAPH_{setting} is set "
+        f"too: set one of the two (got {str(path)!r})"
+    ), result.stderr
+    assert value not in result.stderr and result.stdout == ""
+    assert cli.tokens() == []
+
+
+@pytest.mark.parametrize("setting", ["ENCRYPTION_KEY_FILE", "ENCRYPTION_PREVIOUS_KEY_FILE"])
+def test_a_key_file_of_raw_bytes_is_refused_naming_it(cli: Cli, setting: str) -> None:
+    """32 random bytes written as they are (`head -c 32 /dev/urandom`), not in base64: was a
+    UnicodeDecodeError traceback."""
+    path = cli.cwd / "raw.key"
+    path.write_bytes(b"\x8a" + bytes(range(31)))
+    env = clean_env(
+        CONVOGRAPH_DATABASE_URL=cli.url,
+        CONVOGRAPH_SECRET=SECRET,
+        **{f"CONVOGRAPH_{setting}": str(path)},
+    )
+    if setting != "ENCRYPTION_KEY_FILE":
+        env["CONVOGRAPH_ENCRYPTION_KEY"] = generate_key()
+    result = graph("token", "list", env=env, cwd=cli.cwd)
+    assert result.returncode == 2, result
+    assert result.stderr.strip() == (
+        f"error: CONVOGRAPH_{setting}: {path} must be 32 random bytes in base64 "
+        "(convograph keys generate)"
+    ), result.stderr
+
+
 def test_postgresql_without_a_shared_secret_is_refused_clearly(tmp_path: Path) -> None:
     """A secret generated beside one replica would make the others refuse its tokens."""
     result = graph(

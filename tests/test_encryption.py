@@ -465,7 +465,7 @@ def test_an_unreadable_key_file_is_refused_naming_the_setting(
 
 async def cli(monkeypatch: pytest.MonkeyPatch, settings: Settings, *args: str, **env: str) -> None:
     """`convograph ARGS` with the settings' database and the given encryption variables."""
-    for name in ("KEY", "KEY_FILE", "PREVIOUS_KEY"):
+    for name in ("KEY", "KEY_FILE", "PREVIOUS_KEY", "PREVIOUS_KEY_FILE"):
         monkeypatch.delenv(f"CONVOGRAPH_ENCRYPTION_{name}", raising=False)
     monkeypatch.setenv("CONVOGRAPH_DATABASE_URL", settings.database_url)
     monkeypatch.setenv("CONVOGRAPH_SECRET", settings.secret or "")

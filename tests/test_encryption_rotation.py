@@ -11,6 +11,7 @@ not the key store's, as if it were mistyped.
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import httpx
@@ -45,7 +46,8 @@ async def convograph(
     from tests.live_server import CLI_TIMEOUT, DEFAULT_SECRET, graph_command, server_env
 
     env = server_env(DEFAULT_SECRET, key_store_env)
-    env.pop("CONVOGRAPH_ENCRYPTION_KEY", None)
+    for name in ("KEY", "KEY_FILE", "PREVIOUS_KEY", "PREVIOUS_KEY_FILE"):
+        env.pop(f"CONVOGRAPH_ENCRYPTION_{name}", None)
     env.update({f"CONVOGRAPH_ENCRYPTION_{name}": value for name, value in keys.items()})
     return await graph_command(*args, "--database-url", database_url, env=env, limit=CLI_TIMEOUT)
 
@@ -149,3 +151,41 @@ async def test_a_server_left_running_with_the_old_key_answers_503_and_wraps_no_k
             assert found["conversation"] == {"title": title}
         listed = await client("{ conversations(first: 10) { nodes { title } } }")
     assert sorted(n["title"] for n in listed["conversations"]["nodes"]) == ["after", "before"]
+
+
+async def test_both_master_keys_may_come_from_files_while_rotating(
+    live_servers: LiveServers, database_url: str, key_store_env: dict[str, str], tmp_path: Path
+) -> None:
+    """Secrets in containers come as mounted files: the current key could (KEY_FILE), the old
+    one could not, so a rotation needed it in the environment. Now it may be
+    CONVOGRAPH_ENCRYPTION_PREVIOUS_KEY_FILE (before, that variable was ignored and the
+    server with the new key refused to start: the key store's keys were another key's)."""
+    old, new = tmp_path / "old.key", tmp_path / "new.key"
+    old.write_text(OLD + "\n")
+    new.write_text(NEW + "\n")
+    server = await live_servers.start(
+        database_url, env={**key_store_env, "CONVOGRAPH_ENCRYPTION_KEY_FILE": str(old)}
+    )
+    token = await server.token()
+    async with server.client(token) as client:
+        created = (await client(CREATE, {"title": "kept"}))["createConversation"]
+    await server.stop()
+    files = {"KEY_FILE": str(new), "PREVIOUS_KEY_FILE": str(old)}
+    rotating = {**key_store_env, **{f"CONVOGRAPH_ENCRYPTION_{k}": v for k, v in files.items()}}
+    server = await live_servers.start(database_url, env=rotating)
+    async with server.client(token) as client:
+        found = await client(READ, {"id": created["conversation"]["id"]})
+    assert found["conversation"] == {"title": "kept"}
+    code, out, err = await convograph(database_url, key_store_env, "keys", "status", **files)
+    assert code == 0, err
+    assert "previous (CONVOGRAPH_ENCRYPTION_PREVIOUS_KEY_FILE)" in out, out
+    code, out, err = await convograph(database_url, key_store_env, "keys", "rotate", **files)
+    assert code == 0, err
+    await server.stop()
+    # The old key is no longer needed: the new one alone reads what it wrapped.
+    server = await live_servers.start(
+        database_url, env={**key_store_env, "CONVOGRAPH_ENCRYPTION_KEY_FILE": str(new)}
+    )
+    async with server.client(token) as client:
+        found = await client(READ, {"id": created["conversation"]["id"]})
+    assert found["conversation"] == {"title": "kept"}

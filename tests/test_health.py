@@ -54,7 +54,6 @@ async def unmigrated(empty_database_url: str, tmp_path: Path) -> AsyncIterator[A
     settings = Settings(
         database_url=empty_database_url,
         secret="test-secret",
-        secret_file=str(tmp_path / "secret"),
         sweep_interval_seconds=0,
     )
     app = create_app(settings)
@@ -207,7 +206,6 @@ async def test_a_database_back_from_an_outage_unmigrated_says_so_at_once(
     settings = Settings(
         database_url=through,
         secret="test-secret",
-        secret_file=str(tmp_path / "secret"),
         sweep_interval_seconds=0,
         pool_timeout_seconds=2,
     )
@@ -298,9 +296,7 @@ async def test_upgrades_started_together_run_one_after_another(
 ) -> None:
     """Replicas started together, each migrating on start (the default), all come up: the
     first upgrades, the others find the database at the newest revision."""
-    settings = Settings(
-        database_url=empty_database_url, secret="t", secret_file=str(tmp_path / "secret")
-    )
+    settings = Settings(database_url=empty_database_url, secret="t")
 
     def together() -> None:
         with concurrent.futures.ThreadPoolExecutor(3) as threads:

@@ -265,18 +265,7 @@ def load_master_keys(settings: Settings) -> tuple[MasterKey, MasterKey | None]:
             master_key_bytes(settings.encryption_key), setting="CONVOGRAPH_ENCRYPTION_KEY"
         )
     elif settings.encryption_key_file is not None:
-        path = Path(settings.encryption_key_file)
-        try:
-            given = path.read_text()
-        except OSError as exc:
-            raise EncryptionError(
-                f"CONVOGRAPH_ENCRYPTION_KEY_FILE: cannot read {path}: {exc.strerror}"
-            ) from None
-        try:
-            raw = master_key_bytes(given)
-        except ValueError as exc:
-            raise EncryptionError(f"CONVOGRAPH_ENCRYPTION_KEY_FILE: {path} {exc}") from None
-        current = MasterKey(raw, setting="CONVOGRAPH_ENCRYPTION_KEY_FILE")
+        current = _master_key_file(settings.encryption_key_file, "CONVOGRAPH_ENCRYPTION_KEY_FILE")
     else:
         raise EncryptionError("CONVOGRAPH_ENCRYPTION_KEY (or _KEY_FILE) is not set")
     previous = None
@@ -285,7 +274,28 @@ def load_master_keys(settings: Settings) -> tuple[MasterKey, MasterKey | None]:
             master_key_bytes(settings.encryption_previous_key),
             setting="CONVOGRAPH_ENCRYPTION_PREVIOUS_KEY",
         )
+    elif settings.encryption_previous_key_file is not None:
+        previous = _master_key_file(
+            settings.encryption_previous_key_file, "CONVOGRAPH_ENCRYPTION_PREVIOUS_KEY_FILE"
+        )
     return current, previous
+
+
+def _master_key_file(name: str, setting: str) -> MasterKey:
+    """The master key in the file `name` (a mounted secret); refused naming `setting`."""
+    path = Path(name)
+    try:
+        given = path.read_text()
+    except OSError as exc:
+        raise EncryptionError(f"{setting}: cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        # Raw bytes (`head -c 32 /dev/urandom`), not their base64: was a traceback.
+        given = "\0"
+    try:
+        raw = master_key_bytes(given)
+    except ValueError as exc:
+        raise EncryptionError(f"{setting}: {path} {exc}") from None
+    return MasterKey(raw, setting=setting)
 
 
 class Encryption:

@@ -70,7 +70,7 @@ async def status(encryption: Encryption) -> list[KeyCount]:
         elif key_id == encryption.current.id:
             which = f"current ({encryption.current.setting})"
         elif encryption.previous is not None and key_id == encryption.previous.id:
-            which = "previous (CONVOGRAPH_ENCRYPTION_PREVIOUS_KEY)"
+            which = f"previous ({encryption.previous.setting})"
         else:
             which = "unknown: neither key set wraps these"
         out.append(KeyCount(key_id, count, which))
@@ -100,7 +100,7 @@ async def rotate(encryption: Encryption, *, progress: Callable[[int], None] | No
             # Another rotation (under way, or interrupted) took it to another key: two would
             # split the data keys between their two new master keys.
             raise EncryptionError(
-                f"CONVOGRAPH_ENCRYPTION_PREVIOUS_KEY (master key id {previous.id}) was rotated "
+                f"{previous.setting} (master key id {previous.id}) was rotated "
                 f"to master key id {recorded} by another `keys rotate`, not to "
                 f"{current.setting} (id {current.id}): finish that rotation with that key as "
                 f"{current.setting}, then rotate away from it with it as "

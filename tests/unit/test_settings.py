@@ -141,6 +141,7 @@ def test_the_sqlite_file_is_the_one_the_engines_open() -> None:
         # into a file, ./data/convograph.db, the key store beside it, port 8000.
         "ENCRYPTION_KEY",
         "ENCRYPTION_KEY_FILE",
+        "ENCRYPTION_PREVIOUS_KEY_FILE",
         "SECRET",
         "SECRET_FILE",
         "DATABASE_URL",
@@ -165,10 +166,11 @@ def test_an_empty_host_flag_is_refused() -> None:
         Settings.from_env(host="")
 
 
-def test_the_master_key_is_given_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    said = refusal(monkeypatch, ENCRYPTION_KEY=KEY, ENCRYPTION_KEY_FILE="/run/secrets/key")
-    assert "CONVOGRAPH_ENCRYPTION_KEY_FILE" in said and "set one of the two" in said
-    assert KEY not in said
+@pytest.mark.parametrize("name", ["ENCRYPTION_KEY", "ENCRYPTION_PREVIOUS_KEY", "SECRET"])
+def test_a_value_is_given_once(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    said = refusal(monkeypatch, **{name: KEY, f"{name}_FILE": "/run/secrets/key"})
+    assert f"CONVOGRAPH_{name}_FILE: CONVOGRAPH_{name} is set too" in said
+    assert "set one of the two" in said and KEY not in said
 
 
 @pytest.mark.parametrize(
