@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import math
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -217,6 +218,36 @@ class Settings(BaseModel):
         given = _FILE_OF[str(info.field_name)]
         if value is not None and info.data.get(given) is not None:
             raise ValueError(f"{ENV_PREFIX}{given.upper()} is set too: set one of the two")
+        return value
+
+    @field_validator("encryption_key_store_file")
+    @classmethod
+    def _store_apart(cls, value: str | None, info: ValidationInfo) -> str | None:
+        # The database's own file took the key store's table beside the data: every backup of
+        # the data held the keys too, and a restored copy still opened what was deleted.
+        url = info.data.get("database_url")
+        if value is None or url is None or not url.startswith("sqlite"):
+            return value
+        from sqlalchemy.engine import make_url
+
+        database = make_url(url).database
+        if database and os.path.realpath(value) == os.path.realpath(database):
+            raise ValueError(
+                "is the database's own file (CONVOGRAPH_DATABASE_URL): the key store is kept "
+                "apart from the data, so that the two are backed up apart"
+            )
+        return value
+
+    @field_validator("encryption_key_schema")
+    @classmethod
+    def _schema_apart(cls, value: str) -> str:
+        # PostgreSQL refuses a schema named pg_* (a traceback at start); `public` holds the
+        # data, which the key store is kept apart from (pg_dump --exclude-schema).
+        if value.startswith("pg_") or value in ("public", "information_schema"):
+            raise ValueError(
+                "must be a schema of the key store's own: not public (the data's, by default) nor "
+                "information_schema, nor begin with pg_ (PostgreSQL's own)"
+            )
         return value
 
     @field_validator("log_level", "log_format", "metrics", mode="before")

@@ -718,6 +718,48 @@ def test_a_value_and_its_file_both_set_are_refused(cli: Cli, setting: str) -> No
     assert cli.tokens() == []
 
 
+def test_a_key_store_in_the_databases_own_file_is_refused(cli: Cli) -> None:
+    """CONVOGRAPH_ENCRYPTION_KEY_STORE_FILE naming the database itself put the keys beside
+    the data: every backup of the data held them, and a restored copy still opened what had
+    been deleted (crypto-shredding undone). Now refused, exit 2, nothing done."""
+    database = Path(cli.url.removeprefix("sqlite+aiosqlite:///"))
+    env = clean_env(
+        CONVOGRAPH_DATABASE_URL=cli.url,
+        CONVOGRAPH_SECRET=SECRET,
+        CONVOGRAPH_ENCRYPTION_KEY=generate_key(),
+        CONVOGRAPH_ENCRYPTION_KEY_STORE_FILE=str(database.parent / "." / database.name),
+    )
+    result = graph(
+        "token", "create", "--workspace", "site:1", "--owner", "user:u", env=env, cwd=cli.cwd
+    )
+    assert result.returncode == 2, result
+    line = result.stderr.strip()
+    assert line.startswith(
+        "error: invalid settings: CONVOGRAPH_ENCRYPTION_KEY_STORE_FILE: is the database's own file"
+    ), line
+    assert cli.tokens() == []
+    with contextlib.closing(sqlite3.connect(database)) as db:
+        tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master")}
+    assert "data_key" not in tables
+
+
+@pytest.mark.parametrize("schema", ["pg_keys", "public", "information_schema"])
+def test_a_key_store_schema_that_is_not_its_own_is_refused(cli: Cli, schema: str) -> None:
+    """`pg_keys` stopped `serve` in a traceback (PostgreSQL reserves pg_*); `public` put the
+    keys among the data, in its backups."""
+    env = clean_env(
+        CONVOGRAPH_DATABASE_URL=cli.url,
+        CONVOGRAPH_SECRET=SECRET,
+        CONVOGRAPH_ENCRYPTION_KEY_SCHEMA=schema,
+    )
+    result = graph("token", "list", env=env, cwd=cli.cwd)
+    assert result.returncode == 2, result
+    assert result.stderr.strip().startswith(
+        "error: invalid settings: CONVOGRAPH_ENCRYPTION_KEY_SCHEMA: must be a schema of the "
+        "key store's own"
+    ), result.stderr
+
+
 @pytest.mark.parametrize("setting", ["ENCRYPTION_KEY_FILE", "ENCRYPTION_PREVIOUS_KEY_FILE"])
 def test_a_key_file_of_raw_bytes_is_refused_naming_it(cli: Cli, setting: str) -> None:
     """32 random bytes written as they are (`head -c 32 /dev/urandom`), not in base64: was a
