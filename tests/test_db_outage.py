@@ -407,3 +407,30 @@ async def test_an_outage_is_logged_in_a_line_now_and_then_not_a_traceback_per_re
     noted = [r.getMessage() for r in mine if "database is unavailable" in r.getMessage()]
     assert len(noted) == 1, noted
     assert "request " in noted[0]
+
+
+async def test_a_table_locked_past_the_statement_timeout_is_database_unavailable(
+    settings: Settings,
+) -> None:
+    """Another session holds a table the request needs (`LOCK TABLE … IN ACCESS EXCLUSIVE
+    MODE`): once PostgreSQL's statement_timeout cancels the wait, the client was told
+    INTERNAL, "Unexpected error", as if the server were broken. It is the database's being
+    busy: DATABASE_UNAVAILABLE, retry."""
+    if settings.is_sqlite:
+        pytest.skip("PostgreSQL's statement_timeout (SQLite's busy timeout: test_sqlite_lock)")
+    from tests.test_http import serving
+
+    async with serving(settings.replace(statement_timeout_seconds=1)) as (server, http):
+        client = GraphQLClient(http, await server.token())
+        await create(client)
+        locker = await asyncpg.connect(settings.asyncpg_dsn)
+        try:
+            async with locker.transaction():
+                await locker.execute("LOCK TABLE conversation IN ACCESS EXCLUSIVE MODE")
+                response = await client.post(CREATE, {"title": "while locked"})
+        finally:
+            await locker.close()
+        body = response.json()
+        assert [e["extensions"]["code"] for e in body["errors"]] == ["DATABASE_UNAVAILABLE"], body
+        # Served again once the lock is gone.
+        await create(client)
