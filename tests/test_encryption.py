@@ -905,3 +905,34 @@ async def test_a_wrong_master_key_found_after_a_start_without_the_database_makes
                 assert ready.status_code == 503 and "master key" in ready.text, ready.text
     finally:
         await proxy.cut()
+
+
+# More conversations than one statement may bind parameters for (SQLite 32,766; asyncpg
+# 32,767): the pending shreds' record took two per key in one INSERT.
+MANY_EXPIRED = 16_400
+
+
+async def test_a_sweep_of_more_expired_conversations_than_one_statement_binds_deletes_them(
+    settings: Settings,
+) -> None:
+    """Retention deletes every expired conversation in one transaction, and with encryption
+    on records their keys in it (pending_shred): past 16,383 of them the record's one INSERT
+    bound more parameters than the database takes, the sweep rolled back, and failed the
+    same way at every interval: nothing expired any more. Now they are deleted, and their
+    keys destroyed."""
+    from graph.domain.conversations import new_conversation
+
+    async with serving(settings) as (server, _):  # made without keys: quicker, as deleted
+        uow = server.services.uow
+        principal = await uow.authenticate(await server.token())
+        assert principal is not None
+        now = datetime.now(UTC)
+        async with uow.write(principal) as repo:
+            for _ in range(MANY_EXPIRED):
+                made = new_conversation(now=now, expires_at=now + timedelta(hours=1))
+                await repo.conversations.create(made, announce=False)
+    async with serving(encrypted(settings)) as (server, gql):
+        swept = await sweep(server.services.uow, now=now + timedelta(hours=2))
+        assert swept == MANY_EXPIRED
+        listed = await gql("{ conversations(first: 1) { nodes { id } } }")
+        assert listed["conversations"]["nodes"] == []

@@ -33,11 +33,12 @@ async def record(sql: Sql, refs: Sequence[str]) -> None:
         return
     insert = sqlite.insert(P) if sql.is_sqlite else postgresql.insert(P)
     now = datetime.now(UTC)
-    await sql.execute(
-        insert.values(
-            [{"ref": ref, "created_at": now} for ref in dict.fromkeys(refs)]
-        ).on_conflict_do_nothing()
-    )
+    unique = list(dict.fromkeys(refs))
+    # In batches: the sweep's one transaction deletes every expired conversation, and one
+    # INSERT of them all bound more parameters than asyncpg takes (32,767) past 16,383.
+    for start in range(0, len(unique), BATCH):
+        rows = [{"ref": ref, "created_at": now} for ref in unique[start : start + BATCH]]
+        await sql.execute(insert.values(rows).on_conflict_do_nothing())
 
 
 async def finish(db: Database, refs: Sequence[str]) -> None:
@@ -47,7 +48,9 @@ async def finish(db: Database, refs: Sequence[str]) -> None:
         return
     await encryption.forget(refs)
     async with db.write() as conn:
-        await Sql(conn, db).execute(delete(P).where(P.c.ref.in_(list(refs))))
+        for start in range(0, len(refs), BATCH):  # as many as `record` took
+            chunk = list(refs[start : start + BATCH])
+            await Sql(conn, db).execute(delete(P).where(P.c.ref.in_(chunk)))
 
 
 async def finish_all(db: Database) -> int:
