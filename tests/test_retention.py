@@ -7,6 +7,8 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
 from graph.store.retention import sweep
 from tests.conftest import GraphQLClient, Server
 from tests.test_conversations import (
@@ -132,6 +134,26 @@ async def test_a_root_s_expiry_moves_the_version_of_each_child_it_reaches(
     assert await versions() == [start[0] + 2, start[1] + 1, start[2] + 1]
     await gql(UPDATE, {"input": {"id": root, "expiresAt": None}})
     assert await versions() == [start[0] + 3, start[1] + 2, start[2] + 2]
+
+
+async def test_a_root_s_expiry_notifies_every_child_it_reaches_in_one_statement(
+    server: Server, gql: GraphQLClient
+) -> None:
+    """PostgreSQL: a root's expiry has an event for each child transcript it reaches, and
+    each event's notification was a statement of its own, every one a round trip while the
+    tree's root stays locked: a root with a thousand child transcripts held its tree's
+    writers for a thousand. The write's notifications now go in one statement, whatever the
+    tree's size."""
+    if server.settings.is_sqlite:
+        pytest.skip("SQLite has no NOTIFY: events are published in the process")
+    root = (await create(gql))["id"]
+    for _ in range(3):
+        await delegate(gql, root)
+    at = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
+    async with server.statements(lambda statement: "pg_notify" in statement) as seen:
+        updated = await gql(UPDATE, {"input": {"id": root, "expiresAt": at}})
+    assert updated["updateConversation"]["userErrors"] == []
+    assert len(seen) == 1, seen
 
 
 async def test_a_child_transcripts_own_expiry_is_refused_and_nothing_changes(

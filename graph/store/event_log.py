@@ -36,6 +36,7 @@ from typing import Any
 import orjson
 from sqlalchemy import (
     Integer,
+    Text,
     bindparam,
     delete,
     func,
@@ -45,6 +46,7 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.dialects.postgresql import ARRAY
 
 from graph.domain.conversations import root_of
 from graph.domain.events import EventKind
@@ -74,6 +76,25 @@ _INSERT = Prepared(L.insert(), column_keys=list(_STORED))
 _NOTIFY = func.pg_notify(bindparam("channel"), bindparam("notice"))
 _INSERT_NOTIFY = Prepared(L.insert().returning(_NOTIFY), column_keys=list(_STORED))
 _NOTIFY_ALONE = Prepared(select(_NOTIFY))
+
+
+def _notify_each() -> Prepared:
+    """Several notifications in one statement, in the order given (`channels`, `notices`)."""
+    given = (
+        func.unnest(
+            bindparam("channels", type_=ARRAY(Text)), bindparam("notices", type_=ARRAY(Text))
+        )
+        .table_valued("channel", "notice", with_ordinality="n")
+        .render_derived()
+    )
+    return Prepared(
+        select(func.pg_notify(given.c.channel, given.c.notice))
+        .select_from(given)
+        .order_by(given.c.n)
+    )
+
+
+_NOTIFY_EACH = _notify_each()
 _ANCESTRY = Prepared(select(C.c.ancestry).where(C.c.id == bindparam("id")))
 _LOCK = Prepared(select(C.c.id).where(C.c.id == bindparam("id")).with_for_update())
 _LOCK_MANY = Prepared(
@@ -212,8 +233,14 @@ async def record(
         return numbered
     if rows:
         await sql.execute_many(_INSERT, rows)
-    for channel, notice in notices:
+    if len(notices) == 1:
+        channel, notice = notices[0]
         await sql.rows(_NOTIFY_ALONE, {"channel": channel, "notice": notice})
+    elif notices:
+        # One statement, not one each: a root's expiry has an event for every child
+        # transcript below it, and each was a round trip while the tree's root is locked.
+        channels, texts = zip(*notices, strict=True)
+        await sql.rows(_NOTIFY_EACH, {"channels": list(channels), "notices": list(texts)})
     return numbered
 
 
