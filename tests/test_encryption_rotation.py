@@ -189,3 +189,28 @@ async def test_both_master_keys_may_come_from_files_while_rotating(
     async with server.client(token) as client:
         found = await client(READ, {"id": created["conversation"]["id"]})
     assert found["conversation"] == {"title": "kept"}
+
+
+async def test_a_server_kept_with_both_keys_of_an_earlier_rotation_leaves_readyz_after_the_next(
+    live_servers: LiveServers, database_url: str, key_store_env: dict[str, str]
+) -> None:
+    """`keys rotate` says CONVOGRAPH_ENCRYPTION_PREVIOUS_KEY *may* be removed once it is done:
+    a server kept with both keys of that rotation (new, old) and left running through the next
+    one (new to a third) can open no key wrapped again and make none, but /readyz kept it in
+    rotation (200) until a request met that: only a server with no previous key was asked of
+    the key store. Its old previous key is retired too: no rotation back, it leaves /readyz."""
+    await rotate(database_url, key_store_env)  # OLD retired, to NEW
+    both = {"CONVOGRAPH_ENCRYPTION_KEY": NEW, "CONVOGRAPH_ENCRYPTION_PREVIOUS_KEY": OLD}
+    kept = await live_servers.start(database_url, env={**key_store_env, **both})
+    token = await kept.token()
+    async with kept.client(token) as client:
+        assert (await client(CREATE, {"title": "before"}))["createConversation"]["conversation"]
+    async with httpx.AsyncClient(timeout=30) as http:
+        assert (await http.get(f"{kept.base_url}/readyz")).status_code == 200
+        code, out, err = await convograph(
+            database_url, key_store_env, "keys", "rotate", KEY=THIRD, PREVIOUS_KEY=NEW
+        )
+        assert code == 0, (out, err)
+        refused = await http.get(f"{kept.base_url}/readyz")
+        assert refused.status_code == 503 and "master key" in refused.text, refused.text
+    assert "rotated" in kept.logs()

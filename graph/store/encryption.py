@@ -367,12 +367,7 @@ class Encryption:
         successor = await self.store.successor(self.current.id)
         if successor is None:
             return
-        previous = self.previous
-        if (
-            previous is None
-            or previous.id == self.current.id
-            or await self.store.successor(previous.id) is not None
-        ):
+        if await self._no_rotation_back():
             raise self._refuse(
                 MasterKeyRotated,
                 f"{self.current.setting}: the key store ({self.store.where}) was rotated to "
@@ -381,6 +376,16 @@ class Encryption:
                 "master key",
             )
         await self.store.unretire(self.current.id)
+
+    async def _no_rotation_back(self) -> bool:
+        """Whether the keys given are not a rotation back to the current one (once retired):
+        it is given alone, as its own previous key, or with a previous key retired too."""
+        previous = self.previous
+        return (
+            previous is None
+            or previous.id == self.current.id
+            or await self.store.successor(previous.id) is not None
+        )
 
     def _refuse(self, kind: type[MasterKeyRefused], message: str) -> MasterKeyRefused:
         """The refusal to raise, remembered for `refusal` (the request that meets it logs
@@ -391,10 +396,11 @@ class Encryption:
     async def refusal(self) -> str | None:
         """Why this process cannot serve with its master key (for /readyz), or None: refused
         since it started, or rotated away from meanwhile (asked of the key store, which a
-        probe reads and never writes)."""
-        if self._refused is None and self.previous is None:
+        probe reads and never writes). Also with a previous key set, unless a rotation back:
+        one kept from an earlier rotation is retired too, and left the replica in rotation."""
+        if self._refused is None:
             successor = await self.store.successor(self.current.id)
-            if successor is not None:
+            if successor is not None and await self._no_rotation_back():
                 logger.error(
                     "%s (master key id %s) was rotated away from by `convograph keys rotate`: "
                     "not ready until restarted with the new master key",
