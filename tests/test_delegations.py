@@ -582,6 +582,40 @@ async def test_completing_a_delegation_moves_its_child_s_version_too(gql: GraphQ
     assert {cid: (await read(gql, cid) or {})["version"] for cid in (parent, child)} == after
 
 
+async def test_a_delegation_whose_child_expired_alone_can_still_be_completed(
+    server: Server, gql: GraphQLClient
+) -> None:
+    """A child transcript with an expiry of its own (set by a release before the API refused
+    one) that has passed reads as gone until the sweep deletes it, its delegation with it.
+    Meanwhile the delegation is still its parent's, readable and open: completing it was
+    refused NOT_FOUND (on `id`, a field the input does not have) since a completion moves the
+    child's version too. It completes, moving the parent; the gone child has nothing to move."""
+    from sqlalchemy import update
+
+    from graph.store.tables import conversation
+
+    parent = await new_conversation(gql)
+    made = await delegate(gql, parent)
+    child = made["childConversation"]["id"]
+    async with server.services.db.write() as connection:
+        await connection.execute(
+            update(conversation)
+            .where(conversation.c.id == child)
+            .values(expires_at=datetime.now(UTC) - timedelta(seconds=1))
+        )
+    before = (await read(gql, parent) or {})["version"]
+    # Its child is not asked for: it reads as gone (the delegation query's likewise).
+    done = await gql(
+        f"""mutation($input: CompleteDelegationInput!) {{
+          completeDelegation(input: $input) {{ delegation {{ status summary }} {ERRORS} }} }}""",
+        {"input": {"delegationId": made["id"], "status": "COMPLETED", "summary": "the result"}},
+    )
+    payload = done["completeDelegation"]
+    assert payload["userErrors"] == []
+    assert payload["delegation"] == {"status": "COMPLETED", "summary": "the result"}
+    assert (await read(gql, parent) or {})["version"] == before + 1
+
+
 @pytest.mark.parametrize("status", ["RUNNING", "PENDING"])
 async def test_complete_accepts_only_a_final_status(gql: GraphQLClient, status: str) -> None:
     parent = await new_conversation(gql)
