@@ -912,6 +912,8 @@ async def test_a_wrong_master_key_found_after_a_start_without_the_database_makes
 MANY_EXPIRED = 16_400
 
 
+# Tens of seconds of writes: a long variant (.ci/run), not `make test`.
+@pytest.mark.slow
 async def test_a_sweep_of_more_expired_conversations_than_one_statement_binds_deletes_them(
     settings: Settings,
 ) -> None:
