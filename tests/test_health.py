@@ -145,7 +145,7 @@ async def test_graphql_on_an_unmigrated_database_says_so_with_503_until_it_is_mi
 
 
 async def test_a_server_with_quotas_starts_on_an_unmigrated_database_and_counts_once_migrated(
-    empty_database_url: str, tmp_path: Path
+    empty_database_url: str,
 ) -> None:
     """A replica started (--no-migrate) before `convograph migrate` waits for it; with
     workspace quotas on, its start-up count of every workspace met the missing tables and
@@ -153,7 +153,6 @@ async def test_a_server_with_quotas_starts_on_an_unmigrated_database_and_counts_
     settings = Settings(
         database_url=empty_database_url,
         secret="test-secret",
-        secret_file=str(tmp_path / "secret"),
         sweep_interval_seconds=0,
         workspace_max_messages=2,
     )
