@@ -35,7 +35,7 @@ from graph.domain.conversations import (
     root_of,
     search_words,
 )
-from graph.domain.errors import DomainError, ErrorCode, not_found
+from graph.domain.errors import not_found
 from graph.domain.events import EventKind
 from graph.domain.paging import Page
 from graph.store import event_log, scope
@@ -442,16 +442,9 @@ class Conversations(Part):
         that leave the descendants out: a client caching it by version kept the delegation.
         The conversations above the parent do not move (a delegation made below them does
         not either)."""
-        if not deleted.ancestors:
-            return
-        try:
+        if deleted.ancestors:
             *above, parent_id = deleted.ancestors
-            parent = await self.repo.versions.bump(parent_id, ancestry=" ".join(above))
-        except DomainError as gone:
-            if gone.code is not ErrorCode.NOT_FOUND:
-                raise
-            return  # expired too (the sweep): nothing left to tell
-        self.repo.publish(EventKind.CONVERSATION_UPDATED, parent)
+            await self.repo.versions.touch(parent_id, ancestry=" ".join(above))
 
     async def delete_expired(self, now: datetime) -> int:
         """Retention (the process only): delete every conversation past its expiry; how many

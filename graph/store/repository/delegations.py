@@ -313,17 +313,9 @@ class Delegations(Part):
         # The child transcript shows its delegation (`parentDelegation`), whose status and
         # summary changed: its version moves too, and its own stream, which the parent's
         # event does not reach, is told.
-        try:
-            shown_in = await self.repo.versions.bump(
-                record.child_conversation_id, ancestry=" ".join((*parent.ancestors, parent.id))
-            )
-        except DomainError as gone:
-            if gone.code is not ErrorCode.NOT_FOUND:
-                raise
-            # Expired alone (its own expiry, set by a release before they were refused), the
-            # sweep not come yet: it reads as gone, and has nothing to move or tell.
-            return record
-        self.repo.publish(EventKind.CONVERSATION_UPDATED, shown_in)
+        await self.repo.versions.touch(
+            record.child_conversation_id, ancestry=" ".join((*parent.ancestors, parent.id))
+        )
         return record
 
     async def resume(

@@ -17,6 +17,7 @@ from sqlalchemy import and_, bindparam, case, or_, select, update
 from graph.domain import ids
 from graph.domain.conversations import lock_refusal
 from graph.domain.errors import DomainError, ErrorCode, conflict, count_conflict, not_found
+from graph.domain.events import EventKind
 from graph.store import event_log, scope
 from graph.store.repository.base import Part, alive
 from graph.store.rows import Builder
@@ -55,6 +56,19 @@ class Versions(Part):
             require_unlocked=False,
             bump_version=True,
         )
+
+    async def touch(self, conversation_id: str, *, ancestry: str) -> None:
+        """A change to what a conversation shows, made by a write to another (a delegation
+        it lists or shows): its version moves and its own stream is told (a client caching
+        it by version, a stream that leaves the descendants out). Nothing when it is gone:
+        expired alone, the sweep not come yet, or going in the same sweep."""
+        try:
+            touched = await self.bump(conversation_id, ancestry=ancestry)
+        except DomainError as gone:
+            if gone.code is not ErrorCode.NOT_FOUND:
+                raise
+            return
+        self.repo.publish(EventKind.CONVERSATION_UPDATED, touched)
 
     async def set_lock(self, conversation_id: str, *, digest: str, until: Any) -> Conversation:
         """Take the advisory lock of a conversation nobody holds, or that `digest` holds
