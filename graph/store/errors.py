@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import sqlite3
+from collections.abc import Iterator
 
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
@@ -63,17 +64,24 @@ def waited_out(exc: BaseException | None) -> bool:
     lock another session holds (a table locked by hand, the key store's file held by another
     process) or for a database too busy to answer in time. Nothing was written; a retry
     later may succeed (what was INTERNAL, "Unexpected error", for a locked key store)."""
-    seen = 0
-    while exc is not None and seen < 5:
-        if getattr(exc, "sqlstate", None) in _WAITED_OUT_SQLSTATES:
-            return True
-        if isinstance(exc, sqlite3.OperationalError) and (
-            getattr(exc, "sqlite_errorcode", 0) & 0xFF in _SQLITE_BUSY
-        ):
-            return True
+    return any(
+        getattr(e, "sqlstate", None) in _WAITED_OUT_SQLSTATES
+        or (
+            isinstance(e, sqlite3.OperationalError)
+            and getattr(e, "sqlite_errorcode", 0) & 0xFF in _SQLITE_BUSY
+        )
+        for e in _wrapped(exc)
+    )
+
+
+def _wrapped(exc: BaseException | None) -> Iterator[BaseException]:
+    """`exc` and the errors it wraps (SQLAlchemy's driver error, a `raise … from`), at most
+    five deep."""
+    for _ in range(5):
+        if exc is None:
+            return
+        yield exc
         exc = exc.orig if isinstance(exc, DBAPIError) else exc.__cause__
-        seen += 1
-    return False
 
 
 DISK_FULL_SQLSTATE = "53100"
@@ -81,19 +89,16 @@ DISK_FULL_SQLSTATE = "53100"
 
 def is_storage_full(exc: BaseException | None) -> bool:
     """Whether `exc` (or the driver error it wraps) says the database has no space left."""
-    seen = 0
-    while exc is not None and seen < 5:
-        if isinstance(exc, sqlite3.Error) and (
-            getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
-            or "database or disk is full" in str(exc)
+    for e in _wrapped(exc):
+        if isinstance(e, sqlite3.Error) and (
+            getattr(e, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+            or "database or disk is full" in str(e)
         ):
             return True
-        if getattr(exc, "sqlstate", None) == DISK_FULL_SQLSTATE:
+        if getattr(e, "sqlstate", None) == DISK_FULL_SQLSTATE:
             return True  # asyncpg's DiskFullError, whichever wrapper carries it
-        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        if isinstance(e, OSError) and e.errno == errno.ENOSPC:
             return True
-        exc = exc.orig if isinstance(exc, DBAPIError) else exc.__cause__
-        seen += 1
     return False
 
 
