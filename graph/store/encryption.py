@@ -368,13 +368,7 @@ class Encryption:
         if successor is None:
             return
         if await self._no_rotation_back():
-            raise self._refuse(
-                MasterKeyRotated,
-                f"{self.current.setting}: the key store ({self.store.where}) was rotated to "
-                f"another master key (id {successor}) by `convograph keys rotate`, away from "
-                f"this one (id {self.current.id}): set {self.current.setting} to the new "
-                "master key",
-            )
+            raise self._rotated_away(successor)
         await self.store.unretire(self.current.id)
 
     async def _no_rotation_back(self) -> bool:
@@ -385,6 +379,16 @@ class Encryption:
             previous is None
             or previous.id == self.current.id
             or await self.store.successor(previous.id) is not None
+        )
+
+    def _rotated_away(self, successor: str | None) -> MasterKeyRefused:
+        """The refusal of a current master key `keys rotate` rotated away from."""
+        return self._refuse(
+            MasterKeyRotated,
+            f"{self.current.setting}: the key store ({self.store.where}) was rotated to "
+            f"another master key (id {successor}) by `convograph keys rotate`, away from "
+            f"this one (id {self.current.id}): set {self.current.setting} to the new "
+            "master key",
         )
 
     def _refuse(self, kind: type[MasterKeyRefused], message: str) -> MasterKeyRefused:
@@ -401,18 +405,8 @@ class Encryption:
         if self._refused is None:
             successor = await self.store.successor(self.current.id)
             if successor is not None and await self._no_rotation_back():
-                logger.error(
-                    "%s (master key id %s) was rotated away from by `convograph keys rotate`: "
-                    "not ready until restarted with the new master key",
-                    self.current.setting,
-                    self.current.id,
-                )
-                self._refuse(
-                    MasterKeyRotated,
-                    f"{self.current.setting} (master key id {self.current.id}) was rotated away "
-                    f"from by `convograph keys rotate`, to master key id {successor}: restart "
-                    f"with the new master key as {self.current.setting}",
-                )
+                refused = self._rotated_away(successor)
+                logger.error("%s; not ready until restarted with it", refused)
         return self._refused
 
     @property
@@ -445,15 +439,8 @@ class Encryption:
                 return None
             # Stored (and committed) before anything it seals can commit.
             found = await self.store.add(self.current.wrap(ref, os.urandom(32)))
-            if found is None:
-                successor = await self.store.successor(self.current.id)
-                raise self._refuse(
-                    MasterKeyRotated,
-                    f"{self.current.setting} (master key id {self.current.id}) was rotated away "
-                    f"from by `convograph keys rotate` (to master key id {successor}) since this "
-                    "server started: no new data key is wrapped by it; restart the server with "
-                    f"the new master key as {self.current.setting}",
-                )
+            if found is None:  # rotated away from since this process started
+                raise self._rotated_away(await self.store.successor(self.current.id))
         if found.key_id == TOMBSTONE:
             # A deleted conversation (in a restored copy): no new key, no write.
             raise not_found("conversation", "id")
