@@ -30,6 +30,7 @@ from graph.store.encryption import EncryptionError
 from graph.store.key_store import TOMBSTONE
 from graph.store.retention import sweep
 from tests.conftest import GraphQLClient, Server
+from tests.lock_waits import lock_waiters
 from tests.migrations import columns_after
 from tests.operations import CREATE
 from tests.pg_databases import admin
@@ -645,7 +646,7 @@ async def test_a_conversation_whose_expiry_was_extended_while_the_sweep_waited_k
     it held unreadable for good."""
     if settings.database_url.startswith("sqlite"):
         pytest.skip("SQLite has one writer: nothing commits between the sweep's two statements")
-    from sqlalchemy import pool, select, text, update
+    from sqlalchemy import pool, select, update
     from sqlalchemy.ext.asyncio import create_async_engine
 
     from graph.store.retention import sweep
@@ -662,18 +663,7 @@ async def test_a_conversation_whose_expiry_was_extended_while_the_sweep_waited_k
                     select(C.c.id).where(C.c.id == kept.conversation).with_for_update()
                 )
                 swept = asyncio.create_task(sweep(server.services.uow))
-                for _ in range(200):  # until the sweep waits for the root's lock
-                    waiting = await holder.execute(
-                        text(
-                            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = "
-                            "'Lock' AND datname = current_database()"
-                        )
-                    )
-                    if waiting.scalar_one():
-                        break
-                    await asyncio.sleep(0.05)
-                else:
-                    raise AssertionError("the sweep never waited for the tree's lock")
+                await lock_waiters(engine)  # until the sweep waits for the root's lock
                 later = datetime.now(UTC) + timedelta(hours=1)
                 await holder.execute(
                     update(C)

@@ -20,6 +20,7 @@ import pytest
 from graph.settings import Settings, SettingsError
 from graph.store.retention import sweep
 from tests.conftest import GraphQLClient, Server
+from tests.lock_waits import lock_waiters
 from tests.operations import create
 from tests.test_http import serving
 
@@ -310,21 +311,6 @@ async def test_a_replica_starting_with_quotas_while_another_deletes_neither_dead
     token = await first.token(workspace="site:shared", owner="user:ada")
     engine = create_async_engine(database_url, poolclass=pool.NullPool)
 
-    async def until_waiting(count: int) -> None:
-        for _ in range(400):
-            # A connection per look: pg_stat_activity stays as a transaction first saw it.
-            async with engine.connect() as probe:
-                waiting = await probe.execute(
-                    text(
-                        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                        "AND datname = current_database()"
-                    )
-                )
-                if waiting.scalar_one() >= count:
-                    return
-            await asyncio.sleep(0.05)
-        raise AssertionError(f"never {count} statements waiting for a lock")
-
     try:
         async with first.client(token) as one:
             kept, doomed = await create(one, "kept"), await create(one, "doomed")
@@ -339,9 +325,9 @@ async def test_a_replica_starting_with_quotas_while_another_deletes_neither_dead
                     )
                 )
                 deleting = asyncio.create_task(one(DELETE, {"id": doomed}))
-                await until_waiting(1)
+                await lock_waiters(engine, 1)
                 starting = asyncio.create_task(live_servers.start(database_url, env=env))
-                await until_waiting(2)
+                await lock_waiters(engine, 2)
                 await writer.commit()
             assert (await deleting)["deleteConversation"]["deleted"] is True
             second = await starting

@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from tests.conftest import GraphQLClient
+from tests.lock_waits import lock_waiters
 from tests.operations import APPEND, REPLACE
 from tests.ws import subscribed
 
@@ -216,20 +217,10 @@ async def test_a_write_cancelled_while_it_waits_for_another_replica_is_unavailab
             waiting = asyncio.create_task(
                 two.post(APPEND, {"id": cid, "m": [{"role": "user", "content": "late"}]})
             )
-            for _ in range(400):
-                # A connection per look: pg_stat_activity stays as a transaction first saw it.
-                async with engine.connect() as probe:
-                    found = await probe.execute(
-                        text(
-                            "SELECT pg_cancel_backend(pid) FROM pg_stat_activity "
-                            "WHERE wait_event_type = 'Lock' AND datname = current_database()"
-                        )
-                    )
-                    if found.scalars().all():
-                        break
-                await asyncio.sleep(0.05)
-            else:
-                raise AssertionError("the write never waited for the tree's lock")
+            # The write waits for the tree's lock; an operator cancels it.
+            async with engine.connect() as operator:
+                for pid in await lock_waiters(engine):
+                    await operator.execute(text("SELECT pg_cancel_backend(:pid)"), {"pid": pid})
             answer = (await waiting).json()
             await holder.rollback()
             (error,) = answer["errors"]
