@@ -584,7 +584,7 @@ async def test_the_sweep_prunes_a_prefix_of_each_tree_and_a_delete_takes_the_who
 
 
 async def test_the_sweep_prunes_an_old_prefix_longer_than_one_batch_across_trees(
-    server: Server, gql: GraphQLClient
+    server: Server, gql: GraphQLClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     first, second = await create(gql), await create(gql)
     a, b = len(await logged(server, first)), len(await logged(server, second))
@@ -595,11 +595,9 @@ async def test_the_sweep_prunes_an_old_prefix_longer_than_one_batch_across_trees
         await append(gql, root, "new")
     oldest = (and_(L.c.root_id == root, L.c.position <= upto) for root, upto in old.items())
     now = await aged(server, or_(*oldest))
-    keep = timedelta(seconds=server.settings.event_retention_seconds)
-    # Two rows per statement: the old prefix spans several.
-    async with server.services.uow.write(SYSTEM) as repo:
-        pruned = await event_log.prune(repo.sql, now - keep, batch=2)
-    assert pruned == a + b + 5
+    # Two rows per statement (and transaction): the old prefix spans several.
+    monkeypatch.setattr(event_log, "PRUNE_BATCH", 2)
+    await sweep(server.services.uow, now=now)
     assert await logged(server, first) == [a + 4]
     assert await logged(server, second) == [b + 3]
 

@@ -266,3 +266,76 @@ async def test_an_idempotency_key_of_an_expired_conversation_starts_a_new_one(
     stored = await get(gql, fresh["id"])
     assert stored is not None and stored["title"] == "new life"
     assert (await create(gql, idempotencyKey="retry-me"))["id"] == fresh["id"]
+
+
+async def test_a_backlog_is_swept_whole_trees_at_a_time_and_all_of_it(
+    server: Server, gql: GraphQLClient
+) -> None:
+    """A sweep of more expired conversations than go to one of its transactions deletes
+    every one, a tree larger than a transaction's share whole (on its own), and nothing
+    that has not expired."""
+    later = datetime.now(UTC) + timedelta(hours=1)
+    big = (await create(gql, expiresAt=later.isoformat()))["id"]
+    child = (await delegate(gql, big))["childConversation"]["id"]
+    grandchild = (await delegate(gql, child))["childConversation"]["id"]
+    second = (await delegate(gql, big))["childConversation"]["id"]
+    await append(gql, grandchild, [{"role": "assistant", "content": "deep"}])
+    small = [(await create(gql, expiresAt=later.isoformat()))["id"] for _ in range(5)]
+    for cid in small:
+        await append(gql, cid, [{"role": "user", "content": cid}])
+    kept = (await create(gql))["id"]
+    kept_child = (await delegate(gql, kept))["childConversation"]["id"]
+    await append(gql, kept_child, [{"role": "assistant", "content": "kept"}])
+
+    removed = await sweep(server.services.uow, now=later + timedelta(seconds=1), batch=2)
+
+    assert removed == 4 + 5
+    doomed = [big, child, grandchild, second, *small]
+    assert await stored_rows(server, doomed) == dict.fromkeys(
+        ("conversation", "message", "snapshot", "delegation"), 0
+    )
+    assert await stored_rows(server, [kept, kept_child]) == {
+        "conversation": 2,
+        "message": 1,
+        "snapshot": 0,
+        "delegation": 1,
+    }
+
+
+BACKLOG = 300
+
+
+async def test_a_write_during_the_sweep_of_a_backlog_is_answered_before_the_sweep_ends(
+    server: Server, gql: GraphQLClient
+) -> None:
+    """The sweep of a backlog (a server that was down, a sweep that was off) deleted it all
+    in one transaction: on SQLite every write, and with the inline driver every request of
+    the process, waited for all of it (seconds for tens of thousands). Now each of its
+    transactions takes a share, and requests go in between."""
+    from graph.domain.conversations import new_conversation
+
+    uow = server.services.uow
+    live = (await create(gql))["id"]
+    principal = await uow.authenticate(await server.token())
+    assert principal is not None
+    later = datetime.now(UTC) + timedelta(hours=1)
+    async with uow.write(principal) as repo:
+        backlog = [
+            (
+                await repo.conversations.create(
+                    new_conversation(now=datetime.now(UTC), expires_at=later), announce=False
+                )
+            ).id
+            for _ in range(BACKLOG)
+        ]
+    swept = asyncio.create_task(sweep(uow, now=later + timedelta(seconds=1), batch=1))
+    try:
+        while await get(gql, min(backlog)) is not None:  # the sweep's first share is done
+            assert not swept.done()
+        payload = await append(gql, live, [{"role": "user", "content": "meanwhile"}])
+        assert payload["userErrors"] == []
+        assert not swept.done()
+    finally:
+        removed = await swept
+    assert removed == BACKLOG
+    assert await list_ids(gql) == [live]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -207,6 +208,45 @@ def root_of(conversation_id: str, ancestry: str) -> str:
     """The root of a conversation's tree, from its ancestry (the ids above it, root first,
     space-separated; empty for a root)."""
     return ancestry.split(" ", 1)[0] if ancestry else conversation_id
+
+
+@dataclass(frozen=True, slots=True)
+class ExpiredTree:
+    """Expired conversations that go together: `top`, the topmost of them in its tree (a
+    root, or a child transcript that expired alone), with `ancestry` its own, and `members`,
+    `top` and every expired one below it (a child transcript's expiry is its root's)."""
+
+    top: str
+    ancestry: str
+    members: tuple[str, ...]
+
+
+def expired_trees(expired: Iterable[tuple[str, str]]) -> list[ExpiredTree]:
+    """The (id, ancestry) expired conversations, grouped under their topmost expired one, in
+    the order of the tops' ids."""
+    ancestries = dict(expired)
+    members: dict[str, list[str]] = {}
+    for cid, ancestry in ancestries.items():
+        top = next((a for a in ancestry.split() if a in ancestries), cid)
+        members.setdefault(top, []).append(cid)
+    return [
+        ExpiredTree(top, ancestries[top], tuple(sorted(members[top], key=lambda m: m != top)))
+        for top in sorted(members)
+    ]
+
+
+def in_batches(trees: Sequence[ExpiredTree], size: int) -> list[list[ExpiredTree]]:
+    """`trees` in order, in batches of at most `size` conversations: a tree is never split,
+    and one larger than `size` is a batch of its own."""
+    batches: list[list[ExpiredTree]] = []
+    held = 0
+    for tree in trees:
+        if not batches or held + len(tree.members) > size:
+            batches.append([])
+            held = 0
+        batches[-1].append(tree)
+        held += len(tree.members)
+    return batches
 
 
 def is_interactive(context: str) -> bool:

@@ -436,8 +436,15 @@ _LAST_OLD = select(func.max(_OLDEST.c.r)).where(_OLDEST.c.at < bindparam("before
 _PRUNE_OLDEST = delete(L).where(literal_column("rowid", Integer) <= _LAST_OLD.scalar_subquery())
 
 
-async def prune(sql: Sql, before: datetime, *, batch: int = 10_000) -> int:
-    """Delete the events older than `before`, and every earlier one of their trees.
+# Events SQLite's prune deletes per statement, each in its own transaction (the sweep's).
+PRUNE_BATCH = 10_000
+
+
+async def prune(sql: Sql, before: datetime) -> int:
+    """Delete the events older than `before`, and every earlier one of their trees; how many.
+    On SQLite at most PRUNE_BATCH of them: the caller commits, and comes back while a
+    prune deleted that many (one transaction for a long backlog of old events held the
+    writer, and on the inline driver the process, for all of it).
 
     Clocks differ between replicas, so `at` need not grow with the position: what is kept of
     a tree is always a run of positions up to its last one, never a log with holes.
@@ -445,16 +452,11 @@ async def prune(sql: Sql, before: datetime, *, batch: int = 10_000) -> int:
     SQLite has one writer: a row's rowid orders the log as its transactions committed, so
     every row up to the last old one among the oldest is a prefix of each tree's positions,
     found without an index on `at` (which would cost every commit one page more).
-    PostgreSQL's writers commit concurrently: it finds the old events by that index.
-    SQLite reads at most `batch` rows of the log per statement.
+    PostgreSQL's writers commit concurrently: it finds the old events by that index, all of
+    them in one statement (its writers do not wait for it: they add rows, it removes old ones).
     """
     if sql.is_sqlite:
-        pruned = 0
-        while True:
-            count = await sql.execute(_PRUNE_OLDEST, {"batch": batch, "before": before})
-            pruned += count
-            if count < batch:
-                return pruned
+        return await sql.execute(_PRUNE_OLDEST, {"batch": PRUNE_BATCH, "before": before})
     older = L.alias("older")
     upto = (
         select(func.max(older.c.position))

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import delete
 
+from graph.domain.conversations import expired_trees, in_batches
 from graph.domain.principal import SYSTEM
 from graph.store import event_log
 from graph.store.encryption_admin import shred_orphans
@@ -18,19 +19,38 @@ from graph.store.unit_of_work import UnitOfWork
 
 # Parked event payloads are read within moments of their NOTIFY; an hour is plenty.
 OUTBOX_KEEP = timedelta(hours=1)
+# Conversations deleted per transaction: each batch holds the writer (SQLite) or its trees'
+# locks for tens of milliseconds, not the whole backlog's time.
+BATCH = 200
 
 logger = logging.getLogger("convograph.retention")
 
 
-async def sweep(uow: UnitOfWork, *, now: datetime | None = None) -> int:
+async def sweep(uow: UnitOfWork, *, now: datetime | None = None, batch: int = BATCH) -> int:
     """Delete expired conversations (cascading to transcripts, snapshots and delegations),
     announcing each deletion to subscribers (and in the log) as an explicit delete does, and
-    prune the event log; the count of conversations."""
+    prune the event log; the count of conversations.
+
+    Whole trees at a time, `batch` conversations to a transaction at most, and the other
+    requests of the process let in between: a backlog (a server that was down, a sweep that
+    was off) in one transaction held SQLite's writer, and on the inline driver the whole
+    process, for as long as it took (seconds for tens of thousands)."""
     now = now or datetime.now(UTC)
+    async with uow.read(SYSTEM) as repo:
+        trees = expired_trees(await repo.conversations.expired(now))
+    removed = 0
+    for trees_of_batch in in_batches(trees, batch):
+        async with uow.write(SYSTEM) as repo:
+            removed += await repo.conversations.delete_expired(now, trees_of_batch)
+        await asyncio.sleep(0)
+    old = now - timedelta(seconds=uow.settings.event_retention_seconds)
+    while True:
+        async with uow.write(SYSTEM) as repo:
+            pruned = await event_log.prune(repo.sql, old)
+        if pruned < event_log.PRUNE_BATCH:
+            break
+        await asyncio.sleep(0)
     async with uow.write(SYSTEM) as repo:
-        removed = await repo.conversations.delete_expired(now)
-        keep = timedelta(seconds=uow.settings.event_retention_seconds)
-        await event_log.prune(repo.sql, now - keep)
         await repo.sql.execute(
             delete(event_outbox).where(event_outbox.c.created_at < now - OUTBOX_KEEP)
         )

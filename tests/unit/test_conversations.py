@@ -292,3 +292,56 @@ def test_a_search_word_holds_at_most_what_postgresql_s_index_keeps() -> None:
     for search in ("y" * (most + 1), "ok " + "ж" * (most // 2 + 1), "brown-" + "y" * (most + 1)):
         with raises_domain(ErrorCode.LIMIT_EXCEEDED, "filter", "search"):
             conversations.search_words(search)
+
+
+# -- the sweep's batches ----------------------------------------------------------------
+
+
+def test_expired_conversations_group_under_their_topmost_expired_one() -> None:
+    expired = [
+        ("b", "a"),  # below a root that has not expired: it went alone
+        ("c", "a b"),
+        ("r", ""),
+        ("s", "r"),
+        ("t", "r s"),
+        ("q", ""),
+    ]
+    trees = conversations.expired_trees(expired)
+    assert [(t.top, t.ancestry, t.members) for t in trees] == [
+        ("b", "a", ("b", "c")),
+        ("q", "", ("q",)),
+        ("r", "", ("r", "s", "t")),
+    ]
+
+
+def test_a_top_comes_first_whatever_order_its_members_were_read_in() -> None:
+    (tree,) = conversations.expired_trees([("t", "r s"), ("s", "r"), ("r", "")])
+    assert tree.members[0] == "r" and set(tree.members) == {"r", "s", "t"}
+
+
+def test_batches_hold_whole_trees_and_at_most_their_size() -> None:
+    trees = conversations.expired_trees(
+        [("a", ""), ("b", ""), ("b1", "b"), ("b2", "b"), ("c", ""), ("d", ""), ("e", "")]
+    )
+    batches = conversations.in_batches(trees, 3)
+    assert [[t.top for t in batch] for batch in batches] == [["a"], ["b"], ["c", "d", "e"]]
+    # A tree larger than a batch is one of its own, never split.
+    big = conversations.expired_trees([("r", ""), *((f"r{n}", "r") for n in range(5))])
+    assert [[len(t.members) for t in b] for b in conversations.in_batches(big, 2)] == [[6]]
+    assert conversations.in_batches([], 3) == []
+
+
+@given(st.lists(st.integers(min_value=1, max_value=9), max_size=30), st.integers(1, 12))
+@PROPERTY
+def test_every_tree_is_in_one_batch_in_order(sizes: list[int], size: int) -> None:
+    expired = [
+        (f"{n:03}-{m}", "" if m == 0 else f"{n:03}-0")
+        for n, count in enumerate(sizes)
+        for m in range(count)
+    ]
+    trees = conversations.expired_trees(expired)
+    batches = conversations.in_batches(trees, size)
+    assert [t for batch in batches for t in batch] == trees
+    for batch in batches:
+        held = sum(len(t.members) for t in batch)
+        assert held <= size or len(batch) == 1

@@ -28,6 +28,7 @@ from sqlalchemy import (
 from graph.domain import cursors, ids, jsoncodec
 from graph.domain.conversations import (
     ConversationQuery,
+    ExpiredTree,
     NewConversation,
     check_own_expiry,
     lock_expiry,
@@ -446,13 +447,36 @@ class Conversations(Part):
             *above, parent_id = deleted.ancestors
             await self.repo.versions.touch(parent_id, ancestry=" ".join(above))
 
-    async def delete_expired(self, now: datetime) -> int:
-        """Retention (the process only): delete every conversation past its expiry; how many
-        were."""
-        expired_now = and_(
+    async def expired(self, now: datetime) -> list[tuple[str, str]]:
+        """Retention (the process only): (id, ancestry) of every conversation past its
+        expiry."""
+        found = await self.sql.rows(
+            select(C.c.id, C.c.ancestry).where(self._expired(now)), self.params()
+        )
+        return [(cid, ancestry) for cid, ancestry in found.values]
+
+    async def delete_expired(self, now: datetime, trees: Sequence[ExpiredTree]) -> int:
+        """Retention: delete the conversations of `trees` still past their expiry (a write
+        may have extended one since they were read), with everything below them; how many
+        went."""
+        if len(trees) == 1:
+            # One tree, however large: its top and what is below it, without binding every
+            # id (past 32,766 of them no statement would take them).
+            (tree,) = trees
+            below = f"{tree.ancestry} {tree.top}".lstrip()
+            of_trees = or_(
+                C.c.id == tree.top,
+                C.c.ancestry == below,
+                func.substr(C.c.ancestry, 1, len(below) + 1) == below + " ",
+            )
+        else:
+            of_trees = C.c.id.in_([cid for tree in trees for cid in tree.members])
+        return await self._delete_gone(and_(self._expired(now), of_trees))
+
+    def _expired(self, now: datetime) -> ColumnElement[bool]:
+        return and_(
             self.where(C, scope.Access.WRITE), C.c.expires_at.is_not(None), C.c.expires_at <= now
         )
-        return await self._delete_gone(expired_now)
 
     async def _delete_gone(self, gone: ColumnElement[bool], *, with_below: bool = False) -> int:
         """Delete the expired conversations `gone` selects (and all below them); how many of

@@ -1,0 +1,117 @@
+"""A retention sweep of a backlog: how long the rest of the server waits for it.
+
+    python -m bench.sweep_backlog [--expired 20000] [--database-url postgresql+asyncpg://…]
+
+A server that was down, or whose sweep was off, finds many conversations expired at once.
+The real app, in this process, holds EXPIRED of them (root conversations of MESSAGES
+messages each, plus one tree of a root and CHILDREN child transcripts, made through the
+repository), and one live conversation. While `sweep` removes the backlog, a client appends
+one message to the live conversation every GAP seconds and a ticker sleeps TICK seconds at
+a time: the bench reports the sweep's time, the longest an append took (median of the
+appends too), and the longest the event loop was late (health checks, reads and every other
+request of the process wait that long). `--batch` sets the sweep's share per transaction
+(`--batch 0`: the whole backlog in one, as before batching).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from bench.inprocess import app_client
+from graph.domain.conversations import new_conversation
+from graph.domain.messages import prepare_messages
+from graph.store.retention import BATCH, sweep
+
+GAP = 0.01
+TICK = 0.005
+CHILDREN = 50
+MESSAGES = 10
+CREATE = 'mutation { createConversation(input: {title: "live"}) { conversation { id } } }'
+APPEND = """mutation($id: ID!) { appendMessages(input: {conversationId: $id,
+  messages: [{role: "user", content: "a turn during the sweep"}]}) { userErrors { code } } }"""
+DELEGATE = """mutation($id: ID!) { createDelegation(input: {parentConversationId: $id,
+  delegatingTier: "lead", targetTier: "worker", task: "t"}) { userErrors { code } } }"""
+
+
+async def measure(expired: int, database_url: str | None, batch: int) -> dict[str, Any]:
+    changes = {"database_url": database_url} if database_url else {}
+    with tempfile.TemporaryDirectory() as workdir:
+        async with app_client(Path(workdir), **changes) as app:
+            now = datetime.now(UTC)
+            later = now + timedelta(hours=1)
+            turns = [
+                {"role": "user", "content": f"turn {n} of an old task"} for n in range(MESSAGES)
+            ]
+            prepared = prepare_messages(turns, max_count=MESSAGES, max_bytes=1 << 20)
+            async with app.services.uow.write(app.principal) as repo:
+                for _ in range(expired):
+                    made = new_conversation(now=now, expires_at=later)
+                    created = await repo.conversations.create(made, announce=False)
+                    await repo.transcripts.append(created.id, prepared, expected_version=None)
+                made = new_conversation(now=now, expires_at=later)
+                tree = await repo.conversations.create(made, announce=False)
+            for _ in range(CHILDREN):
+                await app.gql(DELEGATE, {"id": tree.id})
+            live = (await app.gql(CREATE))["createConversation"]["conversation"]["id"]
+
+            done = asyncio.Event()
+            appends: list[float] = []
+            late: list[float] = []
+
+            async def append() -> None:
+                while not done.is_set():
+                    started = time.perf_counter()
+                    await app.gql(APPEND, {"id": live})
+                    appends.append(time.perf_counter() - started)
+                    await asyncio.sleep(GAP)
+
+            async def tick() -> None:
+                while not done.is_set():
+                    started = time.perf_counter()
+                    await asyncio.sleep(TICK)
+                    late.append(time.perf_counter() - started - TICK)
+
+            tasks = [asyncio.create_task(append()), asyncio.create_task(tick())]
+            await asyncio.sleep(0.2)
+            started = time.perf_counter()
+            removed = await sweep(
+                app.services.uow, now=later + timedelta(seconds=1), batch=batch or 10**9
+            )
+            took = time.perf_counter() - started
+            await asyncio.sleep(0.2)
+            done.set()
+            await asyncio.gather(*tasks)
+    return {
+        "removed": removed,
+        "sweep_s": took,
+        "append_p50_ms": statistics.median(appends) * 1000,
+        "append_max_ms": max(appends) * 1000,
+        "loop_late_max_ms": max(late) * 1000,
+        "appends": len(appends),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--expired", type=int, default=20_000)
+    parser.add_argument("--database-url")
+    parser.add_argument("--batch", type=int, default=BATCH)
+    args = parser.parse_args()
+    result = asyncio.run(measure(args.expired, args.database_url, args.batch))
+    print(
+        f"removed {result['removed']} in {result['sweep_s']:.2f} s; "
+        f"appends during it: {result['appends']}, p50 {result['append_p50_ms']:.1f} ms, "
+        f"longest {result['append_max_ms']:.1f} ms; "
+        f"event loop late by at most {result['loop_late_max_ms']:.1f} ms"
+    )
+
+
+if __name__ == "__main__":
+    main()
