@@ -186,6 +186,18 @@ class Settings(BaseModel):
             raise ValueError(f"must be 0 (no limit) or at least {_MIN_RATE}")
         return value
 
+    @field_validator("rate_limit_burst")
+    @classmethod
+    def _burst_of_a_rate(cls, value: int | None, info: ValidationInfo) -> int | None:
+        # A burst without a rate limited nothing, and said nothing: an operator who set only
+        # the burst believed tokens limited to it.
+        if value is not None and not info.data.get("rate_limit_per_second"):
+            raise ValueError(
+                f"limits nothing while {ENV_PREFIX}RATE_LIMIT_PER_SECOND is 0 (no limit): set "
+                "the rate too, or unset the burst"
+            )
+        return value
+
     @field_validator("database_url")
     @classmethod
     def _database_url(cls, value: str) -> str:

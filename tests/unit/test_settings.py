@@ -203,3 +203,10 @@ def test_a_variable_a_keystroke_or_two_from_a_setting_is_named_with_it(
 )
 def test_other_variables_are_left_alone(variable: str) -> None:
     assert misspelled({variable: "x"}) == []
+
+
+def test_a_burst_without_a_rate_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    said = refusal(monkeypatch, RATE_LIMIT_BURST="10")
+    assert "CONVOGRAPH_RATE_LIMIT_BURST" in said and "RATE_LIMIT_PER_SECOND is 0" in said
+    monkeypatch.setenv("CONVOGRAPH_RATE_LIMIT_PER_SECOND", "5")
+    assert Settings.from_env().rate_limit_burst_size == 10
