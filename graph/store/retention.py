@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import delete
@@ -19,9 +20,9 @@ from graph.store.unit_of_work import UnitOfWork
 
 # Parked event payloads are read within moments of their NOTIFY; an hour is plenty.
 OUTBOX_KEEP = timedelta(hours=1)
-# Conversations deleted per transaction: each batch holds the writer (SQLite) or its trees'
+# Conversations deleted per transaction: each share holds the writer (SQLite) or its trees'
 # locks for tens of milliseconds, not the whole backlog's time.
-BATCH = 200
+BATCH = 100
 
 logger = logging.getLogger("convograph.retention")
 
@@ -40,16 +41,18 @@ async def sweep(uow: UnitOfWork, *, now: datetime | None = None, batch: int = BA
         trees = expired_trees(await repo.conversations.expired(now))
     removed = 0
     for trees_of_batch in in_batches(trees, batch):
+        started = time.monotonic()
         async with uow.write(SYSTEM) as repo:
             removed += await repo.conversations.delete_expired(now, trees_of_batch)
-        await asyncio.sleep(0)
+        await _give_way(started)
     old = now - timedelta(seconds=uow.settings.event_retention_seconds)
     while True:
+        started = time.monotonic()
         async with uow.write(SYSTEM) as repo:
             pruned = await event_log.prune(repo.sql, old)
         if pruned < event_log.PRUNE_BATCH:
             break
-        await asyncio.sleep(0)
+        await _give_way(started)
     async with uow.write(SYSTEM) as repo:
         await repo.sql.execute(
             delete(event_outbox).where(event_outbox.c.created_at < now - OUTBOX_KEEP)
@@ -58,6 +61,14 @@ async def sweep(uow: UnitOfWork, *, now: datetime | None = None, batch: int = BA
     # process stopped before deleting its keys: without their data, they go too.
     await shred_orphans(uow.db)
     return removed
+
+
+async def _give_way(started: float) -> None:
+    """After a share of the sweep that began at `started` (time.monotonic()), as long again
+    for the rest of the process: the sweep takes half of its time at most. (One pass of the
+    event loop was not enough: a request waiting on a timer or a future needs several, and
+    the sweep's next share ran in each.)"""
+    await asyncio.sleep(min(time.monotonic() - started, 1.0))
 
 
 async def sweep_forever(uow: UnitOfWork, interval: float, stopping: asyncio.Event) -> None:
