@@ -340,3 +340,26 @@ async def test_a_write_during_the_sweep_of_a_backlog_is_answered_before_the_swee
         removed = await swept
     assert removed == BACKLOG
     assert await list_ids(gql) == [live]
+
+
+async def test_a_sweep_told_to_stop_ends_after_its_share_in_hand_and_the_next_one_finishes(
+    server: Server, gql: GraphQLClient
+) -> None:
+    """A server shutting down stops its sweep between shares: what was deleted stays deleted,
+    the rest waits for the next sweep (before, a backlog's one transaction ran on past the
+    shutdown's grace and was cancelled, all of it rolled back)."""
+    later = datetime.now(UTC) + timedelta(hours=1)
+    backlog = [(await create(gql, expiresAt=later.isoformat()))["id"] for _ in range(6)]
+    stopping = asyncio.Event()
+    uow = server.services.uow
+    swept = asyncio.create_task(
+        sweep(uow, now=later + timedelta(seconds=1), batch=1, stopping=stopping)
+    )
+    while await get(gql, min(backlog)) is not None:
+        assert not swept.done()
+    stopping.set()
+    removed = await swept
+    assert 1 <= removed < len(backlog)
+    assert len(await list_ids(gql)) == len(backlog) - removed
+    assert await sweep(uow, now=later + timedelta(seconds=1)) == len(backlog) - removed
+    assert await list_ids(gql) == []

@@ -27,7 +27,13 @@ BATCH = 100
 logger = logging.getLogger("convograph.retention")
 
 
-async def sweep(uow: UnitOfWork, *, now: datetime | None = None, batch: int = BATCH) -> int:
+async def sweep(
+    uow: UnitOfWork,
+    *,
+    now: datetime | None = None,
+    batch: int = BATCH,
+    stopping: asyncio.Event | None = None,
+) -> int:
     """Delete expired conversations (cascading to transcripts, snapshots and delegations),
     announcing each deletion to subscribers (and in the log) as an explicit delete does, and
     prune the event log; the count of conversations.
@@ -35,18 +41,21 @@ async def sweep(uow: UnitOfWork, *, now: datetime | None = None, batch: int = BA
     Whole trees at a time, `batch` conversations to a transaction at most, and the other
     requests of the process let in between: a backlog (a server that was down, a sweep that
     was off) in one transaction held SQLite's writer, and on the inline driver the whole
-    process, for as long as it took (seconds for tens of thousands)."""
+    process, for as long as it took (seconds for tens of thousands). Once `stopping` is set
+    (the server shuts down) no share begins: the rest is the next sweep's."""
     now = now or datetime.now(UTC)
     async with uow.read(SYSTEM) as repo:
         trees = expired_trees(await repo.conversations.expired(now))
     removed = 0
     for trees_of_batch in in_batches(trees, batch):
+        if stopping is not None and stopping.is_set():
+            return removed
         started = time.monotonic()
         async with uow.write(SYSTEM) as repo:
             removed += await repo.conversations.delete_expired(now, trees_of_batch)
         await _give_way(started)
     old = now - timedelta(seconds=uow.settings.event_retention_seconds)
-    while True:
+    while stopping is None or not stopping.is_set():
         started = time.monotonic()
         async with uow.write(SYSTEM) as repo:
             pruned = await event_log.prune(repo.sql, old)
@@ -72,8 +81,8 @@ async def _give_way(started: float) -> None:
 
 
 async def sweep_forever(uow: UnitOfWork, interval: float, stopping: asyncio.Event) -> None:
-    """Sweep every `interval` seconds until `stopping` is set (a sweep under way finishes
-    first) or cancelled; a failed sweep is logged and retried."""
+    """Sweep every `interval` seconds until `stopping` is set (a sweep under way stops after
+    its share in hand) or cancelled; a failed sweep is logged and retried."""
     if interval <= 0:
         return
     while True:
@@ -82,7 +91,7 @@ async def sweep_forever(uow: UnitOfWork, interval: float, stopping: asyncio.Even
         if stopping.is_set():
             return
         try:
-            removed = await sweep(uow)
+            removed = await sweep(uow, stopping=stopping)
             if removed:
                 logger.info("retention sweep removed %d expired conversations", removed)
         except Exception:
