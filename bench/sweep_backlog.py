@@ -1,6 +1,7 @@
 """A retention sweep of a backlog: how long the rest of the server waits for it.
 
-    python -m bench.sweep_backlog [--expired 20000] [--database-url postgresql+asyncpg://…]
+    python -m bench.sweep_backlog [--expired 20000] [--live 0] [--batch 100]
+                                  [--database-url postgresql+asyncpg://…]
 
 A server that was down, or whose sweep was off, finds many conversations expired at once.
 The real app, in this process, holds EXPIRED of them (root conversations of MESSAGES
@@ -40,7 +41,9 @@ DELEGATE = """mutation($id: ID!) { createDelegation(input: {parentConversationId
   delegatingTier: "lead", targetTier: "worker", task: "t"}) { userErrors { code } } }"""
 
 
-async def measure(expired: int, database_url: str | None, batch: int) -> dict[str, Any]:
+async def measure(
+    expired: int, database_url: str | None, batch: int, live: int = 0
+) -> dict[str, Any]:
     changes = {"database_url": database_url} if database_url else {}
     with tempfile.TemporaryDirectory() as workdir:
         async with app_client(Path(workdir), **changes) as app:
@@ -51,6 +54,10 @@ async def measure(expired: int, database_url: str | None, batch: int) -> dict[st
             ]
             prepared = prepare_messages(turns, max_count=MESSAGES, max_bytes=1 << 20)
             async with app.services.uow.write(app.principal) as repo:
+                for _ in range(live):  # kept: the workspace's usage is counted over them
+                    made = new_conversation(now=now)
+                    created = await repo.conversations.create(made, announce=False)
+                    await repo.transcripts.append(created.id, prepared, expected_version=None)
                 for _ in range(expired):
                     made = new_conversation(now=now, expires_at=later)
                     created = await repo.conversations.create(made, announce=False)
@@ -106,8 +113,9 @@ def main() -> None:
     parser.add_argument("--expired", type=int, default=20_000)
     parser.add_argument("--database-url")
     parser.add_argument("--batch", type=int, default=BATCH)
+    parser.add_argument("--live", type=int, default=0, help="conversations that stay")
     args = parser.parse_args()
-    result = asyncio.run(measure(args.expired, args.database_url, args.batch))
+    result = asyncio.run(measure(args.expired, args.database_url, args.batch, args.live))
     print(
         f"removed {result['removed']} in {result['sweep_s']:.2f} s; "
         f"appends during it: {result['appends']}, p50 {result['append_p50_ms']:.1f} ms, "
