@@ -930,3 +930,50 @@ async def test_a_sweep_of_more_expired_conversations_than_one_statement_binds_de
         assert swept == MANY_EXPIRED
         listed = await gql("{ conversations(first: 1) { nodes { id } } }")
         assert listed["conversations"]["nodes"] == []
+
+
+async def test_a_write_during_the_scan_for_orphaned_keys_is_answered_before_the_scan_ends(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every sweep reads every conversation's key, to destroy those whose conversation is
+    gone. On SQLite the key store and the data answer inline, on the event loop, and the scan
+    never let anything in: every request of the process waited for all of it (seconds for a
+    hundred thousand conversations). Now the process's requests go in between its steps."""
+    from graph.domain.conversations import new_conversation
+    from graph.store import encryption_admin
+
+    monkeypatch.setattr(encryption_admin, "ORPHAN_AGE_SECONDS", 0.0)
+    async with serving(encrypted(settings)) as (server, gql):
+        uow = server.services.uow
+        assert gql.token is not None
+        principal = await uow.authenticate(gql.token)
+        assert principal is not None
+        async with uow.write(principal) as repo:
+            kept = [
+                (
+                    await repo.conversations.create(
+                        new_conversation(now=datetime.now(UTC), title=f"kept {n}"),
+                        announce=False,
+                    )
+                ).id
+                for n in range(200)
+            ]
+        live = (await ok(gql, "createConversation", {"title": "live"}))["conversation"]["id"]
+        scan = asyncio.create_task(encryption_admin.shred_orphans(server.services.db, batch=1))
+        try:
+            await asyncio.sleep(0)  # it begins
+            await ok(
+                gql,
+                "appendMessages",
+                {"conversationId": live, "messages": [{"role": "user", "content": "meanwhile"}]},
+            )
+            assert not scan.done()
+        finally:
+            shredded = await scan
+        assert shredded == 0
+        encryption = server.services.db.encryption
+        assert encryption is not None
+        refs = [f"c{cid}" for cid in (*kept, live)]
+        stored = await encryption.store.get_many(refs)
+        assert TOMBSTONE not in {key.key_id for key in stored.values()}
+        assert set(stored) == set(refs)

@@ -9,6 +9,7 @@ master key, a value not yet sealed), each row changed only if it still holds wha
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sqlite3
 from collections.abc import Callable
@@ -129,18 +130,23 @@ async def rotate(encryption: Encryption, *, progress: Callable[[int], None] | No
             progress(done)
 
 
-async def shred_orphans(db: Database) -> int:
+async def shred_orphans(db: Database, *, batch: int = BATCH) -> int:
     """Delete the data keys that deletes left (a process stopped between a delete's commit
     and its keys' end: store/pending_shreds.py), and those of conversations that are gone
-    (deleted by a cascade, or by a release before pending shreds); how many."""
+    (deleted by a cascade, or by a release before pending shreds); how many.
+
+    Every sweep reads the whole key store, `batch` keys at a time, and lets the process's
+    other requests in after each: SQLite's key store and data answer inline, on the event
+    loop, so without a yield the scan of every conversation's key held the whole process
+    (seconds for a hundred thousand conversations)."""
     encryption = db.encryption
     if encryption is None:
         return 0
     await encryption.ready()
-    gone, after = await pending_shreds.finish_all(db), ""
+    gone, after = await pending_shreds.finish_all(db, batch=batch), ""
     while True:
         refs = await encryption.store.refs_older_than(
-            CONVERSATION, ORPHAN_AGE_SECONDS, after=after, limit=BATCH
+            CONVERSATION, ORPHAN_AGE_SECONDS, after=after, limit=batch
         )
         if not refs:
             return gone
@@ -153,6 +159,7 @@ async def shred_orphans(db: Database) -> int:
             await encryption.forget(orphans)
             gone += len(orphans)
         after = refs[-1]
+        await asyncio.sleep(0)
 
 
 # -- encrypt-existing ---------------------------------------------------------------------

@@ -11,6 +11,7 @@ under the key of a new generation: encryption.BlindIndex.session_ref).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -53,16 +54,19 @@ async def finish(db: Database, refs: Sequence[str]) -> None:
             await Sql(conn, db).execute(delete(P).where(P.c.ref.in_(chunk)))
 
 
-async def finish_all(db: Database) -> int:
-    """Finish every pending shred (a start, the sweep); how many keys."""
+async def finish_all(db: Database, *, batch: int = BATCH) -> int:
+    """Finish every pending shred (a start, the sweep), `batch` at a time with the process's
+    other requests let in between (on SQLite each batch runs inline, on the event loop);
+    how many keys."""
     if db.encryption is None:
         return 0
     done = 0
     while True:
         async with db.read() as conn:
-            found = await Sql(conn, db).rows(select(P.c.ref).order_by(P.c.ref).limit(BATCH))
+            found = await Sql(conn, db).rows(select(P.c.ref).order_by(P.c.ref).limit(batch))
         refs = [str(ref) for ref in found.scalars()]
         if not refs:
             return done
         await finish(db, refs)
         done += len(refs)
+        await asyncio.sleep(0)
