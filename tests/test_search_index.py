@@ -176,3 +176,31 @@ async def test_a_write_after_shutdown_schedules_no_batch(settings: Settings) -> 
     finally:
         loop.set_task_factory(None)
     assert "SearchIndex._background" not in started
+
+
+async def test_a_write_while_a_backlog_is_indexed_is_answered_before_the_index_catches_up(
+    server: Any, gql: GraphQLClient
+) -> None:
+    """A backlog of messages to index (a bulk load, another process's writes, a stop before
+    the batch) was indexed in one transaction: on SQLite every write, and with the inline
+    driver every request of the process, waited for all of it (seconds for a million
+    messages). Now each transaction indexes a chunk, and requests go in between; a search
+    still finds every message."""
+    if server.settings.sqlite_path is None:
+        pytest.skip("PostgreSQL keeps its index itself: no batches")
+    index = server.services.search_index
+    index.chunk = 10
+    waiting, live = await new(gql), await new(gql)
+    for part in range(2):  # 2,000 messages waiting (an append takes 1,000 at most)
+        await append(gql, waiting, *(f"backlog{part}x{i}" for i in range(1000)))
+    indexing = asyncio.create_task(index.ready())
+    try:
+        await asyncio.sleep(0)  # it begins
+        await append(gql, live, "meanwhile")
+        assert not indexing.done()
+    finally:
+        await indexing
+    for word in ("backlog0x0", "backlog1x999"):
+        assert await found(gql, word) == {waiting}
+    assert await found(gql, "meanwhile") == {live}
+    assert_index_consistent(server.settings)

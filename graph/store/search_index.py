@@ -4,7 +4,9 @@ FTS5 writes an index segment at every commit that touched it: indexing each appe
 message in the append's own transaction cost about a sixth of an append. So an append writes
 nothing for the index: `message_fts_mark.upto` is the last message id indexed (migration
 0011: a new message's id is above every existing one), and the messages above it are
-indexed together, in one write transaction:
+indexed together, `CHUNK` of them (in id order) per write transaction, the process's other
+requests let in between (a backlog in one transaction held SQLite's writer, and on the inline
+driver the whole process, for all of it: a million waiting messages, seconds):
 - `DELAY` seconds after a write, or at once when `BATCH` writes have come since the last
   update, so the list stays short;
 - before every operation that may search (`ready()`, called by the api's search gate before
@@ -36,6 +38,8 @@ logger = logging.getLogger("convograph.search_index")
 
 DELAY = 0.2
 BATCH = 256
+# Messages indexed per transaction: each holds the writer for tens of milliseconds.
+CHUNK = 2000
 
 _LARGEST = "(SELECT coalesce(max(id), 0) FROM message)"
 _INDEX_WAITING = (
@@ -44,6 +48,21 @@ _INDEX_WAITING = (
         "WHERE id > (SELECT upto FROM message_fts_mark) AND search_text IS NOT NULL"
     ),
     text(f"UPDATE message_fts_mark SET upto = {_LARGEST} WHERE upto <> {_LARGEST}"),
+)
+
+
+# The id of the `skip`+1-th message above the mark: where a chunk of skip+1 of them ends.
+_CHUNK_END = text(
+    "SELECT id FROM message WHERE id > (SELECT upto FROM message_fts_mark) "
+    "ORDER BY id LIMIT 1 OFFSET :skip"
+)
+_INDEX_UPTO = (
+    text(
+        "INSERT INTO message_fts(rowid, search_text) SELECT id, search_text FROM message_search "
+        "WHERE id > (SELECT upto FROM message_fts_mark) AND id <= :end "
+        "AND search_text IS NOT NULL"
+    ),
+    text("UPDATE message_fts_mark SET upto = :end"),
 )
 
 
@@ -73,6 +92,18 @@ async def index_waiting(sql: Sql) -> None:
         await sql.execute(statement)
 
 
+async def index_chunk(sql: Sql, size: int) -> bool:
+    """SQLite: index at most `size` of the messages above the mark (the oldest), in the
+    caller's transaction; whether any may be left."""
+    end = (await sql.rows(_CHUNK_END, {"skip": size - 1})).scalars()
+    if not end:
+        await index_waiting(sql)
+        return False
+    for statement in _INDEX_UPTO:
+        await sql.execute(statement, {"end": end[0]})
+    return True
+
+
 class SearchIndex:
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -84,6 +115,7 @@ class SearchIndex:
         self._timer: asyncio.Handle | None = None
         self._task: asyncio.Task[None] | None = None
         self._stopped = False
+        self.chunk = CHUNK
 
     def written(self) -> None:
         """A write transaction begins: it may add messages to index (marked before it
@@ -150,8 +182,12 @@ class SearchIndex:
             self._dirty = False
             self._writes = 0
             try:
-                async with self._db.write() as conn:
-                    await index_waiting(Sql(conn, self._db))
+                while True:
+                    async with self._db.write() as conn:
+                        more = await index_chunk(Sql(conn, self._db), self.chunk)
+                    if not more:
+                        return
+                    await asyncio.sleep(0)
             except BaseException:
                 self._dirty = True
                 raise
