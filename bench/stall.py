@@ -5,7 +5,7 @@ and a ticker sleeps TICK seconds at a time: `during` reports the job's time, the
 append took (and their median), and the longest the event loop was late (health checks,
 reads and every other request of the process wait that long), as bench/sweep_backlog.py
 measures the retention sweep. The benches of the other jobs the server runs on its own
-measure with it: bench/shred_scan.py, bench/search_backlog.py.
+measure with it: bench/shred_scan.py, bench/search_backlog.py, bench/quota_recount.py.
 """
 
 from __future__ import annotations
