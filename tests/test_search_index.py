@@ -204,3 +204,37 @@ async def test_a_write_while_a_backlog_is_indexed_is_answered_before_the_index_c
         assert await found(gql, word) == {waiting}
     assert await found(gql, "meanwhile") == {live}
     assert_index_consistent(server.settings)
+
+
+async def test_a_transcript_save_while_a_backlog_waits_leaves_the_backlog_to_the_batches(
+    server: Any, gql: GraphQLClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A transcript save indexes in its own transaction: it indexed every message waiting,
+    so a save right after a bulk load held the writer (and the process) for the whole
+    backlog. Now it indexes a chunk, or as many as it wrote, and the batches the rest."""
+    from graph.store import search_index
+
+    if server.settings.sqlite_path is None:
+        pytest.skip("PostgreSQL keeps its index itself: no batches")
+    monkeypatch.setattr(search_index, "CHUNK", 10)
+    index = server.services.search_index
+    index.chunk = 10
+    waiting, saved = await new(gql), await new(gql)
+    for part in range(2):
+        await append(gql, waiting, *(f"backlog{part}x{i}" for i in range(1000)))
+    indexing = asyncio.create_task(index.ready())
+    try:
+        await asyncio.sleep(0)  # it begins
+        replaced = await gql(REPLACE, {"id": saved, "m": [said("saved words")]})
+        assert replaced["replaceTranscript"]["userErrors"] == []
+        with sqlite3.connect(server.settings.sqlite_path) as db:
+            (left,) = db.execute(
+                "SELECT count(*) FROM message WHERE id > (SELECT upto FROM message_fts_mark)"
+            ).fetchone()
+        assert left > 1000  # the save indexed no more than a chunk of the backlog
+    finally:
+        await indexing
+    for word in ("backlog0x0", "backlog1x999"):
+        assert await found(gql, word) == {waiting}
+    assert await found(gql, "saved") == {saved}
+    assert_index_consistent(server.settings)

@@ -12,13 +12,13 @@ from graph.domain.errors import invalid
 from graph.domain.events import EventKind
 from graph.domain.messages import PreparedMessage, kept_prefix
 from graph.domain.paging import SeqWindow
-from graph.store import event_log, sealed_blocks
+from graph.store import event_log, sealed_blocks, search_index
 from graph.store.compression import Compression, inflated
 from graph.store.encryption import opened_size, sealed_changes
 from graph.store.quotas import byte_length
 from graph.store.repository.base import Part
 from graph.store.rows import Builder
-from graph.store.search_index import index_waiting, stored_search_text
+from graph.store.search_index import index_chunk, stored_search_text
 from graph.store.sql import Prepared
 from graph.store.tables import Conversation, Delegation, Message
 from graph.store.tables import message as M
@@ -171,8 +171,10 @@ class Transcripts(Part):
         written = await self._insert(conversation, messages[keep:], keep + 1)
         if written and self.sql.is_sqlite:
             # A save writes many rows at once, or one that a search soon asks for: indexing
-            # them here costs less than the commit a separate batch would add.
-            await index_waiting(self.sql)
+            # them here costs less than the commit a separate batch would add. As many as it
+            # wrote (a chunk at least): a backlog waiting before them (a bulk load) is the
+            # batches', which let the process's other requests in between.
+            await index_chunk(self.sql, max(search_index.CHUNK, len(written)))
         self.repo.publish(EventKind.TRANSCRIPT_REPLACED, conversation, messages=written)
         return conversation
 
