@@ -3,9 +3,9 @@
 While `job` runs, a client appends one message to a live conversation every GAP seconds
 and a ticker sleeps TICK seconds at a time: `during` reports the job's time, the longest an
 append took (and their median), and the longest the event loop was late (health checks,
-reads and every other request of the process wait that long), as bench/sweep_backlog.py
-measures the retention sweep. The benches of the other jobs the server runs on its own
-measure with it: bench/shred_scan.py, bench/search_backlog.py, bench/quota_recount.py.
+reads and every other request of the process wait that long). The benches of the jobs the
+server runs on its own measure with it: bench/sweep_backlog.py, bench/shred_scan.py,
+bench/search_backlog.py, bench/quota_recount.py, bench/dictionary_check.py.
 """
 
 from __future__ import annotations

@@ -8,35 +8,29 @@ The real app, in this process, holds EXPIRED of them (root conversations of MESS
 messages each, plus one tree of a root and CHILDREN child transcripts, made through the
 repository), and one live conversation. While `sweep` removes the backlog, a client appends
 one message to the live conversation every GAP seconds and a ticker sleeps TICK seconds at
-a time: the bench reports the sweep's time, the longest an append took (median of the
-appends too), and the longest the event loop was late (health checks, reads and every other
-request of the process wait that long). `--batch` sets the sweep's share per transaction
-(`--batch 0`: the whole backlog in one, as before batching).
+a time (bench/stall.py): the bench reports the sweep's time, the longest an append took
+(median of the appends too), and the longest the event loop was late (health checks, reads
+and every other request of the process wait that long). `--batch` sets the sweep's share per
+transaction (`--batch 0`: the whole backlog in one, as before batching).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
 import tempfile
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from bench.inprocess import app_client
+from bench.stall import during
 from graph.domain.conversations import new_conversation
 from graph.domain.messages import prepare_messages
 from graph.store.retention import BATCH, sweep
 
-GAP = 0.01
-TICK = 0.005
 CHILDREN = 50
 MESSAGES = 10
-CREATE = 'mutation { createConversation(input: {title: "live"}) { conversation { id } } }'
-APPEND = """mutation($id: ID!) { appendMessages(input: {conversationId: $id,
-  messages: [{role: "user", content: "a turn during the sweep"}]}) { userErrors { code } } }"""
 DELEGATE = """mutation($id: ID!) { createDelegation(input: {parentConversationId: $id,
   delegatingTier: "lead", targetTier: "worker", task: "t"}) { userErrors { code } } }"""
 
@@ -66,45 +60,19 @@ async def measure(
                 tree = await repo.conversations.create(made, announce=False)
             for _ in range(CHILDREN):
                 await app.gql(DELEGATE, {"id": tree.id})
-            live = (await app.gql(CREATE))["createConversation"]["conversation"]["id"]
             # The search index takes in what the fill wrote in batches of its own: done first,
             # so that what is timed is the sweep's alone.
             await app.services.search_index.ready()
-
-            done = asyncio.Event()
-            appends: list[float] = []
-            late: list[float] = []
-
-            async def append() -> None:
-                while not done.is_set():
-                    started = time.perf_counter()
-                    await app.gql(APPEND, {"id": live})
-                    appends.append(time.perf_counter() - started)
-                    await asyncio.sleep(GAP)
-
-            async def tick() -> None:
-                while not done.is_set():
-                    started = time.perf_counter()
-                    await asyncio.sleep(TICK)
-                    late.append(time.perf_counter() - started - TICK)
-
-            tasks = [asyncio.create_task(append()), asyncio.create_task(tick())]
-            await asyncio.sleep(0.2)
-            started = time.perf_counter()
-            removed = await sweep(
-                app.services.uow, now=later + timedelta(seconds=1), batch=batch or 10**9
+            stall = await during(
+                app, sweep(app.services.uow, now=later + timedelta(seconds=1), batch=batch or 10**9)
             )
-            took = time.perf_counter() - started
-            await asyncio.sleep(0.2)
-            done.set()
-            await asyncio.gather(*tasks)
     return {
-        "removed": removed,
-        "sweep_s": took,
-        "append_p50_ms": statistics.median(appends) * 1000,
-        "append_max_ms": max(appends) * 1000,
-        "loop_late_max_ms": max(late) * 1000,
-        "appends": len(appends),
+        "removed": stall.result,
+        "sweep_s": stall.job_s,
+        "append_p50_ms": stall.append_p50_ms,
+        "append_max_ms": stall.append_max_ms,
+        "loop_late_max_ms": stall.loop_late_max_ms,
+        "appends": stall.appends,
     }
 
 
