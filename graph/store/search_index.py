@@ -184,7 +184,11 @@ class SearchIndex:
             try:
                 while True:
                     async with self._db.write() as conn:
-                        more = await index_chunk(Sql(conn, self._db), self.chunk)
+                        sql = Sql(conn, self._db)
+                        # Off the event loop: FTS5 merges its segments now and then inside
+                        # an insert, hundreds of milliseconds at a million messages.
+                        with sql.off_loop():
+                            more = await index_chunk(sql, self.chunk)
                     if not more:
                         return
                     await asyncio.sleep(0)
