@@ -323,6 +323,8 @@ class Encryption:
         self._opened_bytes = 0
         # Why the master key was refused once this process was serving (see `refusal`).
         self._refused: str | None = None
+        # Where the sweep's scan for keys without data goes on from (encryption_admin).
+        self.orphan_scan_after = ""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Encryption:

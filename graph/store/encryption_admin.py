@@ -48,6 +48,8 @@ logger = logging.getLogger("convograph.encryption")
 BATCH = 500
 # A key younger than this may belong to a conversation whose create has not committed yet.
 ORPHAN_AGE_SECONDS = 3600.0
+# Keys a sweep reads for those without data, at most (see shred_orphans).
+SCAN_PER_SWEEP = 50_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,21 +137,28 @@ async def shred_orphans(db: Database, *, batch: int = BATCH) -> int:
     and its keys' end: store/pending_shreds.py), and those of conversations that are gone
     (deleted by a cascade, or by a release before pending shreds); how many.
 
-    Every sweep reads the whole key store, `batch` keys at a time, and lets the process's
-    other requests in after each: SQLite's key store and data answer inline, on the event
-    loop, so without a yield the scan of every conversation's key held the whole process
-    (seconds for a hundred thousand conversations)."""
+    Each sweep reads SCAN_PER_SWEEP keys of the key store at most, from where the one before
+    stopped (the whole store each time cost seconds of CPU a minute at a million
+    conversations), `batch` keys at a time, and lets the process's other requests in after
+    each: SQLite's key store and data answer inline, on the event loop, so without a yield
+    the scan held the whole process."""
     encryption = db.encryption
     if encryption is None:
         return 0
     await encryption.ready()
-    gone, after = await pending_shreds.finish_all(db, batch=batch), ""
+    gone, after = await pending_shreds.finish_all(db, batch=batch), encryption.orphan_scan_after
+    read = 0
     while True:
+        if read >= SCAN_PER_SWEEP:
+            encryption.orphan_scan_after = after  # the next sweep goes on from here
+            return gone
         refs = await encryption.store.refs_older_than(
-            CONVERSATION, ORPHAN_AGE_SECONDS, after=after, limit=batch
+            CONVERSATION, ORPHAN_AGE_SECONDS, after=after, limit=min(batch, SCAN_PER_SWEEP - read)
         )
         if not refs:
+            encryption.orphan_scan_after = ""  # through: the next sweep begins again
             return gone
+        read += len(refs)
         ids = [r[len(CONVERSATION) :] for r in refs]
         async with db.read() as conn:
             found = await Sql(conn, db).rows(select(C.c.id).where(C.c.id.in_(ids)))
