@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 import uuid
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
@@ -19,6 +19,8 @@ import asyncpg
 
 from graph.settings import Settings
 from graph.store.compression import Compression
+from graph.store.keyring import Keyring, load_secret
+from graph.store.migrate import upgrade
 
 Batch = Mapping[str, Sequence[tuple[Any, ...]]]  # table -> rows, in its COLUMNS' order
 
@@ -54,6 +56,19 @@ async def postgres_databases(
         for name in names:
             await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         await admin.close()
+
+
+async def filled_once(workdir: Path, name: str, fill: Callable[[Path, Keyring], None]) -> Path:
+    """The SQLite file `name` in `workdir`, migrated and filled by `fill(path, keyring)` the
+    first time (then kept for the next runs)."""
+    path = workdir / name
+    if not path.exists():
+        made = workdir / "filling.sqlite"
+        settings = sqlite_settings(made, workdir)
+        await upgrade(settings)
+        fill(made, Keyring(load_secret(settings)))
+        made.rename(path)
+    return path
 
 
 def _sqlite_value(value: Any) -> Any:

@@ -20,26 +20,12 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from bench.bulk import sqlite_settings
+from bench.bulk import filled_once
 from bench.inprocess import app_client
 from bench.million import fill_sqlite
 from bench.stall import Stall, during
-from graph.store.keyring import Keyring, load_secret
-from graph.store.migrate import upgrade
 
 FILLED = "dictionary_check.sqlite"
-
-
-async def filled(workdir: Path) -> Path:
-    """The bulk-filled file in `workdir` (made once)."""
-    path = workdir / FILLED
-    if not path.exists():
-        made = workdir / "filling.sqlite"
-        settings = sqlite_settings(made, workdir)
-        await upgrade(settings)
-        fill_sqlite(made, Keyring(load_secret(settings)))
-        made.rename(path)
-    return path
 
 
 async def measure(template: Path) -> Stall[bool]:
@@ -55,7 +41,7 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path)
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp())
-    template = asyncio.run(filled(workdir))
+    template = asyncio.run(filled_once(workdir, FILLED, fill_sqlite))
     lates = []
     for _ in range(args.runs):
         stall = asyncio.run(measure(template))

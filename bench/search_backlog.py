@@ -24,27 +24,19 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from bench.bulk import load_sqlite, sqlite_settings
+from bench.bulk import filled_once, load_sqlite
 from bench.inprocess import app_client
 from bench.million import COLUMNS, COMMON, RARE, batches
 from bench.stall import Stall, during
-from graph.store.keyring import Keyring, load_secret
-from graph.store.migrate import upgrade
+from graph.store.keyring import Keyring
 from graph.store.search_index import CHUNK
 
 FILLED = "search_backlog.sqlite"
 
 
-async def filled(workdir: Path) -> Path:
-    """The bulk-filled file in `workdir`, nothing of it indexed (made once)."""
-    path = workdir / FILLED
-    if not path.exists():
-        made = workdir / "filling.sqlite"
-        settings = sqlite_settings(made, workdir)
-        await upgrade(settings)
-        load_sqlite(made, batches(Keyring(load_secret(settings)), sqlite=True), COLUMNS)
-        made.rename(path)
-    return path
+def _unindexed(path: Path, keyring: Keyring) -> None:
+    """bench/million.py's rows, nothing of them indexed."""
+    load_sqlite(path, batches(keyring, sqlite=True), COLUMNS)
 
 
 async def measure(template: Path, chunk: int) -> tuple[Stall[None], dict[str, int]]:
@@ -76,7 +68,7 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path)
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp())
-    template = asyncio.run(filled(workdir))
+    template = asyncio.run(filled_once(workdir, FILLED, _unindexed))
     lates = []
     for _ in range(args.runs):
         stall, found = asyncio.run(measure(template, args.chunk))
