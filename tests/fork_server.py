@@ -11,8 +11,11 @@ The forking process has no event loop, thread or connection, and reads nothing o
 environment at import that a server would read later, so a forked server cannot tell it
 apart from a fresh one. It reaps its children and writes each one's exit status (as
 asyncio reports it: the code, or minus the signal) to the file the test named, which is
-how `ForkedProcess` learns it. CONVOGRAPH_TEST_FORK_SERVER=0 starts every server as a
-fresh process instead.
+how `ForkedProcess` learns it. It waits for a request and for a child's exit in one
+select() (the SIGCHLD handler's wakeup fd is in it): blocked in a read of stdin instead, it
+handled a SIGCHLD that came between its last look at signals and the read only once the
+next request came, which a test waiting for that exit never sent.
+CONVOGRAPH_TEST_FORK_SERVER=0 starts every server as a fresh process instead.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import asyncio
 import contextlib
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -34,6 +38,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 ENABLED = os.environ.get("CONVOGRAPH_TEST_FORK_SERVER", "1") != "0"
+REAP_TIMEOUT = 10.0  # a killed command's status is written within it
 
 
 class ForkedProcess:
@@ -139,7 +144,10 @@ def run_graph_blocking(
             if time.monotonic() > deadline:
                 with contextlib.suppress(ProcessLookupError):
                     process.kill()
-                while process.returncode is None:
+                # A bounded wait for the reaping: a fork server that never writes the status
+                # must fail the test, not hang it.
+                reaped_by = time.monotonic() + REAP_TIMEOUT
+                while process.returncode is None and time.monotonic() < reaped_by:
                     time.sleep(0.02)
                 raise AssertionError(f"`graph {' '.join(args)}` did not finish in {limit:.0f} s")
             time.sleep(0.02)
@@ -176,6 +184,9 @@ def _child(request: dict[str, Any]) -> None:
     try:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.set_wakeup_fd(-1)
+        for fd in request["close"]:
+            os.close(fd)
         os.setsid()
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
@@ -217,21 +228,46 @@ def serve_forks() -> None:
     import graph.server.shutdown
     import graph.store.migrate  # noqa: F401
 
+    # A SIGCHLD writes a byte to `woken`, so that select() returns for it even when it came
+    # just before the call; the handler (_reap) then runs as soon as Python code does.
+    woken, wake = os.pipe()
+    os.set_blocking(woken, False)
+    os.set_blocking(wake, False)
+    signal.set_wakeup_fd(wake)
     signal.signal(signal.SIGCHLD, _reap)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is for pytest, which stops us
-    for line in sys.stdin.buffer:
-        request = json.loads(line)
-        sys.stdout.flush()
-        # SIGCHLD waits while the child is recorded, so that no exit goes unwritten.
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
-        pid = os.fork()
-        if pid == 0:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
-            _child(request)
-        _children[pid] = request["status"]
+    stdin = sys.stdin.buffer.fileno()
+    pending = b""
+    while True:
+        readable, _, _ = select.select([stdin, woken], [], [])
+        if woken in readable:
+            with contextlib.suppress(BlockingIOError):
+                while os.read(woken, 512):
+                    pass
+        if stdin not in readable:
+            continue
+        chunk = os.read(stdin, 1 << 16)
+        if not chunk:
+            return
+        pending += chunk
+        while b"\n" in pending:
+            line, pending = pending.split(b"\n", 1)
+            _fork({**json.loads(line), "close": [woken, wake]})
+
+
+def _fork(request: dict[str, Any]) -> None:
+    """Fork the child `request` asks for, record it, and answer with its pid."""
+    sys.stdout.flush()
+    # SIGCHLD waits while the child is recorded, so that no exit goes unwritten.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+    pid = os.fork()
+    if pid == 0:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
-        sys.stdout.write(json.dumps({"pid": pid}) + "\n")
-        sys.stdout.flush()
+        _child(request)
+    _children[pid] = request["status"]
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
+    sys.stdout.write(json.dumps({"pid": pid}) + "\n")
+    sys.stdout.flush()
 
 
 if __name__ == "__main__":
