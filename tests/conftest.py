@@ -30,6 +30,33 @@ pytest.register_assert_rewrite("tests.operations", "tests.ws")
 
 PG_URL = os.environ.get("CONVOGRAPH_TEST_DATABASE_URL")
 
+# The files whose tests take longest each (a C++ build, PHP and Go programs, a wheel in a new
+# virtualenv, a browser waiting out Retry-After; `pytest --durations`), longest first. They
+# run first: pytest-xdist hands tests out in collection order, and one of them handed out
+# last kept its worker busy while the others, done, left the cores idle.
+LONG_FIRST = (
+    "test_adapter_entropic.py",
+    "test_adapter_wordpress.py",
+    "test_container.py",
+    "test_inspector_recovery_browser.py",
+    "test_crash.py",
+    "test_fuzz_graphql.py",
+    "test_event_resume.py",
+    "test_concurrency.py",
+    "test_inspector_browser.py",
+    "test_examples.py",
+    "test_encryption_crash.py",
+    "test_inspector_figures_browser.py",
+    "test_graphiql_browser.py",
+    "test_adapter_manglekit.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """LONG_FIRST's tests first, in its order; the rest as collected."""
+    rank = {name: i for i, name in enumerate(LONG_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
 
 @pytest.fixture(scope="session")
 def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -48,9 +48,13 @@ SQLITE_ONLY=(
 # The serial run collects only the files that mark tests `serial`, not the whole suite.
 mapfile -t SERIAL_FILES < <(grep -rlE --include='test_*.py' 'pytest\.mark\.serial' tests)
 
+# Tests go to the workers one at a time (--maxschedchunk 1), in the order tests/conftest.py
+# puts them in, the longest files first: by default pytest-xdist hands each worker a quarter
+# of its share at once, in a row, which gave one worker every long file.
 run_parallel() {  # $1: marker expression; $2: pytest workers; then a timeout command, if any
   local marks="$1" workers="$2"; shift 2
-  "$@" "$PY" -m pytest -q -m "($marks) and not serial" -n "$workers" ${PYTEST_ARGS:-}
+  "$@" "$PY" -m pytest -q -m "($marks) and not serial" -n "$workers" --maxschedchunk 1 \
+    ${PYTEST_ARGS:-}
   local rc=$?
   [ "$rc" -eq 5 ] && rc=0  # no test of that kind selected
   return "$rc"
