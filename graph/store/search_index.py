@@ -184,11 +184,7 @@ class SearchIndex:
             try:
                 while True:
                     async with self._db.write() as conn:
-                        sql = Sql(conn, self._db)
-                        # Off the event loop: FTS5 merges its segments now and then inside
-                        # an insert, hundreds of milliseconds at a million messages.
-                        with sql.off_loop():
-                            more = await index_chunk(sql, self.chunk)
+                        more = await index_chunk(Sql(conn, self._db), self.chunk)
                     if not more:
                         return
                     await asyncio.sleep(0)
