@@ -166,8 +166,7 @@ class Quotas:
             if current:
                 before = (current[0][0], current[0][1])
             else:
-                with sql.off_loop():  # it reads every conversation of the workspace
-                    counted = (await sql.rows(_first_count(sql.is_sqlite), params)).values
+                counted = (await sql.rows(_first_count(sql.is_sqlite), params)).values
                 if not counted:
                     continue
                 # The first count includes this write: it may be what passes the quota.
@@ -221,8 +220,7 @@ async def _recount(sql: Sql, workspace: Workspace) -> None:
     if not sql.is_sqlite:
         # Its own statement: the recount then reads what committed while it waited.
         await sql.rows(_LOCK_ROW, params)
-    with sql.off_loop():  # it reads every conversation of the workspace
-        await sql.execute(_RECOUNT, params)
+    await sql.execute(_RECOUNT, params)
 
 
 async def recount_all(sql: Sql) -> int:
@@ -239,10 +237,9 @@ async def recount_all(sql: Sql) -> int:
     counted = select(C.c.workspace_type, C.c.workspace_id, *_sums()).group_by(
         C.c.workspace_type, C.c.workspace_id
     )
-    with sql.off_loop():  # it reads every conversation
-        total = await sql.execute(
-            U.insert().from_select(["workspace_type", "workspace_id", "messages", "bytes"], counted)
-        )
+    total = await sql.execute(
+        U.insert().from_select(["workspace_type", "workspace_id", "messages", "bytes"], counted)
+    )
     logger.info("workspace quotas on: counted the usage of %d workspaces", total)
     return total
 
