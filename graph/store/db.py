@@ -266,6 +266,7 @@ class SQLiteWriter:
         self.writes = 0  # writes committed
         self.commits = 0  # COMMITs that made them durable
         self._opened = 0  # connections opened: a new one's data_version starts afresh
+        self._committing = False  # a COMMIT in a worker thread holds the connection
         # Whether the write holding the lock waits for another process's lock on the file:
         # then the writes queued behind it wait no longer than their busy timeout either.
         self._file_busy = False
@@ -382,11 +383,14 @@ class SQLiteWriter:
         # connection ends the group first (_undo), and close() commits it before closing.
         conn = self._conn
         assert conn is not None
+        self._committing = True
         try:
             await end(conn, driver_connection(conn), commit=True)
         except BaseException as exc:
             group.end(exc)
             return
+        finally:
+            self._committing = False
         self.commits += 1
         self.writes += group.joined
         _committed(group.on_commit)
@@ -460,13 +464,12 @@ class SQLiteWriter:
         """A stamp that moves whenever another connection (another process) commits to the
         database file, and only then: the writer connection's data_version, which the
         server's own writes leave alone. None while there is no open connection to ask, or
-        a worker thread holds it (a COMMIT, or a statement run off the loop: asking would
-        wait for it)."""
+        its COMMIT runs in a worker thread (asking would wait for the fsync)."""
         conn = self._conn
-        if conn is None:
+        if conn is None or self._committing:
             return None
         raw = open_driver_connection(conn)
-        if raw is None or raw.busy:
+        if raw is None:
             return None
         try:
             return (self._opened, raw.data_version())

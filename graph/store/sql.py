@@ -14,9 +14,8 @@ else, runs through SQLAlchemy. Either way the statement listeners of
 
 from __future__ import annotations
 
-import contextlib
 import sqlite3
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -158,18 +157,6 @@ class Sql:
         self.is_sqlite = db.is_sqlite
         self.encryption = db.encryption
         self.compression = db.compression
-
-    @contextlib.contextmanager
-    def off_loop(self) -> Iterator[None]:
-        """On SQLite, the statements run meanwhile go to a worker thread, and the COMMIT of
-        their transaction too (sqlite_inline): for a statement whose work grows with what is
-        stored, such as a delete that cascades to every message of a conversation. (asyncpg
-        never holds the event loop for a statement.)"""
-        if not self.is_sqlite:
-            yield
-            return
-        with driver_connection(self.conn).off_loop():
-            yield
 
     async def rows(self, statement: Statement, params: Mapping[str, Any] | None = None) -> Rows:
         found = await self._rows(statement, params)

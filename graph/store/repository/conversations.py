@@ -419,13 +419,12 @@ class Conversations(Part):
         await event_log.lock_tree(self.sql, cid, ancestry=ancestry)
         await self._keep_logged_messages([(cid, ancestry)])
         below = await self._below(cid) if self.sql.encryption is not None else []
-        with self.sql.off_loop():  # it cascades to every message of the tree
-            found = await self.sql.rows(
-                delete(C)
-                .where(C.c.id == cid, self.where(C, scope.Access.WRITE), alive(C))
-                .returning(*C.c),
-                self.params(),
-            )
+        found = await self.sql.rows(
+            delete(C)
+            .where(C.c.id == cid, self.where(C, scope.Access.WRITE), alive(C))
+            .returning(*C.c),
+            self.params(),
+        )
         if not found.values:
             return False
         deleted = CONVERSATIONS.many(found.keys, found.values)[0]
@@ -502,8 +501,7 @@ class Conversations(Part):
         below: dict[str, list[str]] = {}
         if with_below and self.sql.encryption is not None:
             below = {cid: await self._below(cid) for cid, _ in doomed.values}
-        with self.sql.off_loop():  # it cascades to every message of the trees
-            found = await self.sql.rows(delete(C).where(gone).returning(*C.c), self.params())
+        found = await self.sql.rows(delete(C).where(gone).returning(*C.c), self.params())
         expired = CONVERSATIONS.many(found.keys, found.values)
         returned = {c.id for c in expired}
         # What went: the rows the delete returned, and those selected below them (SQLite's

@@ -153,16 +153,15 @@ class Transcripts(Part):
             # Counted in SQL (a compressed message inflated there), unless sealed: a sealed
             # text is longer than the one counted, and is read back opened.
             text = M.c.data if self.sql.compression is None else inflated(M.c.data)
-            with self.sql.off_loop():  # as many as the transcript held
-                gone = await self.sql.rows(
-                    delete(M)
-                    .where(M.c.conversation_id == conversation.id, M.c.seq > keep)
-                    .returning(
-                        byte_length(text, is_sqlite=self.sql.is_sqlite)
-                        if encryption is None
-                        else M.c.data
-                    )
+            gone = await self.sql.rows(
+                delete(M)
+                .where(M.c.conversation_id == conversation.id, M.c.seq > keep)
+                .returning(
+                    byte_length(text, is_sqlite=self.sql.is_sqlite)
+                    if encryption is None
+                    else M.c.data
                 )
+            )
             removed = sum(gone.scalars()) if encryption is None else opened_size(gone.scalars())
         # The kept messages are the same texts (same digests): only the rest changes.
         self.repo.usage.add(
