@@ -42,27 +42,23 @@ BATCH = 256
 CHUNK = 2000
 
 _LARGEST = "(SELECT coalesce(max(id), 0) FROM message)"
+# The messages above the mark, up to `{end}`, into the index.
+_INDEX = (
+    "INSERT INTO message_fts(rowid, search_text) SELECT id, search_text FROM message_search "
+    "WHERE id > (SELECT upto FROM message_fts_mark) AND id <= {end} AND search_text IS NOT NULL"
+)
 _INDEX_WAITING = (
-    text(
-        "INSERT INTO message_fts(rowid, search_text) SELECT id, search_text FROM message_search "
-        "WHERE id > (SELECT upto FROM message_fts_mark) AND search_text IS NOT NULL"
-    ),
+    text(_INDEX.format(end=_LARGEST)),
     text(f"UPDATE message_fts_mark SET upto = {_LARGEST} WHERE upto <> {_LARGEST}"),
 )
-
-
+_INDEX_UPTO = (
+    text(_INDEX.format(end=":end")),
+    text("UPDATE message_fts_mark SET upto = :end"),
+)
 # The id of the `skip`+1-th message above the mark: where a chunk of skip+1 of them ends.
 _CHUNK_END = text(
     "SELECT id FROM message WHERE id > (SELECT upto FROM message_fts_mark) "
     "ORDER BY id LIMIT 1 OFFSET :skip"
-)
-_INDEX_UPTO = (
-    text(
-        "INSERT INTO message_fts(rowid, search_text) SELECT id, search_text FROM message_search "
-        "WHERE id > (SELECT upto FROM message_fts_mark) AND id <= :end "
-        "AND search_text IS NOT NULL"
-    ),
-    text("UPDATE message_fts_mark SET upto = :end"),
 )
 
 
