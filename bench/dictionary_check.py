@@ -16,14 +16,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import shutil
-import statistics
 import tempfile
 from pathlib import Path
 
 from bench.bulk import filled_once
 from bench.inprocess import app_client
 from bench.million import fill_sqlite
-from bench.stall import Stall, during
+from bench.stall import Stall, during, report_runs
 
 FILLED = "dictionary_check.sqlite"
 
@@ -42,12 +41,12 @@ def main() -> None:
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp())
     template = asyncio.run(filled_once(workdir, FILLED, fill_sqlite))
-    lates = []
-    for _ in range(args.runs):
+
+    def run() -> tuple[Stall[bool], str]:
         stall = asyncio.run(measure(template))
-        lates.append(stall.loop_late_max_ms)
-        print(f"trained (compressing: {stall.result}): {stall.line()}")
-    print(f"median of the longest lateness: {statistics.median(lates):.1f} ms")
+        return stall, f"trained (compressing: {stall.result})"
+
+    report_runs(args.runs, run)
 
 
 if __name__ == "__main__":

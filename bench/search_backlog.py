@@ -20,14 +20,13 @@ import argparse
 import asyncio
 import shutil
 import sqlite3
-import statistics
 import tempfile
 from pathlib import Path
 
 from bench.bulk import filled_once, load_sqlite
 from bench.inprocess import app_client
 from bench.million import COLUMNS, COMMON, RARE, batches
-from bench.stall import Stall, during
+from bench.stall import Stall, during, report_runs
 from graph.store.keyring import Keyring
 from graph.store.search_index import CHUNK
 
@@ -69,12 +68,12 @@ def main() -> None:
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp())
     template = asyncio.run(filled_once(workdir, FILLED, _unindexed))
-    lates = []
-    for _ in range(args.runs):
+
+    def run() -> tuple[Stall[None], str]:
         stall, found = asyncio.run(measure(template, args.chunk))
-        lates.append(stall.loop_late_max_ms)
-        print(f"indexed {found}: {stall.line()}")
-    print(f"median of the longest lateness: {statistics.median(lates):.1f} ms")
+        return stall, f"indexed {found}"
+
+    report_runs(args.runs, run)
 
 
 if __name__ == "__main__":

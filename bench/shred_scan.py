@@ -17,7 +17,6 @@ import asyncio
 import base64
 import os
 import sqlite3
-import statistics
 import tempfile
 import time
 import uuid
@@ -29,7 +28,7 @@ from typing import Any
 from bench.bulk import load_sqlite
 from bench.figures_plans import CONVERSATION_COLUMNS
 from bench.inprocess import App, app_client
-from bench.stall import Stall, during
+from bench.stall import Stall, during, report_runs
 from graph.domain.principal import OwnerType
 from graph.store import encryption_admin
 from graph.store.encryption import conversation_ref
@@ -83,12 +82,12 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=encryption_admin.BATCH)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
-    lates = []
-    for _ in range(args.runs):
+
+    def run() -> tuple[Stall[int], str]:
         stall = asyncio.run(measure(args.conversations, args.orphans, args.batch))
-        lates.append(stall.loop_late_max_ms)
-        print(f"shredded {stall.result:,} orphaned keys: {stall.line()}")
-    print(f"median of the longest lateness: {statistics.median(lates):.1f} ms")
+        return stall, f"shredded {stall.result:,} orphaned keys"
+
+    report_runs(args.runs, run)
 
 
 if __name__ == "__main__":

@@ -13,9 +13,9 @@ from __future__ import annotations
 import asyncio
 import statistics
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from bench.inprocess import App
 
@@ -82,3 +82,14 @@ async def during(app: App, job: Awaitable[T]) -> Stall[T]:
         max(late) * 1000,
         len(appends),
     )
+
+
+def report_runs(runs: int, run: Callable[[], tuple[Stall[Any], str]]) -> None:
+    """Run `run` `runs` times, printing what each did (the text it returns) with its stall,
+    then the median of the longest lateness."""
+    lates = []
+    for _ in range(runs):
+        stall, did = run()
+        lates.append(stall.loop_late_max_ms)
+        print(f"{did}: {stall.line()}")
+    print(f"median of the longest lateness: {statistics.median(lates):.1f} ms")
