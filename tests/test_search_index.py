@@ -6,7 +6,9 @@ PostgreSQL keeps its GIN index itself: the same behaviour is asserted there."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -178,6 +180,27 @@ async def test_a_write_after_shutdown_schedules_no_batch(settings: Settings) -> 
     assert "SearchIndex._background" not in started
 
 
+@contextlib.asynccontextmanager
+async def indexing_a_backlog(server: Any, gql: GraphQLClient) -> AsyncIterator[asyncio.Task[None]]:
+    """2,000 messages of a new conversation waiting to be indexed, 10 to a transaction, by a
+    task that has begun; once the block ends, so has the task, and a search finds them."""
+    if server.settings.sqlite_path is None:
+        pytest.skip("PostgreSQL keeps its index itself: no batches")
+    index = server.services.search_index
+    index.chunk = 10
+    waiting = await new(gql)
+    for part in range(2):  # 2,000 messages waiting (an append takes 1,000 at most)
+        await append(gql, waiting, *(f"backlog{part}x{i}" for i in range(1000)))
+    indexing = asyncio.create_task(index.ready())
+    try:
+        await asyncio.sleep(0)  # it begins
+        yield indexing
+    finally:
+        await indexing
+    for word in ("backlog0x0", "backlog1x999"):
+        assert await found(gql, word) == {waiting}
+
+
 async def test_a_write_while_a_backlog_is_indexed_is_answered_before_the_index_catches_up(
     server: Any, gql: GraphQLClient
 ) -> None:
@@ -186,22 +209,10 @@ async def test_a_write_while_a_backlog_is_indexed_is_answered_before_the_index_c
     driver every request of the process, waited for all of it (seconds for a million
     messages). Now each transaction indexes a chunk, and requests go in between; a search
     still finds every message."""
-    if server.settings.sqlite_path is None:
-        pytest.skip("PostgreSQL keeps its index itself: no batches")
-    index = server.services.search_index
-    index.chunk = 10
-    waiting, live = await new(gql), await new(gql)
-    for part in range(2):  # 2,000 messages waiting (an append takes 1,000 at most)
-        await append(gql, waiting, *(f"backlog{part}x{i}" for i in range(1000)))
-    indexing = asyncio.create_task(index.ready())
-    try:
-        await asyncio.sleep(0)  # it begins
+    live = await new(gql)
+    async with indexing_a_backlog(server, gql) as indexing:
         await append(gql, live, "meanwhile")
         assert not indexing.done()
-    finally:
-        await indexing
-    for word in ("backlog0x0", "backlog1x999"):
-        assert await found(gql, word) == {waiting}
     assert await found(gql, "meanwhile") == {live}
     assert_index_consistent(server.settings)
 
@@ -214,17 +225,9 @@ async def test_a_transcript_save_while_a_backlog_waits_leaves_the_backlog_to_the
     backlog. Now it indexes a chunk, or as many as it wrote, and the batches the rest."""
     from graph.store import search_index
 
-    if server.settings.sqlite_path is None:
-        pytest.skip("PostgreSQL keeps its index itself: no batches")
     monkeypatch.setattr(search_index, "CHUNK", 10)
-    index = server.services.search_index
-    index.chunk = 10
-    waiting, saved = await new(gql), await new(gql)
-    for part in range(2):
-        await append(gql, waiting, *(f"backlog{part}x{i}" for i in range(1000)))
-    indexing = asyncio.create_task(index.ready())
-    try:
-        await asyncio.sleep(0)  # it begins
+    saved = await new(gql)
+    async with indexing_a_backlog(server, gql):
         replaced = await gql(REPLACE, {"id": saved, "m": [said("saved words")]})
         assert replaced["replaceTranscript"]["userErrors"] == []
         with sqlite3.connect(server.settings.sqlite_path) as db:
@@ -232,9 +235,5 @@ async def test_a_transcript_save_while_a_backlog_waits_leaves_the_backlog_to_the
                 "SELECT count(*) FROM message WHERE id > (SELECT upto FROM message_fts_mark)"
             ).fetchone()
         assert left > 1000  # the save indexed no more than a chunk of the backlog
-    finally:
-        await indexing
-    for word in ("backlog0x0", "backlog1x999"):
-        assert await found(gql, word) == {waiting}
     assert await found(gql, "saved") == {saved}
     assert_index_consistent(server.settings)
