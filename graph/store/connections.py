@@ -30,7 +30,7 @@ def in_driver_transaction(raw: Any) -> bool:
 
 async def run(raw: Any, sql: str) -> None:
     """Run `sql`, which returns no rows, on the SQLite driver connection `raw`."""
-    await (await raw.execute(sql)).close()
+    raw.effect(sql, ())
 
 
 async def end(conn: AsyncConnection, raw: Any, *, commit: bool) -> None:

@@ -23,7 +23,7 @@ import os
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -609,17 +609,21 @@ class Database:
         for listener in self.error_listeners:
             listener(error, context.is_disconnect)
 
-    @asynccontextmanager
-    async def write(
+    def write(
         self, *, on_commit: Callable[[], None] | None = None
-    ) -> AsyncIterator[AsyncConnection]:
+    ) -> AbstractAsyncContextManager[AsyncConnection]:
         """A transaction: committed when the block ends, rolled back if it raises. Returns
         once it is committed; `on_commit` is called then, in the order transactions commit
         (on SQLite several commit together: see SQLiteWriter)."""
         if self._sqlite_writer is not None:
-            async with self._sqlite_writer.transaction(on_commit) as conn:
-                yield conn
-            return
+            # The writer's own block, not one wrapped around it: every write enters it.
+            return self._sqlite_writer.transaction(on_commit)
+        return self._postgres_write(on_commit)
+
+    @asynccontextmanager
+    async def _postgres_write(
+        self, on_commit: Callable[[], None] | None
+    ) -> AsyncIterator[AsyncConnection]:
         kept = self._postgres
         assert kept is not None  # PostgreSQL's: set with the engine
         conn = await kept.take()

@@ -157,6 +157,9 @@ class Sql:
         self.is_sqlite = db.is_sqlite
         self.encryption = db.encryption
         self.compression = db.compression
+        # SQLite's driver connection (sqlite_inline), found once: the unit of work's
+        # connection does not change under it.
+        self._inline: Any = None
 
     async def rows(self, statement: Statement, params: Mapping[str, Any] | None = None) -> Rows:
         found = await self._rows(statement, params)
@@ -183,7 +186,7 @@ class Sql:
             compiled = statement.compiled(self.dialect)
             if self.is_sqlite:
                 sql, values = compiled.parameters(params or {})
-                raw = await self._driver(sql, values)
+                raw = self._driver(sql, values)
                 rows = raw if not compiled.processed else [compiled.row(r) for r in raw]
                 return Rows(compiled.keys, rows)
             if compiled.distinct is not None:
@@ -203,7 +206,7 @@ class Sql:
             compiled = statement.compiled(self.dialect)
             if self.is_sqlite:
                 sql, values = compiled.parameters(params or {})
-                return await self._driver_effect(sql, values)
+                return self._driver_effect(sql, values)
             if compiled.distinct is not None:
                 sql, values = compiled.parameters(params or {})
                 self._announce(sql, values)
@@ -223,30 +226,29 @@ class Sql:
             await pg_driver.execute_many(self.conn, compiled.sql, params, self.db.error_listeners)
             return
         try:
-            cursor = await driver_connection(self.conn).executemany(compiled.sql, params)
+            self._sqlite().effect_many(compiled.sql, params)
         except sqlite3.Error as exc:
             # Rows before the failing one may be stored: the unit of work rolls back.
             raise self._translated(exc, compiled.sql, params) from exc
-        await cursor.close()
 
-    async def _driver(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+    def _sqlite(self) -> Any:
+        inline = self._inline
+        if inline is None:
+            inline = self._inline = driver_connection(self.conn)
+        return inline
+
+    def _driver(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
         self._announce(sql, params)
         try:
-            cursor = await driver_connection(self.conn).execute(sql, params)
-            try:
-                rows = await cursor.fetchall()
-            finally:
-                await cursor.close()
+            rows: list[tuple[Any, ...]] = self._sqlite().rows(sql, params)
         except sqlite3.Error as exc:
             raise self._translated(exc, sql, params) from exc
-        return rows if isinstance(rows, list) else list(rows)
+        return rows
 
-    async def _driver_effect(self, sql: str, params: list[Any]) -> int:
+    def _driver_effect(self, sql: str, params: list[Any]) -> int:
         self._announce(sql, params)
         try:
-            cursor = await driver_connection(self.conn).execute(sql, params)
-            count = int(cursor.rowcount)
-            await cursor.close()
+            count: int = self._sqlite().effect(sql, params)
         except sqlite3.Error as exc:
             raise self._translated(exc, sql, params) from exc
         return count

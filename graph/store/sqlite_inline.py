@@ -89,6 +89,27 @@ class InlineConnection:
     def cursor(self) -> InlineCursor:
         return InlineCursor(self._connection.cursor())
 
+    # The statements of store/sql.py, called as plain functions: an awaitable per call (the
+    # cursor's execute, fetch and close) would be a coroutine each, for nothing to wait on.
+    def rows(self, sql: str, parameters: Any) -> list[Any]:
+        """Run `sql`; the rows it returns."""
+        cursor = self._connection.execute(sql, parameters)
+        try:
+            return cursor.fetchall()
+        finally:
+            cursor.close()
+
+    def effect(self, sql: str, parameters: Any) -> int:
+        """Run `sql` for its effect; the number of rows it changed."""
+        cursor = self._connection.execute(sql, parameters)
+        count = cursor.rowcount
+        cursor.close()
+        return count
+
+    def effect_many(self, sql: str, parameters: Iterable[Any]) -> None:
+        """Run `sql` once per parameter set."""
+        self._connection.executemany(sql, parameters).close()
+
     async def execute(self, sql: str, parameters: Any = ()) -> InlineCursor:
         return await self.cursor().execute(sql, parameters)
 
