@@ -86,14 +86,19 @@ def run_prepared(engine: Engine, prepared: Prepared, values: dict[str, Any]) -> 
     return sql, parameters, rows
 
 
-BUMP = versions._statement(
-    ("title",),
-    reach=scope.Reach.EVERYTHING,
-    counters=("message_count", "token_count"),
-    conditional=True,
-    counted=False,
-    require_unlocked=False,
-    bump_version=True,
+# PostgreSQL's bump returns the row; SQLite's reads it back after the UPDATE (versions.py).
+BUMP, BUMP_ALONE = (
+    versions._statement(
+        ("title",),
+        reach=scope.Reach.EVERYTHING,
+        counters=("message_count", "token_count"),
+        conditional=True,
+        counted=False,
+        require_unlocked=False,
+        bump_version=True,
+        returning=returning,
+    )
+    for returning in (True, False)
 )
 CASES: dict[str, tuple[Prepared, dict[str, Any]]] = {
     # `now` is bound twice (the expiry check and updated_at): processed once, sent twice.
@@ -102,6 +107,12 @@ CASES: dict[str, tuple[Prepared, dict[str, Any]]] = {
         {"cid": ROOT, "expected": 3, "set_title": "new", "add_message_count": 1,
          "add_token_count": 7, "now": NOW},
     ),
+    "a version bump without RETURNING": (
+        BUMP_ALONE,
+        {"cid": ROOT, "expected": 3, "set_title": "new", "add_message_count": 1,
+         "add_token_count": 7, "now": NOW},
+    ),
+    "the row a bump wrote": (versions._WRITTEN, {"cid": ROOT}),
     "a message insert": (
         transcripts._INSERT,
         {"conversation_id": ROOT, "seq": 3, "role": "user", "data": '{"role":"user"}',

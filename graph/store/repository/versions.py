@@ -1,7 +1,8 @@
 """The guarded update every write to a conversation goes through.
 
 Every write to a conversation (its fields, its transcript, a snapshot, a delegation below
-it) bumps `version` in one conditional UPDATE … RETURNING. The UPDATE takes the row lock:
+it) bumps `version` in one conditional UPDATE … RETURNING (on SQLite an UPDATE, then the
+row read back in the same transaction: see `_statement`). The UPDATE takes the row lock:
 writers to one conversation serialise on it, and of several writers with the same expected
 version exactly one wins. A lock change goes through the same statement without the bump
 (locks are advisory: expectedVersion users are not disturbed by lock traffic).
@@ -21,7 +22,7 @@ from graph.domain.events import EventKind
 from graph.store import event_log, scope
 from graph.store.repository.base import Part, alive
 from graph.store.rows import Builder
-from graph.store.sql import Prepared
+from graph.store.sql import Prepared, Rows
 from graph.store.tables import Conversation, UTCDateTime
 from graph.store.tables import conversation as C
 
@@ -103,6 +104,7 @@ class Versions(Part):
         if bump_version:  # a write with an event: its tree's root is locked first
             await event_log.lock_tree(self.sql, cid, ancestry=ancestry)
         reach = self.reach(C, scope.Access.WRITE)
+        returning = not self.sql.is_sqlite
         statement = _statement(
             tuple(sorted(values)),
             reach=reach,
@@ -111,6 +113,7 @@ class Versions(Part):
             counted=expected_message_count is not None,
             require_unlocked=require_unlocked,
             bump_version=bump_version,
+            returning=returning,
         )
         params = self.params(
             cid=cid,
@@ -120,7 +123,7 @@ class Versions(Part):
             **{f"add_{name}": value for name, value in add.items()},
         )
         try:
-            found = await self.sql.rows(statement, params)
+            found = await self._updated(statement, params, cid=cid, returning=returning)
         except DomainError as refused:
             if refused.code is not ErrorCode.NOT_FOUND:
                 raise
@@ -152,6 +155,22 @@ class Versions(Part):
             raise count_conflict(expected_message_count, count)
         raise DomainError(ErrorCode.CONFLICT, "the conversation changed; retry", [field])
 
+    async def _updated(
+        self, statement: Prepared, params: dict[str, Any], *, cid: str, returning: bool
+    ) -> Rows:
+        """Run the UPDATE; the row as written, or no row when the UPDATE matched none."""
+        if returning:
+            return await self.sql.rows(statement, params)
+        if not await self.sql.execute(statement, params):
+            return Rows(tuple(C.c.keys()), [])
+        # The row as this transaction just wrote it: SQLite has one writer, so nothing came
+        # between. A row sealed under a destroyed key reads as none: refused, as an UPDATE's
+        # RETURNING of it is.
+        found = await self.sql.rows(_WRITTEN, {"cid": cid})
+        if not found.values:
+            raise DomainError(ErrorCode.NOT_FOUND, "the conversation cannot be read")
+        return found
+
 
 @functools.cache
 def _statement(
@@ -163,8 +182,15 @@ def _statement(
     counted: bool,
     require_unlocked: bool,
     bump_version: bool,
+    returning: bool,
 ) -> Prepared:
-    """The UPDATE … RETURNING of one shape of write, built and compiled once."""
+    """The UPDATE (… RETURNING the row, with `returning`) of one shape of write, built and
+    compiled once.
+
+    SQLite runs an UPDATE's RETURNING through a temporary table of its own, which costs
+    more than the UPDATE itself and a read of the row by its key together; PostgreSQL
+    returns the row for nothing, and a second statement would be a second round trip.
+    """
     now = bindparam("now", type_=UTCDateTime())
     where = [C.c.id == bindparam("cid"), scope.clause(C, reach), alive(C)]
     if conditional:
@@ -197,9 +223,11 @@ def _statement(
         changes.update(version=C.c.version + 1, updated_at=now)
         # A root takes its event's position in the same statement (event_log.Reserved).
         changes["event_position"] = C.c.event_position + case((C.c.ancestry == "", 1), else_=0)
-    return Prepared(
-        update(C)
-        .where(*where)
-        .values({CONVERSATIONS.column(k): v for k, v in changes.items()})
-        .returning(*C.c)
+    written = (
+        update(C).where(*where).values({CONVERSATIONS.column(k): v for k, v in changes.items()})
     )
+    return Prepared(written.returning(*C.c) if returning else written)
+
+
+# The row of the conversation a write has just updated (SQLite, see `_statement`).
+_WRITTEN = Prepared(select(*C.c).where(C.c.id == bindparam("cid")))
