@@ -25,7 +25,14 @@ from graph.store.tables import event_log as L
 from tests.conftest import GraphQLClient, Server
 from tests.operations import COMPLETE, DELETE, REPLACE, UPDATE, append, create, delegate, touch
 from tests.test_http import serving
-from tests.ws import RECEIVE_TIMEOUT, SYNC_TIMEOUT, Session, connect_app, session
+from tests.ws import (
+    RECEIVE_TIMEOUT,
+    SYNC_TIMEOUT,
+    Session,
+    connect_app,
+    graphql_errors,
+    session,
+)
 
 if TYPE_CHECKING:
     from tests.live_server import LiveServer, LiveServers
@@ -385,41 +392,82 @@ async def test_a_stream_resumes_on_another_replica_and_never_passes_a_later_comm
 
 RESUME = """mutation($id: ID!) { resumeDelegation(input: {delegationId: $id, task: "again"}) {
   delegation { id } userErrors { code } } }"""
+EXPIRE = """mutation($id: ID!, $at: DateTime) {
+  updateConversation(input: {id: $id, expiresAt: $at}) { userErrors { code } } }"""
 
 
-async def test_a_subscriber_cut_off_for_falling_behind_resumes_from_the_error_cursor(
+def position(event: dict[str, Any]) -> int:
+    """The place in its tree's log of the event a stream sent (its cursor's)."""
+    return cursors.event(event["cursor"], "after")[1]
+
+
+async def test_a_burst_larger_than_the_queue_reaches_a_subscriber_that_keeps_reading(
+    live_servers: LiveServers, database_url: str
+) -> None:
+    """Regression: one write that published more events to a stream than its queue holds (a
+    root's expiry, which moves every child transcript's: one event each) cut the stream off
+    with LIMIT_EXCEEDED, though it read promptly. It reads what did not fit from the log:
+    every event once, in order, and then the live ones."""
+    server = await live_servers.start(database_url, env={"CONVOGRAPH_SUBSCRIBER_QUEUE_SIZE": "4"})
+    async with server.client(await server.token()) as alice:
+        root = await create(alice)
+        children = [
+            (await delegate(alice, root, f"task {i}"))["childConversation"]["id"] for i in range(10)
+        ]
+        async with contextlib.AsyncExitStack() as stack:
+            socket, cursor = await live_stream(stack, server, alice, root)
+            at = (datetime.now(UTC) + timedelta(days=1)).isoformat()
+            assert (await alice(EXPIRE, {"id": root, "at": at}))["updateConversation"] == {
+                "userErrors": []
+            }
+            burst = await events(socket, 1 + len(children))
+            later = await touch(alice, root)
+            last = await socket.event()
+            await nothing_more(socket)
+    assert {e["kind"] for e in burst} == {"CONVERSATION_UPDATED"}
+    # The root first, then each child transcript once; one transaction's events, in order.
+    assert burst[0]["conversationId"] == root
+    assert sorted(e["conversationId"] for e in burst[1:]) == sorted(children)
+    first = position(burst[0])
+    assert first > cursors.event(cursor, "after")[1]
+    assert [position(e) for e in burst] == list(range(first, first + len(burst)))
+    # Still subscribed: a later write reaches it live.
+    assert (last["conversationId"], last["version"]) == (root, later)
+    assert position(last) == first + len(burst)
+
+
+async def test_a_subscriber_whose_queue_overflows_reads_the_rest_from_the_log(
     live_servers: LiveServers, database_url: str
 ) -> None:
     # A queue of one event: a transaction with two (a delegation resumed: the delegation,
     # then its seeded child transcript) overflows it before the stream can read the first.
+    # It was cut off (LIMIT_EXCEEDED, with a cursor to resume from); it reads them from the
+    # log instead, and goes on live.
     server = await live_servers.start(database_url, env={"CONVOGRAPH_SUBSCRIBER_QUEUE_SIZE": "1"})
     async with server.client(await server.token()) as alice:
         cid = await create(alice)
         delegation = await delegate(alice, cid)
         await alice(COMPLETE, {"id": delegation["id"], "summary": "done"})
         async with contextlib.AsyncExitStack() as stack:
-            socket, cursor = await live_stream(stack, server, alice, cid)
+            socket, _ = await live_stream(stack, server, alice, cid)
             resumed = (await alice(RESUME, {"id": delegation["id"]}))["resumeDelegation"]
             assert resumed["userErrors"] == []
-            message = await socket.receive()
-        payload = message["payload"]
-        errors = payload if message["type"] == "error" else payload["errors"]
-        assert errors[0]["extensions"]["code"] == "LIMIT_EXCEEDED", message
-        assert errors[0]["extensions"]["cursor"] == cursor  # the last event it was sent
-        async with stream(server, alice, cid, cursor) as again:
-            created, seeded = await events(again, 2)
-            await nothing_more(again)
+            created, seeded = await events(socket, 2)
+            later = await touch(alice, cid)
+            assert (await socket.event())["version"] == later
+            await nothing_more(socket)
     # The delegation first: its child is announced before the messages in it.
     assert created["kind"] == "DELEGATION_CREATED"
     assert created["delegation"]["id"] == resumed["delegation"]["id"]
     assert seeded["kind"] == "MESSAGES_APPENDED" and seeded["messages"][-1]["data"]["content"]
+    assert position(seeded) == position(created) + 1
 
 
-async def test_a_subscriber_cut_off_before_its_first_event_resumes_missing_nothing(
+async def test_a_subscriber_whose_queue_overflows_before_its_first_event_misses_nothing(
     settings: Settings,
 ) -> None:
-    """Subscribed without `after` and cut off before anything was sent, the error's cursor
-    was null: the client could not resume, and every event since it subscribed was lost."""
+    """Subscribed without `after`, its queue overflowed before anything was sent: it was cut
+    off (with a null cursor, once); it sends what it queued from the log."""
 
     async with serving(settings.replace(subscriber_queue_size=1)) as (server, http):
         token = await server.token()
@@ -437,16 +485,9 @@ async def test_a_subscriber_cut_off_before_its_first_event_resumes_missing_nothi
                 await asyncio.sleep(0.01)
             # Two events in one transaction overflow a queue of one before any is sent.
             resumed = (await alice(RESUME, {"id": delegation["id"]}))["resumeDelegation"]
-            message = await socket.receive()
-        payload = message["payload"]
-        errors = payload if message["type"] == "error" else payload["errors"]
-        assert errors[0]["extensions"]["code"] == "LIMIT_EXCEEDED", message
-        cursor = errors[0]["extensions"]["cursor"]
-        assert cursor is not None, message
-        async with connect_app(app, token=token) as again:
-            await again.init()
-            await again.subscribe(SUBSCRIBE, {"id": cid, "after": cursor})
-            created, seeded = [await again.event() for _ in range(2)]
+            created, seeded = [await socket.event() for _ in range(2)]
+            later = await touch(alice, cid)
+            assert (await socket.event())["version"] == later
     assert created["delegation"]["id"] == resumed["delegation"]["id"]
     assert seeded["kind"] == "MESSAGES_APPENDED"
 
@@ -499,13 +540,13 @@ async def test_other_tenants_deletes_while_a_stream_starts_neither_cut_it_off_no
             )
 
 
-async def test_a_stream_cut_off_before_sending_what_it_queued_at_its_start_resumes_with_it(
+async def test_a_stream_whose_queue_overflows_before_its_start_sends_what_it_queued(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Writes committed between the subscribe and the read of the log's head are queued
-    (their positions at or before that head) and are the stream's first events: cut off
-    before sending them, it must resume before them, not after the head (found by a
-    review of the change that took the cursor from the last position handled)."""
+    (their positions at or before that head) and are the stream's first events: dropped for
+    want of room before it read the head, they are read from the log, from before the first
+    of them, not from after the head."""
     from graph.store.repository.conversations import Conversations
     from graph.store.tables import Conversation
 
@@ -529,18 +570,66 @@ async def test_a_stream_cut_off_before_sending_what_it_queued_at_its_start_resum
         async with connect_app(app, token=token) as socket:
             await socket.init()
             await socket.subscribe(SUBSCRIBE, {"id": cid, "after": None})
+            got = [(await socket.event())["version"] for _ in range(2)]
+            got.append(await touch(alice, cid))
+            assert (await socket.event())["version"] == got[-1]
+            with pytest.raises(TimeoutError):
+                await socket.receive(within=SYNC_TIMEOUT)
+    assert got[:2] == written
+
+
+async def test_a_stream_that_dropped_deletes_it_could_not_place_yet_sees_its_ancestor_s(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Until a stream has read its conversation it queues every delete of the process (one
+    may be an ancestor's), ten times its queue at most. Dropped past that, an ancestor's
+    delete committed before the stream read the log's head lies before where it reads the
+    log from, and the tree's log goes on after it (here, a write to the root): it checks that
+    its conversation is still there, and says NOT_FOUND."""
+    from graph.store.repository.conversations import Conversations
+    from graph.store.repository.replay import Replay
+    from graph.store.tables import Conversation
+
+    async with serving(settings.replace(subscriber_queue_size=1)) as (server, http):
+        token = await server.token()
+        app = server.app
+        alice = GraphQLClient(http, token)
+        root = await create(alice)
+        middle = (await delegate(alice, root))["childConversation"]["id"]
+        child = (await delegate(alice, middle))["childConversation"]["id"]
+        others = [await create(alice) for _ in range(10)]  # fill ten times a queue of one
+        if not settings.is_sqlite:
+            await asyncio.sleep(1.0)  # the notifications of these writes come and go
+        original = Conversations.get
+        deleted: list[str] = []
+
+        async def get(self: Conversations, conversation_id: str) -> Conversation | None:
+            found = await original(self, conversation_id)
+            if conversation_id == child and not deleted:  # listening, its ancestry not known
+                for cid in [*others, middle]:
+                    assert (await alice(DELETE, {"id": cid}))["deleteConversation"]["deleted"]
+                    deleted.append(cid)
+                if not settings.is_sqlite:
+                    await asyncio.sleep(1.0)  # their NOTIFYs come back through LISTEN
+            return found
+
+        original_position = Replay.position
+        touched: list[int] = []
+
+        async def position(self: Replay, conversation: Conversation) -> int:
+            head = await original_position(self, conversation)
+            if conversation.id == child and not touched:  # the log goes on past the head
+                touched.append(await touch(alice, root))
+            return head
+
+        monkeypatch.setattr(Conversations, "get", get)
+        monkeypatch.setattr(Replay, "position", position)
+        async with connect_app(app, token=token) as socket:
+            await socket.init()
+            await socket.subscribe(SUBSCRIBE, {"id": child, "after": None})
             message = await socket.receive()
-        monkeypatch.undo()
-        payload = message["payload"]
-        errors = payload if message["type"] == "error" else payload["errors"]
-        assert errors[0]["extensions"]["code"] == "LIMIT_EXCEEDED", message
-        cursor = errors[0]["extensions"]["cursor"]
-        later = await touch(alice, cid)
-        async with connect_app(app, token=token) as again:
-            await again.init()
-            await again.subscribe(SUBSCRIBE, {"id": cid, "after": cursor})
-            got = [(await again.event())["version"] for _ in range(3)]
-    assert got == [*written, later]
+    errors = graphql_errors(message)
+    assert errors and errors[0]["extensions"]["code"] == "NOT_FOUND", message
 
 
 # -- the log itself --------------------------------------------------------------------

@@ -4,8 +4,15 @@ With `after` (an event's cursor) the stream first replays the logged events afte
 goes on live. The listener is registered before the replay reads the log: an event that
 commits during the replay is queued, and one both replayed and queued is dropped from the
 queue by its position, so the seam has no gap and no duplicate. When the broker may have
-missed events (store/events.py: `lost_track`), the stream replays the log from the last
-position it handled the same way, before anything queued after.
+missed events (store/events.py: `lost_track`), or dropped them because more came at once
+than the stream's queue holds, the stream replays the log from the last position it
+handled the same way, before anything queued after.
+
+What still ends a stream: its conversation's delete (the event, or NOT_FOUND when its tree
+went with the events it missed), a token revoked or expired (FORBIDDEN), and events it
+missed that the log no longer holds (CURSOR_EXPIRED: a reader stalled for longer than the
+retention; read the state, subscribe anew). A client that stops reading its socket holds
+its stream at the WebSocket's send, which queues nothing more for it.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ from graph.api.context import Context
 from graph.api.types import ConversationEvent, Info
 from graph.domain import cursors, ids
 from graph.domain.errors import forbidden, not_found
-from graph.store.events import Event, Listener, Lost, SubscriberTooSlow
+from graph.store.events import Event, Listener, Lost
 from graph.store.repository.replay import Tree, expired
 
 # How long an idle subscription goes before it checks that its token is still live.
@@ -59,14 +66,21 @@ class Subscription:
                 else:
                     head = await repo.replay.head(found, *mark)
                     start = mark[1]
+            if listener.dropped_unplaced:
+                # A delete dropped before the ancestry was known may have been an ancestor's,
+                # committed before the head was read (its position is before the catch-up's
+                # start): whether the conversation is still there says.
+                async with ctx.read() as repo:
+                    if await repo.conversations.get(cid) is None:
+                        raise not_found("conversation", "conversationId")
             # Not the whole record in this frame, which lives as long as the subscription:
             # what reading its tree's log needs.
             tree = Tree.of(found)
             del found
             # The last position handled. Without `after`, what committed between the subscribe
-            # and the read is queued, unsent, at or before `start`: handled up to just before
-            # the first of it, so a catch-up reads it too (and the queued copy is then passed
-            # over as seen).
+            # and the read is queued (or dropped for want of room), unsent, at or before
+            # `start`: handled up to just before the first of it, so a catch-up reads it too
+            # (and the queued copy is then passed over as seen).
             handled = (
                 start
                 if mark is not None
@@ -85,46 +99,36 @@ class Subscription:
             replay = (
                 None if mark is None or head == start else _replayed(ctx, tree, start, head=head)
             )
-            try:
-                while True:
-                    if replay is not None:
-                        async for event in replay:
-                            seen = handled = event.position
-                            if listener.wants(event):
-                                ctx.reset_loaders()
-                                yield ConversationEvent.of(event)
-                                if listener.ends_with(event):
-                                    return
-                        replay = None
-                    async for live in listener.events(idle_seconds=LIVENESS_SECONDS):
-                        # Before each event, and now and then without one: a revoked or expired
-                        # token ends it.
-                        await _check_live(ctx)
-                        if isinstance(live, Lost):
-                            start = listener.catch_up_from(handled)
-                            replay = _replayed(ctx, tree, start, catching_up=listener)
-                            break
-                        # Not one that ends the stream: a replay that read it ended the stream
-                        # then, and one before the head heard late is still its end.
-                        if live is None or (live.position <= seen and not listener.ends_with(live)):
-                            continue
-                        # One connection serves many events: each reads its nested fields afresh.
-                        ctx.reset_loaders()
-                        handled = live.position
-                        yield ConversationEvent.of(live)
-                    else:
-                        return  # the conversation was deleted, or the server stops
-            except SubscriberTooSlow as cut_off:
-                # After the last position it handled (sent, or passed over as not wanted):
-                # every later event was queued, or dropped for want of room. `handled` starts
-                # before what was queued ahead of the head's read, so an unsent event lies past
-                # it as long as events are queued in the order of their positions; the minimum
-                # keeps the cursor from passing one if they ever are not. The tree is the
-                # stream's own: what is queued by then is of its tree.
-                unsent = [p for p in cut_off.queued if p > seen]
-                resume = min([handled, *(p - 1 for p in unsent)])
-                cut_off.extensions["cursor"] = cursors.encode_event(tree.root_id, resume)
-                raise
+            while True:
+                if replay is not None:
+                    async for event in replay:
+                        seen = handled = event.position
+                        if listener.wants(event):
+                            ctx.reset_loaders()
+                            yield ConversationEvent.of(event)
+                            if listener.ends_with(event):
+                                return
+                    replay = None
+                async for live in listener.events(idle_seconds=LIVENESS_SECONDS):
+                    # Before each event, and now and then without one: a revoked or expired
+                    # token ends it.
+                    await _check_live(ctx)
+                    if isinstance(live, Lost):
+                        start = listener.catch_up_from(handled)
+                        replay = _replayed(
+                            ctx, tree, start, catching_up=listener, missing=listener.missing
+                        )
+                        break
+                    # Not one that ends the stream: a replay that read it ended the stream
+                    # then, and one before the head heard late is still its end.
+                    if live is None or (live.position <= seen and not listener.ends_with(live)):
+                        continue
+                    # One connection serves many events: each reads its nested fields afresh.
+                    ctx.reset_loaders()
+                    handled = live.position
+                    yield ConversationEvent.of(live)
+                else:
+                    return  # the conversation was deleted, or the server stops
 
 
 async def _replayed(
@@ -134,6 +138,7 @@ async def _replayed(
     *,
     head: int | None = None,
     catching_up: Listener | None = None,
+    missing: int = 0,
 ) -> AsyncIterator[Event]:
     """The logged events of the tree after `after`, page by page, until a page comes back
     short (then every event committed since is in the listener's queue).
@@ -142,7 +147,10 @@ async def _replayed(
     still be there). `catching_up`: the listener of a stream that may have missed events
     since it handled `after`: what the sweep pruned meanwhile is skipped (older than the
     retention, it was never the stream's to miss), and a conversation gone with its tree's
-    log ends the stream with NOT_FOUND, unless the delete is queued for it already."""
+    log ends the stream with NOT_FOUND, unless the delete is queued for it already.
+    `missing`: the first position dropped from the listener's queue (0: none), which the
+    stream has not handled: it must still be in the log, or the stream ends with
+    CURSOR_EXPIRED (it fell further behind than the log retains)."""
     gone = False
     while True:
         await _check_live(ctx)
@@ -157,6 +165,9 @@ async def _replayed(
                     gone = not page
         if not page and head is not None and after < head:
             raise expired()  # pruned between the check and this read
+        if missing > after and not gone and (not page or page[0].position > missing):
+            raise expired()  # dropped from the queue, then pruned before it was read
+        missing = 0
         for event in page:
             yield event
             after = event.position

@@ -1,11 +1,16 @@
 """Committed changes, told to the subscribers of this process.
 
 The repositories collect an `Event` per change; the unit of work hands them to the broker
-once the transaction has committed. Each subscriber has a bounded queue: one that stops
-reading is cut off instead of growing memory without limit. When events may have committed
-that the broker never heard of (PostgreSQL's LISTEN connection was lost, a notification
-could not be read; on SQLite another process wrote to the file), `lost_track()` tells every
-subscriber, and each reads them from the durable log (api/subscriptions.py).
+once the transaction has committed. Each subscriber has a bounded queue. When events may
+have committed that the broker never heard of (PostgreSQL's LISTEN connection was lost, a
+notification could not be read; on SQLite another process wrote to the file), `lost_track()`
+tells every subscriber, and each reads them from the durable log (api/subscriptions.py).
+
+A queue that overflows is dropped the same way: one write may publish more events to a
+subscriber than its queue holds (a root's expiry moves every child transcript below it), so
+an overflow is no sign of a reader that stopped. The listener drops what it queued, queues
+nothing more until its reader is told (LOST), and the reader reads what it missed from the
+log: memory stays bounded by the queue, and the stream goes on, missing nothing.
 """
 
 from __future__ import annotations
@@ -17,12 +22,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from graph.domain.errors import DomainError, ErrorCode
 from graph.domain.events import EventKind
 from graph.store.sql import Sql
 from graph.store.tables import Conversation, Delegation, Message
 
-# Unread events a subscriber may fall behind by before it is cut off (the default).
+# Unread events a subscriber may hold before its queue is dropped for the log (the default).
 QUEUE_SIZE = 1000
 
 
@@ -107,19 +111,6 @@ class Lost:
 LOST = Lost()
 
 
-class SubscriberTooSlow(DomainError):
-    """The subscriber's queue overflowed; the stream ends and the client should resume."""
-
-    def __init__(self, queued: tuple[int, ...] = ()) -> None:
-        super().__init__(
-            ErrorCode.LIMIT_EXCEEDED,
-            "too many events unread: resume with `after` set to this error's `cursor`",
-        )
-        # The positions of the events still queued (all of the stream's own tree): those
-        # the stream has not sent yet must come again when it resumes.
-        self.queued = queued
-
-
 @dataclass(eq=False, slots=True)
 class Listener:
     """One subscription's place in the broker: the events it wants, queued.
@@ -134,7 +125,16 @@ class Listener:
     # Set once the conversation is read: deleting an ancestor deletes this one too. Until
     # then (None) every delete is queued, and the reader asks `wants` again.
     ancestry: tuple[str, ...] | None = None
-    overflowed: bool = False
+    # Events were dropped for want of room and the reader is not told yet: until it is,
+    # nothing more is queued but what ends the stream.
+    behind: bool = False
+    # The first position of the stream's tree dropped since the reader was last told (0:
+    # none): the catch-up must find it in the log (`missing`, once told).
+    dropped_from: int = 0
+    missing: int = 0
+    # A delete was dropped before the ancestry was known, of a tree it could not place
+    # (perhaps an ancestor's): the reader checks that its conversation is still there.
+    dropped_unplaced: bool = False
     # Events may have been committed that were not offered: read them from the log.
     lost: bool = False
     # Every event of the tree up to this position was offered (wanted) or passed over (not
@@ -160,7 +160,7 @@ class Listener:
         self.ancestry = ancestry
         self._queued = [e for e in self._queued if e is None or self.wants(e)]
         if len(self._queued) > self.queue_size:
-            self.overflowed = True
+            self._fall_behind()
 
     def ends_with(self, event: Event) -> bool:
         """Whether `event` deleted the subscribed conversation (itself or an ancestor)."""
@@ -188,8 +188,8 @@ class Listener:
     def catch_up_from(self, handled: int) -> int:
         """Where the catch-up after the last LOST starts reading the log, for a reader that
         handled everything up to `handled`: past what was passed over too, when nothing was
-        queued (a queued event comes before it, or it is handled). As things stood when
-        LOST was given: what is heard since may already lie past a missed event."""
+        queued or dropped (a queued event comes before it, or it is handled). As things
+        stood when LOST was given: what is heard since may already lie past a missed event."""
         return max(handled, self._heard_when_lost)
 
     def ending_queued(self) -> bool:
@@ -197,22 +197,59 @@ class Listener:
         return any(e is not None and self.ends_with(e) for e in self._queued)
 
     def offer(self, event: Event | None) -> None:
-        # Before the ancestry is known the queue holds one read's worth of commits, up to
-        # ten times its size (every delete of the process may be queued meanwhile).
-        room = self.queue_size if self.ancestry is not None else 10 * self.queue_size
-        if len(self._queued) >= room:
-            self.overflowed = True
+        """Queue `event` for the reader (None: the broker stops), or drop it for the log."""
+        if event is None or (self.behind and self._ends_unqueued(event)):
+            # The end has room always: the log cannot say that the broker stops, nor hold a
+            # deleted root's delete (its log went with it).
+            self._queued.append(event)
+        elif self.behind:
+            self._drop(event)
             return
-        self._queued.append(event)
+        else:
+            # Before the ancestry is known the queue holds one read's worth of commits, up to
+            # ten times its size (every delete of the process may be queued meanwhile).
+            room = self.queue_size if self.ancestry is not None else 10 * self.queue_size
+            if len(self._queued) >= room:
+                self._fall_behind()
+                self.offer(event)
+                return
+            self._queued.append(event)
         self._wake()
+
+    def _ends_unqueued(self, event: Event) -> bool:
+        return self.ends_with(event) and not self.ending_queued()
+
+    def _fall_behind(self) -> None:
+        """Drop the queue, but for the end (the broker's stop, the first event that ends the
+        stream): the reader reads the rest from the log once told (LOST)."""
+        queued, self._queued = self._queued, []
+        self.behind = True
+        for event in queued:
+            if event is None or self._ends_unqueued(event):
+                self._queued.append(event)
+            else:
+                self._drop(event)
+        self._wake()
+
+    def _drop(self, event: Event) -> None:
+        if self.ancestry is None and not (
+            event.conversation_id == self.conversation_id or self.conversation_id in event.ancestry
+        ):
+            # Not known to be of the stream's tree: a position of another tree means nothing.
+            self.dropped_unplaced = True
+        elif not self.dropped_from or event.position < self.dropped_from:
+            self.dropped_from = event.position
 
     def _to_tell(self) -> bool:
         """Whether the reader is owed word of something besides a queued event."""
-        return self.lost or self.overflowed
+        return self.lost or self.behind
 
     def queued_positions(self) -> tuple[int, ...]:
-        """The positions of the events queued and not yet read."""
-        return tuple(e.position for e in self._queued if e is not None)
+        """The positions of the events queued and not yet read, and the first one dropped
+        before the reader was told: the events it is owed, of its tree once its ancestry is
+        known."""
+        queued = tuple(e.position for e in self._queued if e is not None)
+        return (*queued, self.dropped_from) if self.dropped_from else queued
 
     def _wake(self) -> None:
         waiter, self._waiter = self._waiter, None
@@ -241,20 +278,20 @@ class Listener:
 
         With `idle_seconds`, None comes after that long without an event (a chance for the
         subscriber to check that it may still listen). LOST comes, before anything queued,
-        when events may have been missed: the reader reads the log from its last event.
+        when events may have been missed (lost track of, or dropped for want of room): the
+        reader reads the log from its last event, and events are queued again meanwhile.
         """
         while True:
             waited = not self._to_tell() and not await self._arrival(idle_seconds)
             if waited and not self._to_tell():
                 yield None  # nothing came: the reader may check that it still listens
                 continue
-            if self.overflowed:
-                # Events were dropped for want of room: the reader resumes from the log.
-                raise SubscriberTooSlow(self.queued_positions())
-            if self.lost:
-                # Heard up to here with no loss of track, unless something is queued.
-                self._heard_when_lost = 0 if self._queued else self.heard
-                self.lost = False
+            if self._to_tell():
+                # Heard up to here with no loss of track, unless something is queued or was
+                # dropped (heard, but not handled).
+                self._heard_when_lost = 0 if self._queued or self.behind else self.heard
+                self.missing, self.dropped_from = self.dropped_from, 0
+                self.lost = self.behind = False
                 yield LOST
                 continue
             event = self._queued.pop(0)

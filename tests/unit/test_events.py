@@ -1,5 +1,6 @@
 """An event numbered in its tree's log is the same event at that position; a listener's
-queue gives its events in order, says when it has been idle, and ends as it must."""
+queue gives its events in order, says when it has been idle, drops what does not fit for
+the log, and ends as it must."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from datetime import UTC, datetime
 import pytest
 
 from graph.domain.events import EventKind
-from graph.store.events import LOST, Event, Listener, Lost, SubscriberTooSlow
+from graph.store.events import LOST, Event, Listener, Lost
 
 
 def an_event(version: int = 4, kind: EventKind = EventKind.MESSAGES_APPENDED) -> Event:
@@ -75,13 +76,49 @@ async def test_a_listener_ends_when_the_broker_stops_or_its_conversation_goes() 
     assert [e.version async for e in deleted.events() if isinstance(e, Event)] == [6]
 
 
-async def test_a_listener_that_falls_behind_its_queue_ends_with_an_error() -> None:
+def at(position: int) -> Event:
+    """An event of the listener's own conversation ("c", below "r" and "p") at `position`."""
+    return dataclasses.replace(an_event(position), position=position)
+
+
+async def test_a_listener_whose_queue_overflows_drops_it_and_says_lost() -> None:
+    """One write may publish more than a queue holds: the listener drops what it queued,
+    queues nothing more until its reader is told (LOST, which sends it to the log from
+    what it handled), then queues again."""
     listener = Listener("c", include_descendants=False, queue_size=2)
     listener.learn_ancestry(("r", "p"))
-    for version in range(3):
-        listener.offer(an_event(version))
-    with pytest.raises(SubscriberTooSlow):
-        await anext(listener.events())
+    for position in (3, 4, 5, 6):
+        listener.hear(at(position), "r")
+    assert listener.behind
+    assert listener.queued_positions() == (3,)  # nothing queued: the first owed, dropped
+    stream = listener.events()
+    assert await anext(stream) is LOST
+    assert listener.missing == 3  # the catch-up must find it in the log
+    # Not past what was heard: what was dropped was heard, never handled.
+    assert listener.heard == 6 and listener.catch_up_from(2) == 2
+    listener.hear(at(7), "r")  # the catch-up reads the log: what comes meanwhile is queued
+    assert not listener.behind and listener.queued_positions() == (7,)
+    assert await version_of(stream) == 7
+
+
+async def test_a_listener_behind_keeps_what_ends_it() -> None:
+    """A deleted root's log goes with it: its delete (the first one that ends the stream)
+    and the broker's stop are kept through a drop, after the LOST that precedes them."""
+    listener = Listener("c", include_descendants=False, queue_size=1)
+    listener.learn_ancestry(("r", "p"))
+    listener.offer(at(3))
+    listener.offer(at(4))  # overflows
+    listener.offer(dataclasses.replace(a_delete("r"), position=5))
+    # The stream ends before it: dropped.
+    listener.offer(dataclasses.replace(a_delete("p", ("r",)), position=6))
+    listener.offer(at(7))
+    listener.offer(None)
+    got = [e async for e in listener.events()]
+    assert got[0] is LOST and listener.missing == 3
+    assert [(e.kind, e.conversation_id) for e in got[1:] if isinstance(e, Event)] == [
+        (EventKind.CONVERSATION_DELETED, "r")
+    ]
+    assert len(got) == 2
 
 
 async def test_a_cancelled_reader_leaves_the_listener_usable() -> None:
@@ -124,18 +161,19 @@ async def test_once_its_ancestry_is_known_the_deletes_of_others_queued_meanwhile
     assert (await anext(stream)).conversation_id == "r"  # type: ignore[union-attr]
 
 
-async def test_until_its_ancestry_is_known_a_listener_drops_nothing_then_says_what_it_holds() -> (
+async def test_until_its_ancestry_is_known_a_listener_drops_nothing_then_says_what_it_owes() -> (
     None
 ):
     listener = Listener("c", include_descendants=False, queue_size=1)
     listener.offer(a_delete("x"))  # perhaps an ancestor's: kept beyond the queue's size
-    listener.offer(dataclasses.replace(an_event(), position=3))
-    listener.offer(dataclasses.replace(an_event(), position=4))
-    assert not listener.overflowed
+    listener.offer(at(3))
+    listener.offer(at(4))
+    assert not listener.behind
     listener.learn_ancestry(("r",))  # x goes; two of its own are left for a queue of one
-    with pytest.raises(SubscriberTooSlow) as cut_off:
-        await asyncio.wait_for(anext(listener.events(idle_seconds=60)), 1)
-    assert cut_off.value.queued == (3, 4)  # to be sent again after a resume
+    assert listener.behind and not listener.dropped_unplaced
+    assert listener.queued_positions() == (3,)  # where the stream's start reads from
+    assert await asyncio.wait_for(anext(listener.events(idle_seconds=60)), 1) is LOST
+    assert listener.missing == 3
 
 
 async def test_a_listener_that_lost_track_says_so_before_anything_queued() -> None:
@@ -187,6 +225,11 @@ def test_before_its_ancestry_is_known_a_listener_holds_ten_times_its_queue_at_mo
     listener = Listener("c", include_descendants=False, queue_size=3)
     for _ in range(30):
         listener.offer(a_delete("x"))
-    assert not listener.overflowed
+    assert not listener.behind
     listener.offer(a_delete("x"))
-    assert listener.overflowed
+    assert listener.behind and listener.queued_positions() == ()
+    # Deletes of trees it cannot place yet: the stream checks that its conversation is there.
+    assert listener.dropped_unplaced and not listener.dropped_from
+    listener.offer(at(8))  # its own: of its tree, wherever that is
+    listener.offer(a_delete("c"))  # its own end is kept
+    assert listener.dropped_from == 8 and listener.ending_queued()
