@@ -27,8 +27,8 @@ APPEND = """mutation($id: ID!, $text: String!) { appendMessages(input: {conversa
 
 def events(client: Client, conversation_id: str, after: str | None) -> Iterator[dict[str, Any]]:
     """The conversation's events after the cursor `after`, for as long as the caller reads:
-    when the socket drops, or the server cuts a slow reader off, subscribe again with the
-    cursor of the last event seen. Only CURSOR_EXPIRED ends it (read the state anew)."""
+    when the socket drops, or the server ends the stream, subscribe again with the cursor of
+    the last event seen. Only CURSOR_EXPIRED ends it (read the state anew)."""
     url = client.url.replace("http", "ws", 1)
     while True:
         try:
@@ -56,7 +56,6 @@ def events(client: Client, conversation_id: str, after: str | None) -> Iterator[
                         extensions = errors[0].get("extensions", {})
                         if extensions.get("code") == "CURSOR_EXPIRED":
                             raise Failed("CURSOR_EXPIRED: read the current state, then follow")
-                        after = extensions.get("cursor") or after
                         break
         except (ConnectionClosed, OSError):
             continue  # dropped: the same cursor resumes it

@@ -595,9 +595,10 @@ async def test_a_snapshot_saved_while_out_of_date_is_listed_after_the_new_read(
 async def test_a_stream_cut_off_for_falling_behind_says_so_for_a_person(
     live_server: LiveServer, tmp_path: Path
 ) -> None:
-    """The server cuts the page's stream off as too slow (LIMIT_EXCEEDED, whose message tells
-    a client's code to resume from its cursor): the notice says what happened in words for
-    the person reading the page, which reads again and goes on live."""
+    """A server cuts the page's stream off as too slow (LIMIT_EXCEEDED, whose message tells
+    a client's code to resume from its cursor; servers before the one that reads a stream's
+    overflow from the log did): the notice says what happened in words for the person
+    reading the page, which reads again and goes on live."""
     async with conversation_open(live_server, tmp_path / "profile", "inspector-behind.png") as s:
         s.reads.failures = [unavailable(2)]  # the notice stays up while the read waits
         too_slow = {
