@@ -19,6 +19,7 @@ from graph.domain.principal import SYSTEM
 from graph.services import build_services
 from graph.settings import Settings
 from graph.store import event_log
+from graph.store.events import Event
 from graph.store.retention import sweep
 from graph.store.sql import Sql
 from graph.store.tables import event_log as L
@@ -490,6 +491,52 @@ async def test_a_subscriber_whose_queue_overflows_before_its_first_event_misses_
             assert (await socket.event())["version"] == later
     assert created["delegation"]["id"] == resumed["delegation"]["id"]
     assert seeded["kind"] == "MESSAGES_APPENDED"
+
+
+async def test_a_stream_whose_dropped_events_were_pruned_before_it_read_them_ends_expired(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stream that falls further behind than the log retains (its queue dropped, the
+    first event it dropped pruned before its catch-up read it) ends with CURSOR_EXPIRED: a
+    catch-up skips what was pruned, and that one was the stream's to send."""
+    from graph.store.repository.replay import Replay, Tree
+
+    async with serving(settings.replace(subscriber_queue_size=1)) as (server, http):
+        token = await server.token()
+        alice = GraphQLClient(http, token)
+        cid = await create(alice)
+        delegation = await delegate(alice, cid)
+        await alice(COMPLETE, {"id": delegation["id"], "summary": "done"})
+        original = Replay.page
+        pruned: list[int] = []
+
+        async def page(
+            self: Replay, tree: Tree, after: int, *, limit: int, whole: bool = True
+        ) -> list[Event]:
+            if not whole and not pruned:  # the catch-up: the sweep got there first
+                pruned.append(after + 1)
+                now = await aged(server, L.c.root_id == tree.root_id, L.c.position <= after + 1)
+                await sweep(server.services.uow, now=now)
+            return await original(self, tree, after, limit=limit, whole=whole)
+
+        async with connect_app(server.app, token=token) as socket:
+            await socket.init()
+            await socket.subscribe(SUBSCRIBE, {"id": cid, "after": None})
+            await socket.wait_until_live(
+                lambda: touch(alice, cid),
+                lambda version, event: (
+                    (event["conversationId"], event["version"]) == (cid, version)
+                ),
+            )
+            monkeypatch.setattr(Replay, "page", page)
+            # Two events in one transaction overflow a queue of one.
+            assert (await alice(RESUME, {"id": delegation["id"]}))["resumeDelegation"][
+                "userErrors"
+            ] == []
+            message = await socket.receive()
+    errors = graphql_errors(message)
+    assert errors and errors[0]["extensions"]["code"] == "CURSOR_EXPIRED", message
+    assert pruned and await logged(server, cid) and min(await logged(server, cid)) > pruned[0]
 
 
 async def test_other_tenants_deletes_while_a_stream_starts_neither_cut_it_off_nor_reach_it(
