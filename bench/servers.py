@@ -132,7 +132,10 @@ class Process:
 class Convograph:
     """`python -m graph migrate`, `token create`, then `serve --no-migrate` on a fresh file."""
 
-    def __init__(self, workdir: Path, *, max_messages_per_call: int) -> None:
+    def __init__(
+        self, workdir: Path, *, max_messages_per_call: int, env: dict[str, str] | None = None
+    ) -> None:
+        """`env`: settings a bench changes besides these (each says which, and why)."""
         db = workdir / "db.sqlite"
         self.db_path = db
         self.env = {
@@ -143,6 +146,7 @@ class Convograph:
             # sweep is off, and the per-call cap raised for the 5,000-message saves.
             "CONVOGRAPH_SWEEP_INTERVAL_SECONDS": "0",
             "CONVOGRAPH_MAX_MESSAGES_PER_CALL": str(max_messages_per_call),
+            **(env or {}),
         }
         self._cli("migrate")
         created = self._cli(
