@@ -11,8 +11,10 @@ handled the same way, before anything queued after.
 What still ends a stream: its conversation's delete (the event, or NOT_FOUND when its tree
 went with the events it missed), a token revoked or expired (FORBIDDEN), and events it
 missed that the log no longer holds (CURSOR_EXPIRED: a reader stalled for longer than the
-retention; read the state, subscribe anew). A client that stops reading its socket holds
-its stream at the WebSocket's send, which queues nothing more for it.
+retention; read the state, subscribe anew). A client that stops reading its socket is
+not ended for it: its stream waits at the WebSocket's send, its queue overflows and is
+dropped (it holds no more than that), and once the client reads again the stream catches
+up from the log.
 """
 
 from __future__ import annotations
