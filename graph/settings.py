@@ -130,8 +130,8 @@ class Settings(BaseModel):
     # How long the event log keeps an event for a stream to resume after it (24 hours);
     # a cursor older than that is CURSOR_EXPIRED. The sweep prunes the log.
     event_retention_seconds: float = Field(default=24 * 3600.0, gt=0, le=_YEAR)
-    # Unread events a subscriber may fall behind by before it is cut off (with the cursor
-    # of the last event it was sent, to resume from).
+    # Unsent events held for a subscriber; past that they are dropped, and its stream reads
+    # them from the event log (store/events.py): it bounds memory, and ends no stream.
     subscriber_queue_size: int = Field(default=1000, gt=0)
     pool_size: int = Field(default=10, gt=0)
     pool_timeout_seconds: float = Field(default=10.0, gt=0, le=_YEAR)
