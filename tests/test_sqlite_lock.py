@@ -52,15 +52,18 @@ def sqlite_path(database_url: str) -> str:
 
 @contextmanager
 def write_lock_held(path: str, seconds: float) -> Iterator[threading.Event]:
-    """Another connection (as another process would) holds BEGIN IMMEDIATE for `seconds`."""
+    """Another connection (as another process would) holds BEGIN IMMEDIATE for `seconds`, or
+    until the block sets the event it is given: a test whose writes have all been answered
+    need not wait out the rest of the hold."""
     taken = threading.Event()
+    release = threading.Event()
 
     def hold() -> None:
         connection = sqlite3.connect(path, isolation_level=None)
         try:
             connection.execute("BEGIN IMMEDIATE")
             taken.set()
-            time.sleep(seconds)
+            release.wait(seconds)
             connection.execute("ROLLBACK")
         finally:
             connection.close()
@@ -69,7 +72,7 @@ def write_lock_held(path: str, seconds: float) -> Iterator[threading.Event]:
     holder.start()
     try:
         assert taken.wait(5), "the lock was never taken"
-        yield taken
+        yield release
     finally:
         holder.join()
 
@@ -124,8 +127,9 @@ async def test_a_write_refused_after_busy_timeout_is_clear_and_writes_nothing(
     token = await server.token()
     async with server.client(token) as gql:
         cid = (await gql(CREATE))["createConversation"]["conversation"]["id"]
-        with write_lock_held(path, 1.5):
+        with write_lock_held(path, 1.5) as release:
             response, took = await timed(gql.post(APPEND, {"id": cid}))
+            release.set()
         body = response.json()
         stored = await gql(READ, {"id": cid})
 
@@ -150,8 +154,9 @@ async def test_writes_queued_behind_a_locked_file_each_wait_one_busy_timeout_at_
     async with contextlib.AsyncExitStack() as stack:
         clients = [await stack.enter_async_context(server.client(token)) for _ in range(4)]
         cid = (await clients[0](CREATE))["createConversation"]["conversation"]["id"]
-        with write_lock_held(path, 4.0):
+        with write_lock_held(path, 4.0) as release:
             answers = await asyncio.gather(*(timed(c.post(APPEND, {"id": cid})) for c in clients))
+            release.set()
         stored = await clients[0](READ, {"id": cid})
     for response, took in answers:
         assert response.json()["errors"][0]["extensions"]["code"] == "DATABASE_UNAVAILABLE"
