@@ -253,11 +253,14 @@ async def test_an_expired_conversation_whose_key_is_used_again_gives_its_room_ba
     """The key's new conversation deleted the expired holder without its quota: the first
     append into the new one was refused for the old one's messages, sweep or not."""
     async with serving_as(settings.replace(workspace_max_messages=3)) as (_server, gql):
-        soon = (datetime.now(UTC) + timedelta(seconds=1)).isoformat()
-        made = await gql(KEYED, {"key": "k-1", "at": soon})
+        # Time enough for the append before it expires on a loaded machine (a second was
+        # not, once, on PostgreSQL beside the SQLite pass).
+        soon = datetime.now(UTC) + timedelta(seconds=3)
+        made = await gql(KEYED, {"key": "k-1", "at": soon.isoformat()})
         old = made["createConversation"]["conversation"]["id"]
         assert (await append(gql, old, "a", "b", "c"))["userErrors"] == []
-        await asyncio.sleep(1.2)  # past its expiry; no sweep has run
+        # Past its expiry; no sweep has run.
+        await asyncio.sleep((soon - datetime.now(UTC)).total_seconds() + 0.2)
         again = await gql(KEYED, {"key": "k-1", "at": None})
         new = again["createConversation"]["conversation"]["id"]
         assert new != old
