@@ -27,12 +27,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import websockets
 
 from graph.domain import cursors
 
 from .report import median
 from .servers import Convograph, create_conversation
+from .subscribers import open_socket
 
 WATCH = """subscription Watch($id: ID!) {
   conversationEvents(conversationId: $id) { kind conversationId cursor } }"""
@@ -44,7 +44,6 @@ EXPIRE = """mutation($id: ID!, $at: DateTime) {
   updateConversation(input: {id: $id, expiresAt: $at}) { userErrors { code message } } }"""
 TOUCH = """mutation($id: ID!) {
   updateConversation(input: {id: $id, markRead: true}) { userErrors { code message } } }"""
-PROTOCOL = "graphql-transport-ws"
 TIMEOUT = 60.0
 # How long a subscriber waits for a touch's event before it is touched again.
 SETTLE = 0.5
@@ -74,17 +73,7 @@ class Side:
     async def subscribe(self, count: int) -> None:
         url = self.server.url.replace("http", "ws", 1)
         for _ in range(count):
-            socket = await websockets.connect(
-                url,
-                subprotocols=[websockets.Subprotocol(PROTOCOL)],
-                additional_headers={"Authorization": f"Bearer {self.server.token}"},
-                open_timeout=TIMEOUT,
-                max_queue=None,
-            )
-            await socket.send(json.dumps({"type": "connection_init", "payload": {}}))
-            await _message(socket, "connection_ack")
-            payload = {"query": WATCH, "variables": {"id": self.root}}
-            await socket.send(json.dumps({"id": "1", "type": "subscribe", "payload": payload}))
+            socket = await open_socket(url, self.server.token, self.root, query=WATCH)
             self.sockets.append(socket)
 
     async def live(self, http: httpx.AsyncClient) -> None:

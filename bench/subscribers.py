@@ -45,7 +45,9 @@ PROTOCOL = "graphql-transport-ws"
 TIMEOUT = 60.0
 
 
-async def _open(url: str, token: str, subscribe: str | None) -> Any:
+async def open_socket(url: str, token: str, subscribe: str | None, *, query: str = WATCH) -> Any:
+    """A graphql-transport-ws connection, acknowledged; subscribed to conversation
+    `subscribe`'s events with `query`, unless None."""
     socket = await websockets.connect(
         url,
         subprotocols=[websockets.Subprotocol(PROTOCOL)],
@@ -58,7 +60,7 @@ async def _open(url: str, token: str, subscribe: str | None) -> Any:
     if ack["type"] != "connection_ack":
         raise RuntimeError(f"expected connection_ack, got {ack}")
     if subscribe is not None:
-        message = {"query": WATCH, "variables": {"id": subscribe}}
+        message = {"query": query, "variables": {"id": subscribe}}
         await socket.send(json.dumps({"id": "1", "type": "subscribe", "payload": message}))
     return socket
 
@@ -68,7 +70,7 @@ async def _clients(
 ) -> list[tuple[int, float]]:
     sockets = []
     for start in range(0, count, 100):  # in waves: the server's accept queue is finite
-        batch = [_open(url, token, subscribe) for _ in range(min(100, count - start))]
+        batch = [open_socket(url, token, subscribe) for _ in range(min(100, count - start))]
         sockets.extend(await asyncio.gather(*batch))
     ready.put(len(sockets))
     received: list[tuple[int, float]] = []
