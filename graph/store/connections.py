@@ -28,8 +28,9 @@ def in_driver_transaction(raw: Any) -> bool:
     return bool(raw.is_in_transaction() if state is None else state)
 
 
-async def run(raw: Any, sql: str) -> None:
-    """Run `sql`, which returns no rows, on the SQLite driver connection `raw`."""
+def run(raw: Any, sql: str) -> None:
+    """Run `sql`, which returns no rows, on the SQLite driver connection `raw` (inline:
+    there is nothing to wait on)."""
     raw.effect(sql, ())
 
 

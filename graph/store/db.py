@@ -299,14 +299,14 @@ class SQLiteWriter:
             # ROLLBACK, and it needs no savepoint of its own.
             savepoint = group.size > 1
             if savepoint:
-                await run(raw, "SAVEPOINT write")
+                run(raw, "SAVEPOINT write")
             try:
                 yield conn
             except BaseException as exc:
                 await self._undo(conn, raw, group, exc, savepoint=savepoint)
                 raise
             if savepoint:
-                await run(raw, "RELEASE write")
+                run(raw, "RELEASE write")
             group.joined += 1
             if on_commit is not None:
                 group.on_commit.append(on_commit)
@@ -410,8 +410,8 @@ class SQLiteWriter:
         the whole transaction, the group's other writes fail with it."""
         try:
             if savepoint and raw.in_transaction:
-                await run(raw, "ROLLBACK TO write")
-                await run(raw, "RELEASE write")
+                run(raw, "ROLLBACK TO write")
+                run(raw, "RELEASE write")
                 return
         except Exception:
             pass
@@ -426,7 +426,7 @@ class SQLiteWriter:
         try:
             for attempt in itertools.count():
                 try:
-                    await run(raw, "BEGIN IMMEDIATE")
+                    run(raw, "BEGIN IMMEDIATE")
                     return
                 except sqlite3.OperationalError as exc:
                     if not _busy(exc):

@@ -121,7 +121,7 @@ class KeptConnections:
 
     async def begin_reads(self, conn: AsyncConnection) -> None:
         """Begin a transaction for reads that share one committed state."""
-        await run(driver_connection(conn), "BEGIN")
+        run(driver_connection(conn), "BEGIN")
 
     async def _fresh(self, conn: AsyncConnection) -> None:
         """Make a connection just checked out from the pool ready for use."""
