@@ -117,9 +117,7 @@ class Subscription:
                     await _check_live(ctx)
                     if isinstance(live, Lost):
                         start = listener.catch_up_from(handled)
-                        replay = _replayed(
-                            ctx, tree, start, catching_up=listener, missing=listener.missing
-                        )
+                        replay = _replayed(ctx, tree, start, catching_up=listener)
                         break
                     # Not one that ends the stream: a replay that read it ended the stream
                     # then, and one before the head heard late is still its end.
@@ -140,7 +138,6 @@ async def _replayed(
     *,
     head: int | None = None,
     catching_up: Listener | None = None,
-    missing: int = 0,
 ) -> AsyncIterator[Event]:
     """The logged events of the tree after `after`, page by page, until a page comes back
     short (then every event committed since is in the listener's queue).
@@ -149,10 +146,11 @@ async def _replayed(
     still be there). `catching_up`: the listener of a stream that may have missed events
     since it handled `after`: what the sweep pruned meanwhile is skipped (older than the
     retention, it was never the stream's to miss), and a conversation gone with its tree's
-    log ends the stream with NOT_FOUND, unless the delete is queued for it already.
-    `missing`: the first position dropped from the listener's queue (0: none), which the
-    stream has not handled: it must still be in the log, or the stream ends with
-    CURSOR_EXPIRED (it fell further behind than the log retains)."""
+    log ends the stream with NOT_FOUND, unless the delete is queued for it already; the
+    first position dropped from its queue (`Listener.missing`), which the stream has not
+    handled, must still be in the log, or the stream ends with CURSOR_EXPIRED (it fell
+    further behind than the log retains)."""
+    missing = catching_up.missing if catching_up is not None else 0
     gone = False
     while True:
         await _check_live(ctx)
