@@ -24,7 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .instructions import _total
+from .instructions import callgrind_total
 
 # Run with the tree's own packages first on the path; argv: appends, scratch directory.
 _LOOP = """
@@ -123,7 +123,7 @@ def per_append(tree: Path, *, appends: int) -> float:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        return _total(out) / appends
+        return callgrind_total(out) / appends
 
 
 def main() -> int:

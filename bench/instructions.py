@@ -71,7 +71,8 @@ with tempfile.TemporaryDirectory() as workdir:
 """
 
 
-def _total(callgrind_out: Path) -> int:
+def callgrind_total(callgrind_out: Path) -> int:
+    """The instructions a callgrind output file counted in all."""
     for line in callgrind_out.read_text().splitlines():
         if line.startswith(("summary:", "totals:")):
             return int(line.split()[1])
@@ -89,7 +90,7 @@ def count(tree: Path, appends: int, env: dict[str, str], scratch: Path) -> int:
         check=True,
         stdout=subprocess.DEVNULL,
     )
-    return _total(out)
+    return callgrind_total(out)
 
 
 def per_append(tree: Path, *, low: int, high: int, env: dict[str, str]) -> float:
