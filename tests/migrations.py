@@ -6,11 +6,10 @@ from collections.abc import Callable
 from typing import Any
 
 from alembic.config import Config
-from sqlalchemy import inspect, pool
-from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy import inspect
 
 from graph.settings import Settings
-from graph.store.migrate import alembic_config
+from graph.store.migrate import alembic_config, migration_engine
 
 
 def before_encryption(settings: Settings) -> Settings:
@@ -21,8 +20,12 @@ def before_encryption(settings: Settings) -> Settings:
 
 
 async def columns_after(settings: Settings, table: str, run: Callable[[Config], Any]) -> list[str]:
-    """Run an Alembic command (`run(config)`) on the database; `table`'s columns after it."""
-    engine = create_async_engine(settings.database_url, poolclass=pool.NullPool)
+    """Run an Alembic command (`run(config)`) on the database; `table`'s columns after it.
+
+    On the engine `convograph migrate` uses: on a plain aiosqlite engine each DDL statement
+    commits alone, and a server running beside the migration (its search index's batch) could
+    read the schema half changed."""
+    engine = migration_engine(settings.database_url)
     config = alembic_config(settings)
 
     def sync(connection: Any) -> list[str]:

@@ -15,16 +15,16 @@ import httpx
 import pytest
 from alembic import command
 from sqlalchemy import pool, text
-from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from graph.app import create_app
 from graph.server.schema_gate import NOT_MIGRATED
 from graph.settings import Settings
 from graph.store.db import Database
-from graph.store.migrate import alembic_config, upgrade, upgrade_blocking
+from graph.store.migrate import upgrade, upgrade_blocking
 from graph.store.migration_state import AT_HEAD, MigrationState
 from tests.conftest import PG_URL, GraphQLClient, Server, _pg_admin, _with_db
+from tests.migrations import columns_after
 from tests.operations import APPEND, CREATE
 from tests.tcp_proxy import in_front_of
 
@@ -64,19 +64,7 @@ async def unmigrated(empty_database_url: str, tmp_path: Path) -> AsyncIterator[A
 
 
 async def upgrade_to(settings: Settings, revision: str) -> None:
-    engine = create_async_engine(settings.database_url, poolclass=pool.NullPool)
-    config = alembic_config(settings)
-
-    def run(connection: Connection) -> None:
-        config.attributes["connection"] = connection
-        command.upgrade(config, revision)
-
-    try:
-        async with engine.connect() as connection:
-            await connection.run_sync(run)
-            await connection.commit()
-    finally:
-        await engine.dispose()
+    await columns_after(settings, "message", lambda config: command.upgrade(config, revision))
 
 
 async def test_a_migrated_database_is_healthy_and_ready(
