@@ -54,6 +54,7 @@ from graph.store.tables import snapshot as S
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
+    from sqlalchemy.engine import Dialect
     from sqlalchemy.ext.asyncio import AsyncEngine
 
 logger = logging.getLogger("convograph.encryption")
@@ -799,10 +800,8 @@ async def holds_sealed(engine: AsyncEngine) -> bool:
     async with engine.connect() as conn:
         if not await conn.run_sync(_probed_tables_exist):
             return False
-        for column, newest in _PROBES:
-            found = await conn.execute(
-                select(column).where(column.is_not(None)).order_by(newest.desc()).limit(_PROBED)
-            )
+        for probe in _probes(conn.dialect):
+            found = await conn.exec_driver_sql(probe)
             if any(is_sealed(value) for (value,) in found):
                 return True
     return False
@@ -820,6 +819,28 @@ _PROBES = (
 )
 
 
+# Compiled once per process and dialect: every server start and command runs them on a new
+# engine, whose own statement cache starts empty. Their values are read as the driver gives
+# them (a sealed value is text or bytes as stored), with no column type's processing.
+_PROBE_SQL: dict[str, tuple[str, ...]] = {}
+
+
+def _probes(dialect: Dialect) -> tuple[str, ...]:
+    found = _PROBE_SQL.get(dialect.name)
+    if found is None:
+        found = _PROBE_SQL[dialect.name] = tuple(
+            str(
+                select(column)
+                .where(column.is_not(None))
+                .order_by(newest.desc())
+                .limit(_PROBED)
+                .compile(dialect=dialect, compile_kwargs={"literal_binds": True})
+            )
+            for column, newest in _PROBES
+        )
+    return found
+
+
 def _probed_tables_exist(connection: Connection) -> bool:
-    found = inspect(connection)
-    return all(found.has_table(column.table.name) for column, _ in _PROBES)
+    tables = set(inspect(connection).get_table_names())  # one query, not one per table
+    return all(column.table.name in tables for column, _ in _PROBES)

@@ -32,7 +32,7 @@ from sqlalchemy import text
 from graph.domain.messages import PreparedMessage
 from graph.domain.words import indexed_text
 from graph.store.db import Database
-from graph.store.sql import Sql
+from graph.store.sql import Prepared, Sql
 
 logger = logging.getLogger("convograph.search_index")
 
@@ -47,18 +47,22 @@ _INDEX = (
     "INSERT INTO message_fts(rowid, search_text) SELECT id, search_text FROM message_search "
     "WHERE id > (SELECT upto FROM message_fts_mark) AND id <= {end} AND search_text IS NOT NULL"
 )
+# Prepared: compiled once per process, where SQLAlchemy compiles a statement again for every
+# new engine (every server start, every command).
 _INDEX_WAITING = (
-    text(_INDEX.format(end=_LARGEST)),
-    text(f"UPDATE message_fts_mark SET upto = {_LARGEST} WHERE upto <> {_LARGEST}"),
+    Prepared(text(_INDEX.format(end=_LARGEST))),
+    Prepared(text(f"UPDATE message_fts_mark SET upto = {_LARGEST} WHERE upto <> {_LARGEST}")),
 )
 _INDEX_UPTO = (
-    text(_INDEX.format(end=":end")),
-    text("UPDATE message_fts_mark SET upto = :end"),
+    Prepared(text(_INDEX.format(end=":end"))),
+    Prepared(text("UPDATE message_fts_mark SET upto = :end")),
 )
 # The id of the `skip`+1-th message above the mark: where a chunk of skip+1 of them ends.
-_CHUNK_END = text(
-    "SELECT id FROM message WHERE id > (SELECT upto FROM message_fts_mark) "
-    "ORDER BY id LIMIT 1 OFFSET :skip"
+_CHUNK_END = Prepared(
+    text(
+        "SELECT id FROM message WHERE id > (SELECT upto FROM message_fts_mark) "
+        "ORDER BY id LIMIT 1 OFFSET :skip"
+    )
 )
 
 
