@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from graph.store.repository.replay import EXPIRED
 from tests.test_inspector_browser import (
     APPEND,
     CREATE_CONVERSATION,
@@ -64,6 +65,13 @@ FAILED_LOADS = re.compile(r"HTTP (50[23]|408): |status of (50[23]|408)|net::ERR_
 UNAVAILABLE = {
     "message": "the database is unavailable; retry shortly",
     "extensions": {"code": "DATABASE_UNAVAILABLE"},
+}
+# How a stream ends when the events after its cursor are no longer kept (the message as a
+# test writes it; the server's own is EXPIRED).
+CURSOR_GONE = {
+    "message": "the event log no longer reaches back to this cursor",
+    "extensions": {"code": "CURSOR_EXPIRED"},
+    "path": ["conversationEvents"],
 }
 LABEL = "inspector-recovery"
 DELETE = "mutation($id: ID!) { deleteConversation(input: {id: $id}) { deleted } }"
@@ -390,12 +398,7 @@ async def test_after_an_expired_cursor_the_page_listens_again_only_from_a_new_re
     async with conversation_open(live_server, tmp_path / "profile", "inspector-expired.png") as s:
         page = s.page
         s.reads.failures = [unavailable(1), unreachable]
-        expired = {
-            "message": "the event log no longer reaches back to this cursor",
-            "extensions": {"code": "CURSOR_EXPIRED"},
-            "path": ["conversationEvents"],
-        }
-        s.relay.end_stream([expired])
+        s.relay.end_stream([CURSOR_GONE])
         await expect(notice(page)).to_contain_text("Out of date", timeout=TIMEOUT_MS)
         await s.write("Written while out of date")
         await expect(error(page)).to_contain_text("Could not read this conversation")
@@ -592,23 +595,17 @@ async def test_a_snapshot_saved_while_out_of_date_is_listed_after_the_new_read(
         await expect(page.locator("details.snapshot")).to_have_count(1, timeout=TIMEOUT_MS)
 
 
-async def test_a_stream_cut_off_for_falling_behind_says_so_for_a_person(
+async def test_a_stream_ended_for_an_expired_cursor_says_so_for_a_person(
     live_server: LiveServer, tmp_path: Path
 ) -> None:
-    """A server cuts the page's stream off as too slow (LIMIT_EXCEEDED, whose message tells
-    a client's code to resume from its cursor; servers before the one that reads a stream's
-    overflow from the log did): the notice says what happened in words for the person
-    reading the page, which reads again and goes on live."""
+    """The page's stream ends with CURSOR_EXPIRED, whose message tells a client's code what
+    to do ("read the state, subscribe anew"): the notice says what happened in words for the
+    person reading the page, which reads again and goes on live."""
     async with conversation_open(live_server, tmp_path / "profile", "inspector-behind.png") as s:
         s.reads.failures = [unavailable(2)]  # the notice stays up while the read waits
-        too_slow = {
-            "message": "too many events unread: resume with `after` set to this error's `cursor`",
-            "extensions": {"code": "LIMIT_EXCEEDED", "cursor": "x"},
-            "path": ["conversationEvents"],
-        }
-        s.relay.end_stream([too_slow])
-        await expect(notice(s.page)).to_contain_text("this page fell behind the events")
-        await expect(notice(s.page)).not_to_contain_text("resume with")
+        s.relay.end_stream([{**CURSOR_GONE, "message": EXPIRED}])
+        await expect(notice(s.page)).to_contain_text("no longer kept")
+        await expect(notice(s.page)).not_to_contain_text("subscribe anew")
         await until(lambda: len(s.relay.subscribes) == 2, "the page's second subscribe")
         assert s.relay.subscribes[1].after == s.reads.answered[-1][1]
         await expect(notice(s.page)).to_be_hidden()

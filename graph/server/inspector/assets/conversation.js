@@ -24,9 +24,9 @@ const SNAPSHOT_RENDER_LIMIT = 200;
 // What a stream can end with that no new read or stream would mend.
 const FINAL_CODES = new Set(["NOT_FOUND", "FORBIDDEN"]);
 // Why a stream ended, for a person: the server's own message is written for a client's code
-// ("resume with `after` set to this error's `cursor`"), which this page does for them.
+// ("read the state, subscribe anew"), which this page does for them. (A stream that falls
+// behind is not ended: the server reads what it missed from its log.)
 const STREAM_END_TEXT = {
-  LIMIT_EXCEEDED: "this page fell behind the events",
   CURSOR_EXPIRED: "the events since this page's read are no longer kept",
 };
 // A stream that ran this long before it failed counts as a success: the next one starts at once.
