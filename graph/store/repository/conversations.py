@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import re
 from collections.abc import Callable, Sequence
@@ -11,6 +12,7 @@ from sqlalchemy import (
     JSON,
     ColumnElement,
     Select,
+    String,
     and_,
     bindparam,
     case,
@@ -18,6 +20,7 @@ from sqlalchemy import (
     delete,
     false,
     func,
+    literal,
     not_,
     or_,
     select,
@@ -48,6 +51,8 @@ from graph.store.repository.versions import CONVERSATIONS
 from graph.store.sql import Prepared, Rows
 from graph.store.tables import Conversation
 from graph.store.tables import conversation as C
+from graph.store.tables import delegation as D
+from graph.store.tables import message as M
 
 # A conversation's place in a page (newest first): its keyset cursor.
 _page_key = tuple_(C.c.created_at, C.c.id)
@@ -419,6 +424,7 @@ class Conversations(Part):
         await event_log.lock_tree(self.sql, cid, ancestry=ancestry)
         await self._keep_logged_messages([(cid, ancestry)])
         below = await self._below(cid) if self.sql.encryption is not None else []
+        await self._delete_messages_in_shares(_long_in_tree(cid))
         found = await self.sql.rows(
             delete(C)
             .where(C.c.id == cid, self.where(C, scope.Access.WRITE), alive(C))
@@ -463,12 +469,7 @@ class Conversations(Part):
             # One tree, however large: its top and what is below it, without binding every
             # id (past 32,766 of them no statement would take them).
             (tree,) = trees
-            below = f"{tree.ancestry} {tree.top}".lstrip()
-            of_trees = or_(
-                C.c.id == tree.top,
-                C.c.ancestry == below,
-                func.substr(C.c.ancestry, 1, len(below) + 1) == below + " ",
-            )
+            of_trees = _tree(tree.top, tree.ancestry)
         else:
             of_trees = C.c.id.in_([cid for tree in trees for cid in tree.members])
         return await self._delete_gone(and_(self._expired(now), of_trees))
@@ -501,6 +502,7 @@ class Conversations(Part):
         below: dict[str, list[str]] = {}
         if with_below and self.sql.encryption is not None:
             below = {cid: await self._below(cid) for cid, _ in doomed.values}
+        await self._delete_messages_in_shares(_long(gone))
         found = await self.sql.rows(delete(C).where(gone).returning(*C.c), self.params())
         expired = CONVERSATIONS.many(found.keys, found.values)
         returned = {c.id for c in expired}
@@ -524,6 +526,23 @@ class Conversations(Part):
                 # before they were refused) leaves its parent as an explicit delete does.
                 await self._parent_lost_one(conversation)
         return len(went)
+
+    async def _delete_messages_in_shares(self, long: Select[tuple[str, int]]) -> None:
+        """SQLite: before conversations are deleted, the messages of the long ones (`long`
+        selects their id and message count), MESSAGES_PER_SHARE per statement (oldest first),
+        the rest of the process let in for SHARE_PAUSE between them. The foreign key's
+        cascade deleted them in the conversation's own statement, which held the event loop
+        for all of them (a long transcript's full-text index entries go one by one): health
+        checks and every read waited. The transaction still commits whole: a read meanwhile
+        sees the conversations as they were. On PostgreSQL a statement does not hold the
+        event loop: the cascade does it all, as it does here for the short ones."""
+        if not self.sql.is_sqlite:
+            return
+        found = await self.sql.rows(long, self.params())
+        for cid, count in found.values:
+            for upto in range(MESSAGES_PER_SHARE, count + MESSAGES_PER_SHARE, MESSAGES_PER_SHARE):
+                await self.sql.execute(_MESSAGES_UPTO, {"cid": cid, "upto": upto})
+                await asyncio.sleep(SHARE_PAUSE)
 
     async def _keep_logged_messages(self, doomed: Sequence[tuple[str, str]]) -> None:
         """Before (id, ancestry) conversations and everything below them are deleted: the
@@ -574,6 +593,48 @@ class Conversations(Part):
         if not (await self.sql.rows(select(C.c.id).where(*where), self.params())).values:
             raise not_found("conversation", "conversationId")
         return False
+
+
+# How many messages a long conversation's delete takes per statement on SQLite (see
+# Conversations._delete_messages_in_shares): each holds the event loop for tens of
+# milliseconds.
+MESSAGES_PER_SHARE = 2000
+# The pause after each share. Short: the delete holds SQLite's writer throughout, and every
+# other write waits for all of it (pausing as long as each share, as the sweep does in the
+# background, doubled that wait); a few milliseconds are enough for the loop to answer what
+# is ready.
+SHARE_PAUSE = 0.002
+_MESSAGES_UPTO = Prepared(
+    delete(M).where(M.c.conversation_id == bindparam("cid"), M.c.seq <= bindparam("upto"))
+)
+
+
+def _long(conversations: ColumnElement[bool]) -> Select[tuple[str, int]]:
+    """The id and message count of the conversations `conversations` selects that hold more
+    than MESSAGES_PER_SHARE messages."""
+    return select(C.c.id, C.c.message_count).where(
+        conversations, C.c.message_count > MESSAGES_PER_SHARE
+    )
+
+
+def _long_in_tree(cid: str) -> Select[tuple[str, int]]:
+    """`_long` of the tree under `cid` (`cid` included): down the delegations, by their
+    index, where a conversation's ancestry (indexed by nothing) would be a scan of them all."""
+    tree = select(literal(cid, String).label("id")).cte("tree", recursive=True)
+    tree = tree.union_all(
+        select(D.c.child_conversation_id).where(D.c.parent_conversation_id == tree.c.id)
+    )
+    return _long(C.c.id.in_(select(tree.c.id)))
+
+
+def _tree(top: str, ancestry: str) -> ColumnElement[bool]:
+    """The conversation `top` (whose ancestry is `ancestry`) and every one below it."""
+    below = f"{ancestry} {top}".lstrip()
+    return or_(
+        C.c.id == top,
+        C.c.ancestry == below,
+        func.substr(C.c.ancestry, 1, len(below) + 1) == below + " ",
+    )
 
 
 @functools.cache
