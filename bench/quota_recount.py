@@ -4,8 +4,9 @@
 
 With quotas on, a process counts every workspace's usage again before its first write
 (`UnitOfWork.count_usage`: at start, or at the first write after a start while the database
-was away), in one statement under workspace_usage's EXCLUSIVE lock on PostgreSQL; every
-delete counts its workspace again in its own transaction. The real app, in this process,
+was away), in one statement under workspace_usage's EXCLUSIVE lock on PostgreSQL; a delete
+takes what its tree held off its workspace's usage (it counted the whole workspace again
+until 2026-12-06). The real app, in this process,
 holds CONVERSATIONS conversations of one workspace (filled with SQL, ten messages counted
 on each), with quotas on: the count runs while a client appends and a ticker ticks beside
 it (bench/stall.py), then DELETES conversations are deleted one by one, each timed.

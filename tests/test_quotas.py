@@ -128,6 +128,48 @@ async def test_a_write_past_the_message_quota_writes_nothing_and_a_delete_makes_
         refused(await append(gql, other, "x"))
 
 
+@pytest.mark.parametrize("quota", ["messages", "bytes"])
+async def test_a_deleted_tree_gives_back_exactly_its_room(settings: Settings, quota: str) -> None:
+    """A root with a snapshot and a child transcript with messages of its own: its delete
+    frees what the three held, not a message or a byte more or less."""
+    kept, root, child = [said("kept")], [said(f"root {i}") for i in range(4)], [said("c1")]
+    snapshot = [said("compacted")]
+    tree_bytes = size_of(root) + size_of(snapshot) + 2 + size_of(child)
+    if quota == "messages":
+        limits = settings.replace(workspace_max_messages=len(kept) + len(root) + len(child))
+    else:
+        limits = settings.replace(workspace_max_bytes=size_of(kept) + tree_bytes)
+    async with serving_as(limits) as (_server, gql):
+        other = await create(gql)
+        assert (await gql(APPEND, {"id": other, "messages": kept}))["appendMessages"][
+            "userErrors"
+        ] == []
+        cid = await create(gql)
+        assert (await gql(APPEND, {"id": cid, "messages": root}))["appendMessages"][
+            "userErrors"
+        ] == []
+        if quota == "bytes":
+            saved = (await gql(SNAPSHOT, {"id": cid, "messages": snapshot}))["saveSnapshot"]
+            assert saved["userErrors"] == []
+        below = (await gql(DELEGATE, {"id": cid}))["createDelegation"]["delegation"]
+        below_id = below["childConversation"]["id"]
+        assert (await gql(APPEND, {"id": below_id, "messages": child}))["appendMessages"][
+            "userErrors"
+        ] == []
+        refused(await append(gql, other, "x"))  # full
+
+        assert (await gql(DELETE, {"id": cid}))["deleteConversation"]["deleted"] is True
+        if quota == "messages":
+            room = [said(str(i)) for i in range(len(root) + len(child))]
+        else:  # one message of exactly the freed bytes ({"role":"user","content":""}: 28)
+            room = [said("y" * (tree_bytes - 28))]
+            assert size_of(room) == tree_bytes
+        assert (await gql(APPEND, {"id": other, "messages": room}))["appendMessages"][
+            "userErrors"
+        ] == []
+        refused(await append(gql, other, "x"))
+
+
 async def test_the_byte_quota_counts_message_and_snapshot_json_in_utf8(
     settings: Settings,
 ) -> None:

@@ -72,12 +72,19 @@ class UsageChange:
         """`conversation` (and what was below it) is gone: count its workspace again."""
         self.recount.add((conversation.workspace_type, conversation.workspace_id))
 
+    def freed(self, conversation: Conversation, *, messages: int, size: int) -> None:
+        """`conversation` and what was below it, which held `messages` messages and `size`
+        bytes, are gone: taken off its workspace's usage (a count of the workspace again
+        reads every conversation of it, hundreds of milliseconds in a large one)."""
+        self.add(conversation, messages=-messages, size=-size)
+
 
 def _in_workspace() -> Any:
     return (C.c.workspace_type == bindparam("wt")) & (C.c.workspace_id == bindparam("wi"))
 
 
-def _sums() -> tuple[Any, Any]:
+def usage_sums() -> tuple[Any, Any]:
+    """What a workspace's usage counts of the conversations summed: messages, bytes."""
     return (
         func.coalesce(func.sum(C.c.message_count), 0),
         func.coalesce(func.sum(C.c.message_bytes + C.c.snapshot_bytes), 0),
@@ -91,8 +98,8 @@ _RECOUNT = Prepared(
     update(U)
     .where(_USAGE_ROW)
     .values(
-        messages=select(_sums()[0]).where(_in_workspace()).scalar_subquery(),
-        bytes=select(_sums()[1]).where(_in_workspace()).scalar_subquery(),
+        messages=select(usage_sums()[0]).where(_in_workspace()).scalar_subquery(),
+        bytes=select(usage_sums()[1]).where(_in_workspace()).scalar_subquery(),
     )
 )
 
@@ -102,9 +109,9 @@ def _first_count(is_sqlite: bool) -> Prepared:
     """The usage row of a workspace not counted yet, from its conversations (this write's
     included); nothing when a concurrent writer made it first."""
     insert = sqlite.insert(U) if is_sqlite else postgresql.insert(U)
-    counted = select(bindparam("wt", type_=String), bindparam("wi", type_=String), *_sums()).where(
-        _in_workspace()
-    )
+    counted = select(
+        bindparam("wt", type_=String), bindparam("wi", type_=String), *usage_sums()
+    ).where(_in_workspace())
     return Prepared(
         insert.from_select(["workspace_type", "workspace_id", "messages", "bytes"], counted)
         .on_conflict_do_nothing(index_elements=["workspace_type", "workspace_id"])
@@ -234,7 +241,7 @@ async def recount_all(sql: Sql) -> int:
         # the delete failed INTERNAL.
         await sql.execute(text("LOCK TABLE workspace_usage IN EXCLUSIVE MODE"))
     await sql.execute(delete(U))
-    counted = select(C.c.workspace_type, C.c.workspace_id, *_sums()).group_by(
+    counted = select(C.c.workspace_type, C.c.workspace_id, *usage_sums()).group_by(
         C.c.workspace_type, C.c.workspace_id
     )
     total = await sql.execute(

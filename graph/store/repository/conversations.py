@@ -45,6 +45,7 @@ from graph.domain.paging import Page
 from graph.store import event_log, scope
 from graph.store.encryption import conversation_ref, sealed_changes
 from graph.store.keyring import new_lock_token
+from graph.store.quotas import usage_sums
 from graph.store.repository import search
 from graph.store.repository.base import Part, alive
 from graph.store.repository.versions import CONVERSATIONS
@@ -424,7 +425,10 @@ class Conversations(Part):
         await event_log.lock_tree(self.sql, cid, ancestry=ancestry)
         await self._keep_logged_messages([(cid, ancestry)])
         below = await self._below(cid) if self.sql.encryption is not None else []
-        await self._delete_messages_in_shares(_long_in_tree(cid))
+        freed = None
+        if self.repo.settings.quotas_on:
+            freed = (await self.sql.rows(_usage_of(_tree_ids(cid)), self.params())).first()
+        await self._delete_messages_in_shares(_long(C.c.id.in_(_tree_ids(cid))))
         found = await self.sql.rows(
             delete(C)
             .where(C.c.id == cid, self.where(C, scope.Access.WRITE), alive(C))
@@ -436,7 +440,10 @@ class Conversations(Part):
         deleted = CONVERSATIONS.many(found.keys, found.values)[0]
         if self.sql.encryption is not None:
             self.repo.shredded.extend(conversation_ref(c) for c in [cid, *below])
-        self.repo.usage.deleted(deleted)
+        if freed is None:
+            self.repo.usage.deleted(deleted)  # kept right if an earlier run counted it
+        else:
+            self.repo.usage.freed(deleted, messages=freed[0], size=freed[1])
         # When it was deleted: the row's updated_at is its last write's time.
         self.repo.publish(EventKind.CONVERSATION_DELETED, deleted, at=self.repo.now())
         await self._parent_lost_one(deleted)
@@ -617,18 +624,25 @@ def _long(conversations: ColumnElement[bool]) -> Select[tuple[str, int]]:
     )
 
 
-def _long_in_tree(cid: str) -> Select[tuple[str, int]]:
-    """`_long` of the tree under `cid` (`cid` included): down the delegations, by their
-    index, where a conversation's ancestry (indexed by nothing) would be a scan of them all."""
+def _tree_ids(cid: str) -> Select[tuple[str]]:
+    """The ids of the conversation `cid` and every one below it: down the delegations, by
+    their index, where a conversation's ancestry (indexed by nothing) would be a scan of
+    them all."""
     tree = select(literal(cid, String).label("id")).cte("tree", recursive=True)
     tree = tree.union_all(
         select(D.c.child_conversation_id).where(D.c.parent_conversation_id == tree.c.id)
     )
-    return _long(C.c.id.in_(select(tree.c.id)))
+    return select(tree.c.id)
+
+
+def _usage_of(ids: Select[tuple[str]]) -> Select[tuple[int, int]]:
+    """What the conversations `ids` selects count in their workspace's usage."""
+    return select(*usage_sums()).where(C.c.id.in_(ids))
 
 
 def _tree(top: str, ancestry: str) -> ColumnElement[bool]:
-    """The conversation `top` (whose ancestry is `ancestry`) and every one below it."""
+    """The conversation `top` (whose ancestry is `ancestry`) and every one below it, by
+    their ancestry: for the sweep, whose expired trees it selects again under their expiry."""
     below = f"{ancestry} {top}".lstrip()
     return or_(
         C.c.id == top,
