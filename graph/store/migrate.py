@@ -40,8 +40,12 @@ def migration_engine(url: str) -> AsyncEngine:
     """An engine for migrations. On SQLite its transactions are SQLite's own, DDL included
     (Python's driver begins one only before a data change: a DROP or CREATE of a view or
     trigger committed alone, and a migration interrupted halfway left the schema half
-    changed at the old revision); and its connections know convograph_inflate, which the
-    search index's delete trigger calls (a migration may delete messages)."""
+    changed at the old revision), and take the write lock at their first statement (BEGIN
+    IMMEDIATE: Alembic reads the revision first, and a server's write committed between
+    that read and the migration's first change failed the migration with "database is
+    locked", at once, whatever the busy timeout); and its connections know
+    convograph_inflate, which the search index's delete trigger calls (a migration may
+    delete messages)."""
     engine = create_async_engine(url, poolclass=pool.NullPool)
     if engine.dialect.name != "sqlite":
         return engine
@@ -55,7 +59,7 @@ def migration_engine(url: str) -> AsyncEngine:
 
     @event.listens_for(engine.sync_engine, "begin")
     def _begin(connection: Any) -> None:
-        connection.exec_driver_sql("BEGIN")
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
 
     return engine
 
