@@ -83,12 +83,15 @@ def _in_workspace() -> Any:
     return (C.c.workspace_type == bindparam("wt")) & (C.c.workspace_id == bindparam("wi"))
 
 
+def usage_of_row() -> tuple[Any, Any]:
+    """What one conversation counts in its workspace's usage: messages, bytes."""
+    return C.c.message_count, C.c.message_bytes + C.c.snapshot_bytes
+
+
 def usage_sums() -> tuple[Any, Any]:
     """What a workspace's usage counts of the conversations summed: messages, bytes."""
-    return (
-        func.coalesce(func.sum(C.c.message_count), 0),
-        func.coalesce(func.sum(C.c.message_bytes + C.c.snapshot_bytes), 0),
-    )
+    messages, size = usage_of_row()
+    return func.coalesce(func.sum(messages), 0), func.coalesce(func.sum(size), 0)
 
 
 _USAGE_ROW = (U.c.workspace_type == bindparam("wt")) & (U.c.workspace_id == bindparam("wi"))

@@ -45,7 +45,7 @@ from graph.domain.paging import Page
 from graph.store import event_log, scope
 from graph.store.encryption import conversation_ref, sealed_changes
 from graph.store.keyring import new_lock_token
-from graph.store.quotas import usage_sums
+from graph.store.quotas import usage_of_row
 from graph.store.repository import search
 from graph.store.repository.base import Part, alive
 from graph.store.repository.versions import CONVERSATIONS
@@ -425,10 +425,12 @@ class Conversations(Part):
         await event_log.lock_tree(self.sql, cid, ancestry=ancestry)
         await self._keep_logged_messages([(cid, ancestry)])
         below = await self._below(cid) if self.sql.encryption is not None else []
-        freed = None
-        if self.repo.settings.quotas_on:
-            freed = (await self.sql.rows(_usage_of(_tree_ids(cid)), self.params())).first()
-        await self._delete_messages_in_shares(_long(C.c.id.in_(_tree_ids(cid))))
+        quotas_on = self.repo.settings.quotas_on
+        # Each conversation of the tree: (id, messages, bytes the quotas count).
+        tree = []
+        if self.sql.is_sqlite or quotas_on:
+            tree = (await self.sql.rows(_usage_of_tree(cid))).values
+        await self._delete_messages_in_shares([(c, n) for c, n, _ in tree])
         found = await self.sql.rows(
             delete(C)
             .where(C.c.id == cid, self.where(C, scope.Access.WRITE), alive(C))
@@ -440,10 +442,11 @@ class Conversations(Part):
         deleted = CONVERSATIONS.many(found.keys, found.values)[0]
         if self.sql.encryption is not None:
             self.repo.shredded.extend(conversation_ref(c) for c in [cid, *below])
-        if freed is None:
-            self.repo.usage.deleted(deleted)  # kept right if an earlier run counted it
+        if quotas_on:
+            messages, size = sum(n for _, n, _ in tree), sum(b for *_, b in tree)
+            self.repo.usage.freed(deleted, messages=messages, size=size)
         else:
-            self.repo.usage.freed(deleted, messages=freed[0], size=freed[1])
+            self.repo.usage.deleted(deleted)  # kept right if an earlier run counted it
         # When it was deleted: the row's updated_at is its last write's time.
         self.repo.publish(EventKind.CONVERSATION_DELETED, deleted, at=self.repo.now())
         await self._parent_lost_one(deleted)
@@ -509,7 +512,11 @@ class Conversations(Part):
         below: dict[str, list[str]] = {}
         if with_below and self.sql.encryption is not None:
             below = {cid: await self._below(cid) for cid, _ in doomed.values}
-        await self._delete_messages_in_shares(_long(gone))
+        if self.sql.is_sqlite:
+            counts = await self.sql.rows(
+                select(C.c.id, C.c.message_count).where(gone), self.params()
+            )
+            await self._delete_messages_in_shares(counts.values)
         found = await self.sql.rows(delete(C).where(gone).returning(*C.c), self.params())
         expired = CONVERSATIONS.many(found.keys, found.values)
         returned = {c.id for c in expired}
@@ -534,19 +541,20 @@ class Conversations(Part):
                 await self._parent_lost_one(conversation)
         return len(went)
 
-    async def _delete_messages_in_shares(self, long: Select[tuple[str, int]]) -> None:
-        """SQLite: before conversations are deleted, the messages of the long ones (`long`
-        selects their id and message count), MESSAGES_PER_SHARE per statement (oldest first),
-        the rest of the process let in for SHARE_PAUSE between them. The foreign key's
-        cascade deleted them in the conversation's own statement, which held the event loop
-        for all of them (a long transcript's full-text index entries go one by one): health
-        checks and every read waited. The transaction still commits whole: a read meanwhile
-        sees the conversations as they were. On PostgreSQL a statement does not hold the
-        event loop: the cascade does it all, as it does here for the short ones."""
+    async def _delete_messages_in_shares(self, counts: Sequence[tuple[str, int]]) -> None:
+        """SQLite: before conversations are deleted, the messages of the long ones among
+        `counts` (id, message count), MESSAGES_PER_SHARE per statement (oldest first), the
+        rest of the process let in for SHARE_PAUSE between them. The foreign key's cascade
+        deleted them in the conversation's own statement, which held the event loop for all
+        of them (a long transcript's full-text index entries go one by one): health checks
+        and every read waited. The transaction still commits whole: a read meanwhile sees
+        the conversations as they were. On PostgreSQL a statement does not hold the event
+        loop: the cascade does it all, as it does here for the short ones."""
         if not self.sql.is_sqlite:
             return
-        found = await self.sql.rows(long, self.params())
-        for cid, count in found.values:
+        for cid, count in counts:
+            if count <= MESSAGES_PER_SHARE:
+                continue
             for upto in range(MESSAGES_PER_SHARE, count + MESSAGES_PER_SHARE, MESSAGES_PER_SHARE):
                 await self.sql.execute(_MESSAGES_UPTO, {"cid": cid, "upto": upto})
                 await asyncio.sleep(SHARE_PAUSE)
@@ -616,28 +624,15 @@ _MESSAGES_UPTO = Prepared(
 )
 
 
-def _long(conversations: ColumnElement[bool]) -> Select[tuple[str, int]]:
-    """The id and message count of the conversations `conversations` selects that hold more
-    than MESSAGES_PER_SHARE messages."""
-    return select(C.c.id, C.c.message_count).where(
-        conversations, C.c.message_count > MESSAGES_PER_SHARE
-    )
-
-
-def _tree_ids(cid: str) -> Select[tuple[str]]:
-    """The ids of the conversation `cid` and every one below it: down the delegations, by
-    their index, where a conversation's ancestry (indexed by nothing) would be a scan of
-    them all."""
+def _usage_of_tree(cid: str) -> Select[tuple[str, int, int]]:
+    """Each conversation of the tree under `cid` (`cid` included): its id, and what it
+    counts in its workspace's usage. Found down the delegations, by their index, where a
+    conversation's ancestry (indexed by nothing) would be a scan of them all."""
     tree = select(literal(cid, String).label("id")).cte("tree", recursive=True)
     tree = tree.union_all(
         select(D.c.child_conversation_id).where(D.c.parent_conversation_id == tree.c.id)
     )
-    return select(tree.c.id)
-
-
-def _usage_of(ids: Select[tuple[str]]) -> Select[tuple[int, int]]:
-    """What the conversations `ids` selects count in their workspace's usage."""
-    return select(*usage_sums()).where(C.c.id.in_(ids))
+    return select(C.c.id, *usage_of_row()).where(C.c.id.in_(select(tree.c.id)))
 
 
 def _tree(top: str, ancestry: str) -> ColumnElement[bool]:
