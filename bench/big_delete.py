@@ -16,13 +16,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import tempfile
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from bench.inprocess import app_client
-from bench.stall import CREATE, GAP, Stall, during, report_runs
+from bench.stall import CREATE, Stall, during, keep_timing, report_runs
 from graph.domain.conversations import new_conversation
 from graph.domain.messages import prepare_messages
 
@@ -53,15 +52,8 @@ async def measure(messages: int, database_url: str | None) -> tuple[Stall[dict[s
             short = (await app.gql(CREATE))["createConversation"]["conversation"]["id"]
             reads: list[float] = []
             stop = asyncio.Event()
-
-            async def reader() -> None:
-                while not stop.is_set():
-                    started = time.perf_counter()
-                    await app.gql(READ, {"id": short})
-                    reads.append(time.perf_counter() - started)
-                    await asyncio.sleep(GAP)
-
-            reading = asyncio.create_task(reader())
+            reader = keep_timing(lambda: app.gql(READ, {"id": short}), stop, reads)
+            reading = asyncio.create_task(reader)
             stall = await during(app, app.gql(DELETE, {"id": made.id}))
             stop.set()
             await reading

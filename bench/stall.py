@@ -46,6 +46,17 @@ class Stall(Generic[T]):
         )
 
 
+async def keep_timing(
+    call: Callable[[], Awaitable[object]], done: asyncio.Event, took: list[float]
+) -> None:
+    """Run `call` every GAP seconds until `done` is set; how long each took into `took`."""
+    while not done.is_set():
+        started = time.perf_counter()
+        await call()
+        took.append(time.perf_counter() - started)
+        await asyncio.sleep(GAP)
+
+
 async def during(app: App, job: Awaitable[T]) -> Stall[T]:
     """Run `job` with appends and a ticker beside it (module docstring)."""
     live = (await app.gql(CREATE))["createConversation"]["conversation"]["id"]
@@ -53,20 +64,14 @@ async def during(app: App, job: Awaitable[T]) -> Stall[T]:
     appends: list[float] = []
     late: list[float] = []
 
-    async def append() -> None:
-        while not done.is_set():
-            started = time.perf_counter()
-            await app.gql(APPEND, {"id": live})
-            appends.append(time.perf_counter() - started)
-            await asyncio.sleep(GAP)
-
     async def tick() -> None:
         while not done.is_set():
             started = time.perf_counter()
             await asyncio.sleep(TICK)
             late.append(time.perf_counter() - started - TICK)
 
-    tasks = [asyncio.create_task(append()), asyncio.create_task(tick())]
+    appending = keep_timing(lambda: app.gql(APPEND, {"id": live}), done, appends)
+    tasks = [asyncio.create_task(appending), asyncio.create_task(tick())]
     await asyncio.sleep(SETTLE)
     started = time.perf_counter()
     result = await job
