@@ -557,6 +557,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # uvicorn's own lines go through our handlers (JSON or text, like every other line).
         log_config=None,
         http=with_header_deadline(settings.header_timeout_seconds),
+        # Typed int, but uvicorn only hands it to loop.call_later, which takes a float.
+        timeout_keep_alive=settings.keep_alive_seconds,  # type: ignore[arg-type]
         # Past this many open connections, new ones get 503 instead of piling up. uvicorn
         # counts the connection asking among the open ones: N + 1 serves N at once.
         limit_concurrency=settings.max_connections + 1,

@@ -122,6 +122,11 @@ class Settings(BaseModel):
     ws_compression: bool = False
     # A connection whose request headers have not ended by then is closed (slow loris).
     header_timeout_seconds: float = Field(default=10.0, gt=0, le=_YEAR)
+    # How long a kept-alive HTTP connection may sit idle before the server closes it. Above
+    # common clients' own idle expiry (httpx 5 s, aiohttp 15 s), so the client drops an idle
+    # connection first: a server closing it first races the client's next request, which
+    # fails (a POST is not retried). Behind a proxy, set it above the proxy's idle timeout.
+    keep_alive_seconds: float = Field(default=20.0, gt=0, le=_YEAR)
     # On SIGTERM or Ctrl-C, how long requests in flight get to finish before they are cancelled.
     shutdown_timeout_seconds: float = Field(default=10.0, gt=0, le=_YEAR)
 

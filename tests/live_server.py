@@ -56,8 +56,6 @@ DEFAULT_SECRET = "live-server-test-secret"
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 10.0
 CLI_TIMEOUT = 30.0
-# Seconds an idle connection of a test's client is kept: below uvicorn's 5 s (client()).
-CLIENT_KEEPALIVE = 2.0
 HTTP_TIMEOUT = 30.0
 PORT_ATTEMPTS = 3
 _STARTS = itertools.count(1)
@@ -145,16 +143,9 @@ class LiveServer:
 
     @contextlib.asynccontextmanager
     async def client(self, token: str | None = None) -> AsyncIterator[GraphQLClient]:
-        """conftest's GraphQLClient, talking HTTP to this server with `token`.
-
-        Its idle connections are dropped before the server's (uvicorn closes a kept-alive
-        connection idle 5 s, httpx's default expiry too): a request sent on one just as the
-        server closed it failed with ReadError (a browser test whose client sat 5.1 s idle
-        while the page opened)."""
-        limits = httpx.Limits(keepalive_expiry=CLIENT_KEEPALIVE)
-        async with httpx.AsyncClient(
-            base_url=self.base_url, timeout=HTTP_TIMEOUT, limits=limits
-        ) as http:
+        """conftest's GraphQLClient, talking HTTP to this server with `token`: httpx with its
+        defaults, as a user's runtime (test_keep_alive.py says why that is safe)."""
+        async with httpx.AsyncClient(base_url=self.base_url, timeout=HTTP_TIMEOUT) as http:
             yield GraphQLClient(http, token)
 
     async def stop(self) -> None:

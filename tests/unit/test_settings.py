@@ -28,6 +28,7 @@ def refusal(monkeypatch: pytest.MonkeyPatch, **env: str) -> str:
         "STATEMENT_TIMEOUT_SECONDS",
         "POOL_TIMEOUT_SECONDS",
         "HEADER_TIMEOUT_SECONDS",
+        "KEEP_ALIVE_SECONDS",
         "SHUTDOWN_TIMEOUT_SECONDS",
         "SWEEP_INTERVAL_SECONDS",
         "EVENT_RETENTION_SECONDS",
