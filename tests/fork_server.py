@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import os
 import select
@@ -227,6 +228,17 @@ def serve_forks() -> None:
     import graph.server.logs
     import graph.server.shutdown
     import graph.store.migrate  # noqa: F401
+    from graph.api.schema import build_schema
+    from graph.settings import Settings
+
+    # What every server builds before it serves, once: the schema for the default limits
+    # (build_schema keeps it; a server with other limits builds its own). Then everything
+    # here is frozen, as a server's heap.settle() freezes what exists once its app is built:
+    # each child's full collection, at settle() and after, walks only what it made itself,
+    # not every module imported here again.
+    build_schema(Settings())
+    gc.collect()
+    gc.freeze()
 
     # A SIGCHLD writes a byte to `woken`, so that select() returns for it even when it came
     # just before the call; the handler (_reap) then runs as soon as Python code does.
