@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import importlib
 import json
 import os
 import select
@@ -39,7 +40,27 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 ENABLED = os.environ.get("CONVOGRAPH_TEST_FORK_SERVER", "1") != "0"
-REAP_TIMEOUT = 10.0  # a killed command's status is written within it
+REAP_TIMEOUT = 10.0
+PRELOADED = (
+    "aiosqlite",
+    "asyncpg",
+    "concurrent.futures.thread",
+    "encodings.idna",
+    "sqlalchemy.dialects.postgresql.asyncpg",
+    "sqlalchemy.dialects.sqlite.aiosqlite",
+    "uvicorn",
+    "uvicorn.lifespan.on",
+    "uvicorn.loops.uvloop",
+    "uvicorn.protocols.websockets.auto",
+    "uvloop",
+    "graph.__main__",
+    "graph.app",
+    "graph.server.header_timeout",
+    "graph.server.heap",
+    "graph.server.logs",
+    "graph.server.shutdown",
+    "graph.store.migrate",
+)  # a killed command's status is written within it
 
 
 class ForkedProcess:
@@ -219,15 +240,10 @@ def _child(request: dict[str, Any]) -> None:
 
 def serve_forks() -> None:
     """Read fork requests (JSON lines) on stdin; answer each with the child's pid."""
-    # What `serve` imports, once.
-    import uvicorn  # noqa: F401
-
-    import graph.__main__
-    import graph.app
-    import graph.server.header_timeout
-    import graph.server.logs
-    import graph.server.shutdown
-    import graph.store.migrate  # noqa: F401
+    # What `serve` imports, once, before it serves and after (its event loop, protocols and
+    # database drivers).
+    for module in PRELOADED:
+        importlib.import_module(module)
     from graph.api.schema import build_schema
     from graph.settings import Settings
 
