@@ -40,7 +40,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 ENABLED = os.environ.get("CONVOGRAPH_TEST_FORK_SERVER", "1") != "0"
-REAP_TIMEOUT = 10.0
+REAP_TIMEOUT = 10.0  # a killed command's status is written within it
+# What `serve` imports, imported once here (serve_forks): the package, and what it imports
+# as it starts (its event loop, protocols and database drivers).
 PRELOADED = (
     "aiosqlite",
     "asyncpg",
@@ -60,7 +62,7 @@ PRELOADED = (
     "graph.server.logs",
     "graph.server.shutdown",
     "graph.store.migrate",
-)  # a killed command's status is written within it
+)
 
 
 class ForkedProcess:
@@ -240,8 +242,6 @@ def _child(request: dict[str, Any]) -> None:
 
 def serve_forks() -> None:
     """Read fork requests (JSON lines) on stdin; answer each with the child's pid."""
-    # What `serve` imports, once, before it serves and after (its event loop, protocols and
-    # database drivers).
     for module in PRELOADED:
         importlib.import_module(module)
     from graph.api.schema import build_schema
