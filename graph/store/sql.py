@@ -186,7 +186,7 @@ class Sql:
             compiled = statement.compiled(self.dialect)
             if self.is_sqlite:
                 sql, values = compiled.parameters(params or {})
-                raw = self._driver(sql, values)
+                raw: list[tuple[Any, ...]] = self._on_sqlite(self._sqlite().rows, sql, values)
                 rows = raw if not compiled.processed else [compiled.row(r) for r in raw]
                 return Rows(compiled.keys, rows)
             if compiled.distinct is not None:
@@ -206,7 +206,8 @@ class Sql:
             compiled = statement.compiled(self.dialect)
             if self.is_sqlite:
                 sql, values = compiled.parameters(params or {})
-                return self._driver_effect(sql, values)
+                count: int = self._on_sqlite(self._sqlite().effect, sql, values)
+                return count
             if compiled.distinct is not None:
                 sql, values = compiled.parameters(params or {})
                 self._announce(sql, values)
@@ -221,15 +222,12 @@ class Sql:
             await self.conn.execute(statement.statement, [dict(r) for r in rows])
             return
         params = [compiled.parameters(r)[1] for r in rows]
-        self._announce(compiled.sql, params)
-        if not self.is_sqlite:
-            await pg_driver.execute_many(self.conn, compiled.sql, params, self.db.error_listeners)
+        if self.is_sqlite:
+            # Rows before a failing one may be stored: the unit of work rolls back.
+            self._on_sqlite(self._sqlite().effect_many, compiled.sql, params)
             return
-        try:
-            self._sqlite().effect_many(compiled.sql, params)
-        except sqlite3.Error as exc:
-            # Rows before the failing one may be stored: the unit of work rolls back.
-            raise self._translated(exc, compiled.sql, params) from exc
+        self._announce(compiled.sql, params)
+        await pg_driver.execute_many(self.conn, compiled.sql, params, self.db.error_listeners)
 
     def _sqlite(self) -> Any:
         inline = self._inline
@@ -237,21 +235,15 @@ class Sql:
             inline = self._inline = driver_connection(self.conn)
         return inline
 
-    def _driver(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+    def _on_sqlite(self, call: Callable[[str, Any], Any], sql: str, params: Any) -> Any:
+        """`call(sql, params)` on the inline SQLite connection, announced to the statement
+        listeners, a driver error raised as SQLAlchemy raises it (and told to the error
+        listeners)."""
         self._announce(sql, params)
         try:
-            rows: list[tuple[Any, ...]] = self._sqlite().rows(sql, params)
+            return call(sql, params)
         except sqlite3.Error as exc:
             raise self._translated(exc, sql, params) from exc
-        return rows
-
-    def _driver_effect(self, sql: str, params: list[Any]) -> int:
-        self._announce(sql, params)
-        try:
-            count: int = self._sqlite().effect(sql, params)
-        except sqlite3.Error as exc:
-            raise self._translated(exc, sql, params) from exc
-        return count
 
     def _announce(self, sql: str, params: Any) -> None:
         for listener in self.db.statement_listeners:
