@@ -24,6 +24,7 @@ import websockets
 from graph.server.body import BODY_GRACE_SECONDS
 from graph.settings import Settings
 from tests.operations import CREATE, VIEWER
+from tests.raw_http import graphql_post_head
 from tests.ws import connect, session
 
 if TYPE_CHECKING:
@@ -296,13 +297,7 @@ async def trickle(port: int, token: str, *, every: float) -> tuple[bytes, float]
     """Headers announcing a 4 KB body, then one byte every `every` seconds: the server's
     answer and how long it took to come (the server must end the connection)."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(
-        (
-            "POST /graphql HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-            f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
-            "Content-Length: 4096\r\n\r\n{"
-        ).encode()
-    )
+    writer.write(graphql_post_head(token, 4096) + b"{")
     await writer.drain()
     started = time.monotonic()
 
@@ -339,13 +334,7 @@ async def steady(port: int, token: str) -> bytes:
     """A slow link, not a trickle: 4 KB/s for longer than the grace period; the answer."""
     query = json.dumps({"query": VIEWER, "variables": {"pad": "x" * 24_000}}).encode()
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(
-        (
-            "POST /graphql HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
-            f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(query)}\r\n\r\n"
-        ).encode()
-    )
+    writer.write(graphql_post_head(token, len(query), close=True))
     for i in range(0, len(query), 1000):
         writer.write(query[i : i + 1000])
         await writer.drain()
@@ -402,13 +391,7 @@ async def test_headers_that_never_end_are_closed(
     # A kept-alive connection: one full request, then the next one's headers never end.
     kept = await asyncio.open_connection("127.0.0.1", server.port)
     body = json.dumps({"query": VIEWER}).encode()
-    kept[1].write(
-        (
-            f"POST /graphql HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
-        ).encode()
-        + body
-    )
+    kept[1].write(graphql_post_head(token, len(body)) + body)
     first = await asyncio.wait_for(kept[0].readuntil(b'"ownerKey"'), 5)
     assert first.startswith(b"HTTP/1.1 200"), first[:300]
     kept[1].write(b"POST /graphql HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
@@ -421,11 +404,7 @@ async def test_headers_that_never_end_are_closed(
         writer.close()
     # A client that sends its headers in pieces, but in time, is served.
     reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
-    head = (
-        f"POST /graphql HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
-        f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(body)}\r\n\r\n"
-    ).encode()
+    head = graphql_post_head(token, len(body), close=True)
     for i in range(0, len(head), 20):
         writer.write(head[i : i + 20])
         await asyncio.sleep(0.02)

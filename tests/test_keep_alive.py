@@ -14,12 +14,14 @@ from typing import TYPE_CHECKING
 
 import httpx
 
+from tests.operations import VIEWER
+from tests.raw_http import graphql_post_head
+
 if TYPE_CHECKING:
     from tests.live_server import LiveServer, LiveServers
 
 pytest_plugins = ["tests.live_server"]
 
-VIEWER = "{ viewer { ownerKey } }"
 # httpx's own default: how long it reuses an idle connection.
 CLIENT_EXPIRY = httpx.Limits().keepalive_expiry or 5.0
 
@@ -27,13 +29,7 @@ CLIENT_EXPIRY = httpx.Limits().keepalive_expiry or 5.0
 async def request(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, token: str) -> bytes:
     """One kept-alive POST on the connection; the whole answer, head and body."""
     body = json.dumps({"query": VIEWER}).encode()
-    writer.write(
-        (
-            f"POST /graphql HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
-        ).encode()
-        + body
-    )
+    writer.write(graphql_post_head(token, len(body)) + body)
     head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
     length = next(
         int(line.split(b":", 1)[1])

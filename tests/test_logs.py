@@ -17,6 +17,7 @@ from graph.server.logs import JSONFormatter, configure_logging
 from graph.settings import Settings, SettingsError
 from tests.conftest import GraphQLClient, Server
 from tests.operations import WATCH, touch
+from tests.raw_http import graphql_post_head
 from tests.ws import connect
 
 if TYPE_CHECKING:
@@ -236,14 +237,7 @@ async def test_a_client_gone_mid_body_is_logged_as_499_not_as_a_server_error(
     token = await server.token()
     body = json.dumps({"query": CREATE}).encode()
     _, writer = await asyncio.open_connection("127.0.0.1", server.port)
-    writer.write(
-        (
-            "POST /graphql HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-            f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n"
-        ).encode()
-        + body[: len(body) // 2]
-    )
+    writer.write(graphql_post_head(token, len(body)) + body[: len(body) // 2])
     await writer.drain()
     await asyncio.sleep(0.2)  # the server is reading the body when the client hangs up
     writer.close()
