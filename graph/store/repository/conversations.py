@@ -504,19 +504,18 @@ class Conversations(Part):
         of what the delete cascades to below them go too, as an explicit delete's do; the
         sweep's selection holds its trees' child transcripts (their expiry is their root's),
         and the sweep's key collection finds the keys of the rest."""
-        doomed = await self.sql.rows(select(C.c.id, C.c.ancestry).where(gone), self.params())
-        if not doomed.values:
+        selected = await self.sql.rows(
+            select(C.c.id, C.c.ancestry, C.c.message_count).where(gone), self.params()
+        )
+        if not selected.values:
             return 0
-        await event_log.lock_trees(self.sql, doomed.values)  # the roots first, as every write
-        await self._keep_logged_messages(doomed.values)
+        doomed = [(cid, ancestry) for cid, ancestry, _ in selected.values]
+        await event_log.lock_trees(self.sql, doomed)  # the roots first, as every write
+        await self._keep_logged_messages(doomed)
         below: dict[str, list[str]] = {}
         if with_below and self.sql.encryption is not None:
-            below = {cid: await self._below(cid) for cid, _ in doomed.values}
-        if self.sql.is_sqlite:
-            counts = await self.sql.rows(
-                select(C.c.id, C.c.message_count).where(gone), self.params()
-            )
-            await self._delete_messages_in_shares(counts.values)
+            below = {cid: await self._below(cid) for cid, _ in doomed}
+        await self._delete_messages_in_shares([(cid, n) for cid, _, n in selected.values])
         found = await self.sql.rows(delete(C).where(gone).returning(*C.c), self.params())
         expired = CONVERSATIONS.many(found.keys, found.values)
         returned = {c.id for c in expired}
@@ -525,7 +524,7 @@ class Conversations(Part):
         # every one selected: on PostgreSQL a write that extended one's expiry may have
         # committed between the selection and the delete, which checks the expiry again.
         went = returned | {
-            cid for cid, ancestry in doomed.values if not returned.isdisjoint(ancestry.split())
+            cid for cid, ancestry in doomed if not returned.isdisjoint(ancestry.split())
         }
         if self.sql.encryption is not None:
             # Their keys too, and (with_below) those of what the delete cascaded to below them;
