@@ -1,5 +1,6 @@
 """Headless Chromium for the page tests (GraphiQL, the inspector): Debian's browser driven by
-Playwright, in a fresh profile, with every request kept on this machine.
+Playwright, one browser per pytest process and a fresh context per test, with every request
+kept on this machine.
 
 Needs `apt-get install chromium` and the `playwright` package (the `test` extra); the
 browser is Debian's, `playwright install` is never run. Without them a test is skipped.
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import pytest
+import pytest_asyncio
 
 try:
     from playwright.async_api import async_playwright
@@ -23,6 +25,7 @@ except ImportError:  # skip_without_a_browser says so
     async_playwright = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
+    from playwright.async_api import Browser as Chromium
     from playwright.async_api import BrowserContext, Route
 
 CHROMIUM = os.environ.get("CONVOGRAPH_TEST_CHROMIUM", "/usr/bin/chromium")
@@ -41,6 +44,12 @@ ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]"}
 
 
+# The page tests run on the pytest session's event loop, where the shared browser lives (its
+# driver's pipes belong to that loop): `pytestmark = PAGE_TESTS`, with `tests.browser` among
+# the module's pytest_plugins.
+PAGE_TESTS = pytest.mark.asyncio(loop_scope="session")
+
+
 def skip_without_a_browser() -> None:
     if async_playwright is None:
         pytest.skip("Playwright is not installed: pip install playwright (the `test` extra)")
@@ -53,21 +62,45 @@ def is_local(url: str) -> bool:
 
 
 @asynccontextmanager
-async def chromium(profile: Path, **options: Any) -> AsyncIterator[BrowserContext]:
-    """A headless Chromium with a fresh profile in `profile` (Playwright's
-    launch_persistent_context `options`), closed when the block ends; the test is skipped
-    without a browser. ARTIFACTS exists from then on."""
+async def launched() -> AsyncIterator[Chromium]:
+    """A headless Chromium (and the Playwright driver that drives it), closed when the block
+    ends; the test is skipped without a browser. ARTIFACTS exists from then on.
+
+    The `chromium` fixture below launches one per pytest process: starting the driver and
+    the browser costs more CPU than most page tests do, and every test gets a context of its
+    own (new_context) with nothing of another's: no cookies, storage, cache or routes."""
     skip_without_a_browser()
     assert async_playwright is not None
     ARTIFACTS.mkdir(exist_ok=True)
     async with async_playwright() as pw:
-        context = await pw.chromium.launch_persistent_context(
-            str(profile), executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS, **options
+        browser = await pw.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS
         )
         try:
-            yield context
+            yield browser
         finally:
-            await context.close()
+            await browser.close()
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def chromium() -> AsyncIterator[Chromium]:
+    """The pytest process's headless Chromium (see `launched`): a page test takes a context
+    of its own from it with new_context."""
+    async with launched() as browser:
+        yield browser
+
+
+@asynccontextmanager
+async def new_context(chromium: Chromium, **options: Any) -> AsyncIterator[BrowserContext]:
+    """A fresh context of the shared browser (Playwright's new_context `options`: viewport,
+    color scheme...), closed when the block ends."""
+    # A browser that crashed in an earlier test would fail every later one with a riddle.
+    assert chromium.is_connected(), "the shared Chromium has gone: see an earlier test"
+    context = await chromium.new_context(**options)
+    try:
+        yield context
+    finally:
+        await context.close()
 
 
 async def keep_local(context: BrowserContext, problems: list[str]) -> None:

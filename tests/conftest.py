@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from tests.pg_databases import WorkerDatabase
 
 # The shared helpers' asserts explain themselves as a test's own do.
-pytest.register_assert_rewrite("tests.operations", "tests.ws")
+pytest.register_assert_rewrite("tests.operations", "tests.ws", "tests.browser")
 
 # The app, its settings and the migrations are imported by the fixtures that use them, not
 # here: `pytest tests/unit` loads this file too, and needs none of them.

@@ -16,22 +16,23 @@ import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tests.browser import ARTIFACTS, chromium, is_local, keep_local
+from tests.browser import ARTIFACTS, PAGE_TESTS, is_local, keep_local, new_context
 from tests.conftest import GraphQLClient
 from tests.operations import create, touch
 
-with contextlib.suppress(ImportError):  # without Playwright, chromium() skips the test
+with contextlib.suppress(ImportError):  # without Playwright, the chromium fixture skips the test
     from playwright.async_api import TimeoutError as PlaywrightTimeout
 
 if TYPE_CHECKING:
+    from playwright.async_api import Browser as Chromium
     from playwright.async_api import BrowserContext, Page, Request, Response, WebSocket
 
     from tests.live_server import LiveServer
 
-pytest_plugins = ["tests.live_server"]
+pytest_plugins = ["tests.live_server", "tests.browser"]
+pytestmark = PAGE_TESTS
 
 # GraphiQL 3 keeps the headers and variables editors in one tool pane; the visible one.
 HEADERS_EDITOR = ".graphiql-editor-tool .graphiql-editor:not(.hidden)"
@@ -87,13 +88,16 @@ class Browser:
 
 
 @asynccontextmanager
-async def graphiql(server: LiveServer, profile: Path, screenshot: str) -> AsyncIterator[Browser]:
-    """GraphiQL loaded from `server` in a fresh Chromium profile; fails on any non-local request.
+async def graphiql(
+    server: LiveServer, chromium: Chromium, screenshot: str
+) -> AsyncIterator[Browser]:
+    """GraphiQL loaded from `server` in a fresh context of the shared Chromium; fails on any
+    non-local request.
 
     The screenshot is taken when the block ends, also when it fails: the picture usually shows
     what went wrong.
     """
-    async with chromium(profile, viewport={"width": 1400, "height": 850}) as context:
+    async with new_context(chromium, viewport={"width": 1400, "height": 850}) as context:
         browser = Browser(await context.new_page())
         await watch(context, browser)
         try:
@@ -148,10 +152,10 @@ async def enter_token(page: Page, token: str) -> str:
 
 
 async def test_graphiql_runs_a_query_with_the_token_from_the_headers_editor(
-    live_server: LiveServer, tmp_path: Path
+    live_server: LiveServer, chromium: Chromium
 ) -> None:
     token = await live_server.token(workspace="site:graphiql", owner="user:browser")
-    async with graphiql(live_server, tmp_path / "profile", "graphiql-query.png") as browser:
+    async with graphiql(live_server, chromium, "graphiql-query.png") as browser:
         page = browser.page
         assert "viewer" in await editor_text(page, QUERY_EDITOR)
 
@@ -187,12 +191,12 @@ async def test_graphiql_runs_a_query_with_the_token_from_the_headers_editor(
 
 
 async def test_graphiql_runs_a_subscription_over_the_websocket(
-    live_server: LiveServer, tmp_path: Path
+    live_server: LiveServer, chromium: Chromium
 ) -> None:
     token = await live_server.token(workspace="site:graphiql", owner="user:browser")
     async with live_server.client(token) as gql:
         conversation_id = await create(gql, "watched")
-        async with graphiql(live_server, tmp_path / "profile", "graphiql-subscription.png") as b:
+        async with graphiql(live_server, chromium, "graphiql-subscription.png") as b:
             authorization = await enter_token(b.page, token)
             await start(
                 b.page,

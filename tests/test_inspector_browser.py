@@ -31,13 +31,14 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from tests.browser import ARTIFACTS, chromium, is_local, keep_local
+from tests.browser import ARTIFACTS, PAGE_TESTS, is_local, keep_local, new_context
 from tests.conftest import GraphQLClient
 
-with contextlib.suppress(ImportError):  # without Playwright, chromium() skips the test
+with contextlib.suppress(ImportError):  # without Playwright, the chromium fixture skips the test
     from playwright.async_api import expect
 
 if TYPE_CHECKING:
+    from playwright.async_api import Browser as Chromium
     from playwright.async_api import (
         BrowserContext,
         ConsoleMessage,
@@ -53,7 +54,8 @@ if TYPE_CHECKING:
 
     from tests.live_server import LiveServer
 
-pytest_plugins = ["tests.live_server"]
+pytest_plugins = ["tests.live_server", "tests.browser"]
+pytestmark = PAGE_TESTS
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -111,14 +113,15 @@ class Browser:
 @asynccontextmanager
 async def inspector(
     server: LiveServer,
-    profile: Path,
+    chromium: Chromium,
     screenshot: str,
     viewport: ViewportSize = DESKTOP,
 ) -> AsyncIterator[Browser]:
-    """/ui loaded from `server` in a fresh Chromium profile; fails on any non-local request,
-    console error or page error. The screenshot is taken when the block ends, also on failure."""
-    async with chromium(
-        profile, viewport=viewport, color_scheme="light", reduced_motion="reduce", locale="en-US"
+    """/ui loaded from `server` in a fresh context of the shared Chromium; fails on any
+    non-local request, console error or page error. The screenshot is taken when the block
+    ends, also on failure."""
+    async with new_context(
+        chromium, viewport=viewport, color_scheme="light", reduced_motion="reduce", locale="en-US"
     ) as context:
         browser = Browser(await context.new_page(), context)
         await watch(browser)
@@ -441,12 +444,12 @@ async def check_owner_type_filter(page: Page, gql: GraphQLClient) -> None:
 
 
 async def test_inspector_shows_the_tree_transcripts_and_checkpoints_live(
-    live_server: LiveServer, tmp_path: Path
+    live_server: LiveServer, chromium: Chromium
 ) -> None:
     token = await live_server.token(workspace="site:inspector", owner="user:ada", scope="admin")
     async with live_server.client(token) as gql:
         seeded = await seed(gql)
-        async with inspector(live_server, tmp_path / "profile", "inspector-end.png") as browser:
+        async with inspector(live_server, chromium, "inspector-end.png") as browser:
             page = browser.page
             await sign_in(page, token)
 
@@ -616,8 +619,10 @@ async def test_inspector_shows_the_tree_transcripts_and_checkpoints_live(
             assert await page.evaluate("() => localStorage.length") == 0
 
 
-async def test_a_bad_token_gets_a_clear_message(live_server: LiveServer, tmp_path: Path) -> None:
-    async with inspector(live_server, tmp_path / "profile", "inspector-bad-token.png") as browser:
+async def test_a_bad_token_gets_a_clear_message(
+    live_server: LiveServer, chromium: Chromium
+) -> None:
+    async with inspector(live_server, chromium, "inspector-bad-token.png") as browser:
         page = browser.page
         # Chromium reports the 401 response on the console itself; nothing else may appear.
         browser.expected_console.append(
@@ -634,9 +639,11 @@ async def test_a_bad_token_gets_a_clear_message(live_server: LiveServer, tmp_pat
         no_token_anywhere(browser, bogus)
 
 
-async def test_a_revoked_token_signs_the_page_out(live_server: LiveServer, tmp_path: Path) -> None:
+async def test_a_revoked_token_signs_the_page_out(
+    live_server: LiveServer, chromium: Chromium
+) -> None:
     token = await live_server.token(workspace="site:inspector", owner="user:ada", label="revoke-me")
-    async with inspector(live_server, tmp_path / "profile", "inspector-revoked.png") as browser:
+    async with inspector(live_server, chromium, "inspector-revoked.png") as browser:
         browser.expected_console.append(
             re.compile(r"console error: Failed to load resource: .*status of 401")
         )
@@ -654,12 +661,12 @@ async def test_a_revoked_token_signs_the_page_out(live_server: LiveServer, tmp_p
         assert await page.evaluate("() => sessionStorage.length") == 0
 
 
-async def test_the_list_fits_a_phone_screen(live_server: LiveServer, tmp_path: Path) -> None:
+async def test_the_list_fits_a_phone_screen(live_server: LiveServer, chromium: Chromium) -> None:
     token = await live_server.token(workspace="site:inspector", owner="user:ada")
     async with live_server.client(token) as gql:
         await seed(gql)
         async with inspector(
-            live_server, tmp_path / "profile", "inspector-phone.png", viewport=PHONE
+            live_server, chromium, "inspector-phone.png", viewport=PHONE
         ) as browser:
             page = browser.page
             await sign_in(page, token)
@@ -696,7 +703,7 @@ async def test_the_list_fits_a_phone_screen(live_server: LiveServer, tmp_path: P
 
 
 async def test_live_updates_resume_after_the_websocket_drops(
-    live_server: LiveServer, tmp_path: Path
+    live_server: LiveServer, chromium: Chromium
 ) -> None:
     """The page's WebSocket is cut (the server stays up); what is written meanwhile shows up
     once the page has reconnected, without a reload."""
@@ -710,7 +717,7 @@ async def test_live_updates_resume_after_the_websocket_drops(
 
     async with live_server.client(token) as gql:
         seeded = await seed(gql)
-        async with inspector(live_server, tmp_path / "profile", "inspector-reconnect.png") as b:
+        async with inspector(live_server, chromium, "inspector-reconnect.png") as b:
             page = b.page
             await page.route_web_socket(re.compile(r"^ws://127\.0\.0\.1:\d+/graphql$"), through)
             await sign_in(page, token)
@@ -791,7 +798,7 @@ async def test_live_updates_resume_after_the_websocket_drops(
 
 
 async def test_writes_between_the_read_and_the_subscription_show_once(
-    live_server: LiveServer, tmp_path: Path
+    live_server: LiveServer, chromium: Chromium
 ) -> None:
     """A conversation opens with a read, then a subscription: what is written in between is
     neither lost nor shown twice. The test makes the window wide and certain: one write as
@@ -837,7 +844,7 @@ async def test_writes_between_the_read_and_the_subscription_show_once(
             ws.on_message(held.put_nowait)
             forwarding.append(asyncio.create_task(forward(server)))
 
-        async with inspector(live_server, tmp_path / "profile", "inspector-window.png") as b:
+        async with inspector(live_server, chromium, "inspector-window.png") as b:
             page = b.page
             page.on("response", on_response)
             await page.route(re.compile(r"/graphql$"), after_the_read)
@@ -863,7 +870,7 @@ async def test_writes_between_the_read_and_the_subscription_show_once(
 
 
 async def test_a_link_followed_while_signing_in_opens_once_signed_in(
-    live_server: LiveServer, tmp_path: Path
+    live_server: LiveServer, chromium: Chromium
 ) -> None:
     """The address changes to a conversation while sign-in is still asking the server what it
     offers: the page opens that conversation when sign-in ends, without an error."""
@@ -879,7 +886,7 @@ async def test_a_link_followed_while_signing_in_opens_once_signed_in(
             await answer.wait()
         await route.fallback()
 
-    async with inspector(live_server, tmp_path / "profile", "inspector-early-link.png") as b:
+    async with inspector(live_server, chromium, "inspector-early-link.png") as b:
         page = b.page
         await page.route("**/graphql", hold_capabilities)
         await sign_in(page, token)
@@ -918,7 +925,7 @@ async def test_the_page_has_no_inline_code_and_its_assets_are_local(
 
 
 async def test_a_long_transcript_is_read_in_windows(
-    live_server: LiveServer, tmp_path: Path
+    live_server: LiveServer, chromium: Chromium
 ) -> None:
     """10,000 messages: the page holds a window of them (at most 300), moving it as the reader
     scrolls, instead of all of them."""
@@ -932,7 +939,7 @@ async def test_a_long_transcript_is_read_in_windows(
                 for i in range(start, start + 1_000)
             ]
             await ok(gql, APPEND, {"id": cid, "messages": batch})
-        async with inspector(live_server, tmp_path / "profile", "inspector-long.png") as browser:
+        async with inspector(live_server, chromium, "inspector-long.png") as browser:
             page = browser.page
             await sign_in(page, token)
             await expect(page.locator(".conv-row")).to_have_count(1, timeout=TIMEOUT_MS)
@@ -961,13 +968,13 @@ async def test_a_long_transcript_is_read_in_windows(
             await expect(messages.first.locator(".seq")).to_have_text("#1")
 
 
-async def test_the_list_pages_with_load_more(live_server: LiveServer, tmp_path: Path) -> None:
+async def test_the_list_pages_with_load_more(live_server: LiveServer, chromium: Chromium) -> None:
     """Keyset pages of 50: "Load more" brings the rest, each conversation once, newest first."""
     token = await live_server.token(workspace="site:inspector", owner="user:ada")
     async with live_server.client(token) as gql:
         for n in range(1, 54):
             await ok(gql, CREATE_CONVERSATION, {"input": {"title": f"Conversation {n:02d}"}})
-        async with inspector(live_server, tmp_path / "profile", "inspector-paging.png") as browser:
+        async with inspector(live_server, chromium, "inspector-paging.png") as browser:
             page = browser.page
             await sign_in(page, token)
             rows = page.locator(".conv-list .conv-row .conv-title")
@@ -984,9 +991,9 @@ async def test_the_list_pages_with_load_more(live_server: LiveServer, tmp_path: 
             await expect(page.locator(".conv-row").nth(50)).to_be_focused()
 
 
-async def test_the_json_helpers_in_the_browser(live_server: LiveServer, tmp_path: Path) -> None:
+async def test_the_json_helpers_in_the_browser(live_server: LiveServer, chromium: Chromium) -> None:
     """The diff and the lossless JSON module, run by the browser as the page runs them."""
-    async with inspector(live_server, tmp_path / "profile", "inspector-json.png") as browser:
+    async with inspector(live_server, chromium, "inspector-json.png") as browser:
         result = await browser.page.evaluate(
             """async () => {
               const m = await import("/ui/assets/json.js");
@@ -1013,9 +1020,11 @@ async def test_the_json_helpers_in_the_browser(live_server: LiveServer, tmp_path
     }
 
 
-async def test_a_tool_result_is_named_by_text_only(live_server: LiveServer, tmp_path: Path) -> None:
+async def test_a_tool_result_is_named_by_text_only(
+    live_server: LiveServer, chromium: Chromium
+) -> None:
     """A tool name that is an object was shown as "Tool result: [object Object]"."""
-    async with inspector(live_server, tmp_path / "profile", "inspector-tool-name.png") as browser:
+    async with inspector(live_server, chromium, "inspector-tool-name.png") as browser:
         labels = await browser.page.evaluate(
             """async () => {
               const m = await import("/ui/assets/messages.js");

@@ -10,9 +10,9 @@ test_inspector_browser.py (skipped without it).
 from __future__ import annotations
 
 import contextlib
-from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tests.browser import PAGE_TESTS
 from tests.test_inspector_browser import (
     APPEND,
     COMPLETE,
@@ -25,16 +25,18 @@ from tests.test_inspector_browser import (
     sign_in,
 )
 
-with contextlib.suppress(ImportError):  # without Playwright, inspector() skips the test
+with contextlib.suppress(ImportError):  # without Playwright, the chromium fixture skips the test
     from playwright.async_api import expect
 
 if TYPE_CHECKING:
+    from playwright.async_api import Browser as Chromium
     from playwright.async_api import Page
 
     from tests.conftest import GraphQLClient
     from tests.live_server import LiveServer
 
-pytest_plugins = ["tests.live_server"]
+pytest_plugins = ["tests.live_server", "tests.browser"]
+pytestmark = PAGE_TESTS
 
 WORKSPACE = "site:figures-ui"
 # The page asks again 1.5 s after the last live event.
@@ -57,7 +59,7 @@ async def shows(page: Page, label: str, value: str, within_ms: int = TIMEOUT_MS)
 
 
 async def test_the_figures_are_the_tokens_own_and_follow_live_writes(
-    live_server: LiveServer, tmp_path: Path
+    live_server: LiveServer, chromium: Chromium
 ) -> None:
     ada = await live_server.token(workspace=WORKSPACE, owner="user:ada")
     bob = await live_server.token(workspace=WORKSPACE, owner="user:bob")
@@ -67,7 +69,7 @@ async def test_the_figures_are_the_tokens_own_and_follow_live_writes(
     async with live_server.client(ada) as as_ada:
         root = await conversation(as_ada, "Ada's", 3, 4)
         helper = await delegate(as_ada, root, ("lead", "helper"), "Look it up")
-        async with inspector(live_server, tmp_path / "profile", "inspector-figures.png") as b:
+        async with inspector(live_server, chromium, "inspector-figures.png") as b:
             page = b.page
             await sign_in(page, ada)
             # Ada's records only: her conversation and its delegation's child transcript.

@@ -22,10 +22,10 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from graph.store.repository.replay import EXPIRED
+from tests.browser import PAGE_TESTS
 from tests.test_inspector_browser import (
     APPEND,
     CREATE_CONVERSATION,
@@ -40,16 +40,18 @@ from tests.test_inspector_browser import (
     sign_in,
 )
 
-with contextlib.suppress(ImportError):  # without Playwright, inspector() skips the test
+with contextlib.suppress(ImportError):  # without Playwright, the chromium fixture skips the test
     from playwright.async_api import expect
 
 if TYPE_CHECKING:
+    from playwright.async_api import Browser as Chromium
     from playwright.async_api import Page, Route, WebSocketRoute
 
     from tests.conftest import GraphQLClient
     from tests.live_server import LiveServer
 
-pytest_plugins = ["tests.live_server"]
+pytest_plugins = ["tests.live_server", "tests.browser"]
+pytestmark = PAGE_TESTS
 
 GRAPHQL = re.compile(r"/graphql$")
 WS_URL = re.compile(r"^ws://127\.0\.0\.1:\d+/graphql$")
@@ -275,7 +277,7 @@ async def until(check: Callable[[], bool], what: str) -> None:
 @asynccontextmanager
 async def conversation_open(
     live_server: LiveServer,
-    profile: Path,
+    chromium: Chromium,
     screenshot: str,
     failures: list[Fail] | None = None,
     transcript_failures: list[Fail] | None = None,
@@ -300,7 +302,7 @@ async def conversation_open(
             {"role": "assistant", "content": "Second"},
         ]
         await ok(gql, APPEND, {"id": cid, "messages": messages})
-        async with inspector(live_server, profile, screenshot) as browser:
+        async with inspector(live_server, chromium, screenshot) as browser:
             browser.expected_console.append(FAILED_LOADS)
             page = browser.page
             await page.route(GRAPHQL, reads.handle)
@@ -334,7 +336,7 @@ def transcript_error(page: Page) -> Any:
 
 
 async def test_a_failed_first_read_is_shown_and_tried_again(
-    live_server: LiveServer, tmp_path: Path
+    live_server: LiveServer, chromium: Chromium
 ) -> None:
     """The page's first read of the conversation fails four times: the server cannot be
     reached, then it answers 408 (the request came too slowly), then a proxy answers 502,
@@ -343,9 +345,7 @@ async def test_a_failed_first_read_is_shown_and_tried_again(
     eventCursor, and goes on live. (It was left with an error, no subscription and no way
     back but a reload; after the 408, whose errors have no code, it still was.)"""
     failures = [unreachable, too_slow, bad_gateway, unavailable(3)]
-    async with conversation_open(
-        live_server, tmp_path / "profile", "inspector-first-read.png", failures
-    ) as s:
+    async with conversation_open(live_server, chromium, "inspector-first-read.png", failures) as s:
         page = s.page
         await expect(error(page)).to_contain_text(
             "Could not read this conversation (trying again in", timeout=TIMEOUT_MS
@@ -373,29 +373,27 @@ async def test_a_failed_first_read_is_shown_and_tried_again(
 
 
 async def test_a_retry_after_of_zero_does_not_make_the_page_ask_at_once(
-    live_server: LiveServer, tmp_path: Path
+    live_server: LiveServer, chromium: Chromium
 ) -> None:
     """A proxy in front of the server answers 503 with Retry-After: 0, three times: the page
     waits as it does when no wait was asked for (from 1 s, doubling), not at once, which
     turned an outage into a loop of reads as fast as the network allowed."""
     failures = [unavailable(0), unavailable(0), unavailable(0)]
-    async with conversation_open(
-        live_server, tmp_path / "profile", "inspector-zero.png", failures
-    ) as s:
+    async with conversation_open(live_server, chromium, "inspector-zero.png", failures) as s:
         await expect(s.page.locator("#conv-title")).to_have_text("Recovering", timeout=TIMEOUT_MS)
         gaps = [b - a for a, b in zip(s.reads.asked, s.reads.asked[1:], strict=False)]
         assert len(gaps) == 3 and min(gaps) >= 0.45, gaps
 
 
 async def test_after_an_expired_cursor_the_page_listens_again_only_from_a_new_read(
-    live_server: LiveServer, tmp_path: Path
+    live_server: LiveServer, chromium: Chromium
 ) -> None:
     """The page's stream ends with CURSOR_EXPIRED and its re-reads fail twice (503 with
     Retry-After: 1, then the server cannot be reached). Meanwhile the page says it is out of
     date and does not subscribe; once a read succeeds it subscribes from that read's
     eventCursor, shows what was written meanwhile, and goes on live. (It subscribed at once
     from no cursor, on the state of before, and looked up to date.)"""
-    async with conversation_open(live_server, tmp_path / "profile", "inspector-expired.png") as s:
+    async with conversation_open(live_server, chromium, "inspector-expired.png") as s:
         page = s.page
         s.reads.failures = [unavailable(1), unreachable]
         s.relay.end_stream([CURSOR_GONE])
@@ -418,7 +416,7 @@ async def test_after_an_expired_cursor_the_page_listens_again_only_from_a_new_re
 
 
 async def test_while_the_page_waits_to_read_again_its_notice_says_when_it_will(
-    live_server: LiveServer, tmp_path: Path
+    live_server: LiveServer, chromium: Chromium
 ) -> None:
     """The page's stream fails, and the server answers its re-read with 503 and Retry-After:
     3. While the page waits those 3 s, its notice says that it will read the conversation
@@ -426,7 +424,7 @@ async def test_while_the_page_waits_to_read_again_its_notice_says_when_it_will(
     reading the conversation again only while a read is on its way, and goes once one went
     through. (It said "reading the conversation again…" all along, also while it only
     waited.)"""
-    async with conversation_open(live_server, tmp_path / "profile", "inspector-wait.png") as s:
+    async with conversation_open(live_server, chromium, "inspector-wait.png") as s:
         page = s.page
         await page.evaluate(RECORD_NOTICES)
         s.reads.failures = [unavailable(3)]
@@ -460,7 +458,7 @@ async def test_while_the_page_waits_to_read_again_its_notice_says_when_it_will(
 
 
 async def test_a_transcript_whose_first_read_fails_is_read_again(
-    live_server: LiveServer, tmp_path: Path
+    live_server: LiveServer, chromium: Chromium
 ) -> None:
     """The conversation's head is read, but the first reads of its transcript fail: 503 with
     Retry-After: 1, then a proxy's 502. The transcript says what went wrong and when it is
@@ -469,7 +467,7 @@ async def test_a_transcript_whose_first_read_fails_is_read_again(
     what went wrong and stayed empty.)"""
     failures = [unavailable(1), bad_gateway]
     async with conversation_open(
-        live_server, tmp_path / "profile", "inspector-first-transcript.png", None, failures
+        live_server, chromium, "inspector-first-transcript.png", None, failures
     ) as s:
         page = s.page
         await expect(page.locator("#conv-title")).to_have_text("Recovering", timeout=TIMEOUT_MS)
@@ -496,7 +494,7 @@ async def test_a_transcript_whose_first_read_fails_is_read_again(
 
 
 async def test_a_transcript_read_again_is_tried_again_before_the_page_listens_again(
-    live_server: LiveServer, tmp_path: Path
+    live_server: LiveServer, chromium: Chromium
 ) -> None:
     """The server ends the page's stream, and a message is written before the page reads the
     conversation again (its first new read is refused with 503). That read goes through, but
@@ -507,9 +505,7 @@ async def test_a_transcript_read_again_is_tried_again_before_the_page_listens_ag
     subscribes from the eventCursor of its read of the conversation and goes on live. (The
     transcript's failure was shown and never tried again, the page subscribed at once, and
     the message, in no event of the new stream, was missing for good.)"""
-    async with conversation_open(
-        live_server, tmp_path / "profile", "inspector-transcript-again.png"
-    ) as s:
+    async with conversation_open(live_server, chromium, "inspector-transcript-again.png") as s:
         page = s.page
 
         async def write_then_refuse(route: Route) -> None:
@@ -551,12 +547,12 @@ async def test_a_transcript_read_again_is_tried_again_before_the_page_listens_ag
 
 
 async def test_a_stream_the_server_ends_is_followed_by_a_new_read_and_stream(
-    live_server: LiveServer, tmp_path: Path
+    live_server: LiveServer, chromium: Chromium
 ) -> None:
     """The server ends the page's stream with `complete` (as when it stops): the page reads
     the conversation again and subscribes from that read. (It said that the server had ended
     the live updates, and stayed as it was.)"""
-    async with conversation_open(live_server, tmp_path / "profile", "inspector-ended.png") as s:
+    async with conversation_open(live_server, chromium, "inspector-ended.png") as s:
         s.relay.end_stream()
         await until(lambda: len(s.relay.subscribes) == 2, "the page's second subscribe")
         # From a new read: the first one's cursor is the same (nothing was written between),
@@ -570,12 +566,12 @@ async def test_a_stream_the_server_ends_is_followed_by_a_new_read_and_stream(
 
 
 async def test_a_snapshot_saved_while_out_of_date_is_listed_after_the_new_read(
-    live_server: LiveServer, tmp_path: Path
+    live_server: LiveServer, chromium: Chromium
 ) -> None:
     """The Snapshots tab was loaded, the reader went back to the transcript, and the stream
     failed; a snapshot saved before the page's new read is in no event the new stream brings.
     The Snapshots tab lists it. (Its count said 1 and its list "No compaction snapshots".)"""
-    async with conversation_open(live_server, tmp_path / "profile", "inspector-snaps.png") as s:
+    async with conversation_open(live_server, chromium, "inspector-snaps.png") as s:
         page = s.page
         snapshots = page.get_by_role("tab", name=re.compile("^Snapshots"))
         await snapshots.click()
@@ -596,12 +592,12 @@ async def test_a_snapshot_saved_while_out_of_date_is_listed_after_the_new_read(
 
 
 async def test_a_stream_ended_for_an_expired_cursor_says_so_for_a_person(
-    live_server: LiveServer, tmp_path: Path
+    live_server: LiveServer, chromium: Chromium
 ) -> None:
     """The page's stream ends with CURSOR_EXPIRED, whose message tells a client's code what
     to do ("read the state, subscribe anew"): the notice says what happened in words for the
     person reading the page, which reads again and goes on live."""
-    async with conversation_open(live_server, tmp_path / "profile", "inspector-behind.png") as s:
+    async with conversation_open(live_server, chromium, "inspector-behind.png") as s:
         s.reads.failures = [unavailable(2)]  # the notice stays up while the read waits
         s.relay.end_stream([{**CURSOR_GONE, "message": EXPIRED}])
         await expect(notice(s.page)).to_contain_text("no longer kept")
@@ -612,13 +608,13 @@ async def test_a_stream_ended_for_an_expired_cursor_says_so_for_a_person(
 
 
 async def test_a_stream_refused_after_a_reconnect_is_followed_by_a_new_read_and_stream(
-    live_server: LiveServer, tmp_path: Path
+    live_server: LiveServer, chromium: Chromium
 ) -> None:
     """The page's WebSocket drops (1012, a restart) and the server, its database not back
     yet, answers the page's subscribe on the new socket with DATABASE_UNAVAILABLE: the page
     reads the conversation again, subscribes from that read, and shows what was written
     meanwhile and after. (It said that live updates were off, and stopped updating.)"""
-    async with conversation_open(live_server, tmp_path / "profile", "inspector-refused.png") as s:
+    async with conversation_open(live_server, chromium, "inspector-refused.png") as s:
         page = s.page
         s.relay.refuse.append([UNAVAILABLE])
         await s.relay.sockets[0].close(code=1012, reason="Service Restart")
@@ -634,13 +630,13 @@ async def test_a_stream_refused_after_a_reconnect_is_followed_by_a_new_read_and_
 
 
 async def test_a_stream_that_keeps_failing_is_tried_again_less_and_less_often(
-    live_server: LiveServer, tmp_path: Path
+    live_server: LiveServer, chromium: Chromium
 ) -> None:
     """The server refuses every subscribe (DATABASE_UNAVAILABLE): the page reads and
     subscribes again at once the first time, then waits longer each time (1 s, 2 s, 4 s at
     most for the first three waits), instead of a loop of reads; once the server takes the
     subscribe, the page is live again."""
-    async with conversation_open(live_server, tmp_path / "profile", "inspector-backoff.png") as s:
+    async with conversation_open(live_server, chromium, "inspector-backoff.png") as s:
         s.relay.refuse.extend([[UNAVAILABLE]] * 100)
         s.relay.end_stream([UNAVAILABLE])
         await asyncio.sleep(6)
@@ -662,7 +658,7 @@ async def test_a_stream_that_keeps_failing_is_tried_again_less_and_less_often(
 
 
 async def test_a_deleted_conversation_or_a_revoked_token_ends_live_updates_for_good(
-    live_server: LiveServer, tmp_path: Path
+    live_server: LiveServer, chromium: Chromium
 ) -> None:
     """What no new read or stream can mend is said, and not tried again: a stream ended with
     NOT_FOUND; a conversation deleted (its CONVERSATION_DELETED event, then `complete`); a
@@ -684,7 +680,7 @@ async def test_a_deleted_conversation_or_a_revoked_token_ends_live_updates_for_g
     def ended(code: str, message: str) -> list[dict[str, Any]]:
         return [{"message": message, "extensions": {"code": code}, "path": ["conversationEvents"]}]
 
-    async with conversation_open(live_server, tmp_path / "profile", "inspector-final.png") as s:
+    async with conversation_open(live_server, chromium, "inspector-final.png") as s:
         page = s.page
         s.relay.end_stream(ended("NOT_FOUND", "conversation not found"))
         await expect(notice(page)).to_have_text(
@@ -730,7 +726,7 @@ async def test_a_deleted_conversation_or_a_revoked_token_ends_live_updates_for_g
 
 
 async def test_a_child_transcript_closed_while_it_is_read_again_does_not_hold_the_page_up(
-    live_server: LiveServer, tmp_path: Path
+    live_server: LiveServer, chromium: Chromium
 ) -> None:
     """The server ends the page's stream while a child's transcript is open in the side panel
     and its read is on its way; the reader closes the panel, and that read then fails (503,
@@ -738,7 +734,7 @@ async def test_a_child_transcript_closed_while_it_is_read_again_does_not_hold_th
     will, and listens again at once. (It waited the 30 s out to "read" a transcript no longer
     shown, its notice counting down to that read, and stayed out of date meanwhile, with no
     stream.)"""
-    async with conversation_open(live_server, tmp_path / "profile", "inspector-panel.png") as s:
+    async with conversation_open(live_server, chromium, "inspector-panel.png") as s:
         page = s.page
         await delegate(s.gql, s.conversation, ("root", "researcher"), "Look it up")
         released = asyncio.Event()
@@ -775,7 +771,7 @@ async def test_a_child_transcript_closed_while_it_is_read_again_does_not_hold_th
 
 
 async def test_a_failed_question_of_what_the_server_offers_is_asked_again(
-    live_server: LiveServer, tmp_path: Path
+    live_server: LiveServer, chromium: Chromium
 ) -> None:
     """At sign-in the page asks the server what it offers (introspection): the server cannot
     be reached, then answers 503 (Retry-After: 1). The page says so, asks again, learns that
@@ -792,7 +788,7 @@ async def test_a_failed_question_of_what_the_server_offers_is_asked_again(
     failures: list[Fail] = [unreachable, unavailable_once_said]
     async with conversation_open(
         live_server,
-        tmp_path / "profile",
+        chromium,
         "inspector-capabilities-again.png",
         capability_failures=failures,
     ) as s:
@@ -807,7 +803,7 @@ async def test_a_failed_question_of_what_the_server_offers_is_asked_again(
 
 
 async def test_two_reads_of_the_conversation_at_once_are_one_read_that_is_tried_again(
-    live_server: LiveServer, tmp_path: Path
+    live_server: LiveServer, chromium: Chromium
 ) -> None:
     """A server with introspection off: the page knows no eventCursor, so it subscribes first
     and then reads, and reads everything again whenever its WebSocket reconnects. Its first
@@ -819,7 +815,7 @@ async def test_two_reads_of_the_conversation_at_once_are_one_read_that_is_tried_
     never its transcript.)"""
     failures = [unavailable(3), unavailable(1)]
     async with conversation_open(
-        live_server, tmp_path / "profile", "inspector-two-reads.png", failures, introspection=False
+        live_server, chromium, "inspector-two-reads.png", failures, introspection=False
     ) as s:
         page = s.page
         await until(lambda: len(s.relay.subscribes) == 1, "the page's subscribe")
@@ -836,13 +832,13 @@ async def test_two_reads_of_the_conversation_at_once_are_one_read_that_is_tried_
 
 
 async def test_a_read_of_the_conversation_after_an_event_is_tried_again(
-    live_server: LiveServer, tmp_path: Path
+    live_server: LiveServer, chromium: Chromium
 ) -> None:
     """The conversation is renamed, and the page's read of it after that event is refused
     (503, Retry-After: 1): the page says so and when it tries again, reads it again after
     that wait, and shows the new title. (Its failure was shown and nothing read it again
     until the next event: the old title stayed, under the error.)"""
-    async with conversation_open(live_server, tmp_path / "profile", "inspector-renamed.png") as s:
+    async with conversation_open(live_server, chromium, "inspector-renamed.png") as s:
         page = s.page
         s.reads.failures = [unavailable(1)]
         await ok(s.gql, RENAME, {"id": s.conversation, "title": "Renamed"})
@@ -856,7 +852,7 @@ async def test_a_read_of_the_conversation_after_an_event_is_tried_again(
 
 
 async def test_a_stream_that_ends_while_the_page_reads_again_leaves_it_out_of_date(
-    live_server: LiveServer, tmp_path: Path
+    live_server: LiveServer, chromium: Chromium
 ) -> None:
     """A server with introspection off: the page listens, then reads. The server ends the
     page's stream; the page listens again and reads the conversation again, and while that
@@ -865,7 +861,7 @@ async def test_a_stream_that_ends_while_the_page_reads_again_leaves_it_out_of_da
     (The first read, once through, cleared the notice's reason: it counted down to a read
     without saying why, and then showed nothing while the page read again.)"""
     async with conversation_open(
-        live_server, tmp_path / "profile", "inspector-two-ends.png", introspection=False
+        live_server, chromium, "inspector-two-ends.png", introspection=False
     ) as s:
         page = s.page
         released = asyncio.Event()
@@ -893,13 +889,13 @@ async def test_a_stream_that_ends_while_the_page_reads_again_leaves_it_out_of_da
 
 
 async def test_two_events_in_a_row_leave_the_latest_conversation_shown(
-    live_server: LiveServer, tmp_path: Path
+    live_server: LiveServer, chromium: Chromium
 ) -> None:
     """The conversation is renamed twice, the second time while the answer to the page's read
     after the first is held up on its way: the page ends up showing the second title. (Each
     event had a read of its own, and the first one's answer, arriving last, put the first
     title back for good.)"""
-    async with conversation_open(live_server, tmp_path / "profile", "inspector-renames.png") as s:
+    async with conversation_open(live_server, chromium, "inspector-renames.png") as s:
         page = s.page
         released = asyncio.Event()
 
@@ -952,7 +948,7 @@ async def three_levels(s: Session) -> None:
 
 
 async def test_a_tree_read_again_is_tried_again_until_it_is_read(
-    live_server: LiveServer, tmp_path: Path
+    live_server: LiveServer, chromium: Chromium
 ) -> None:
     """The server ends the page's stream while the Delegations tab is open, a delegation is
     made before the page reads the conversation again (so no event of the new stream has
@@ -960,7 +956,7 @@ async def test_a_tree_read_again_is_tried_again_until_it_is_read(
     says so and when it is read again, and then shows the new delegation, without the error.
     (The failure was shown over a tree emptied of its delegations, and nothing read it
     again.)"""
-    async with conversation_open(live_server, tmp_path / "profile", "inspector-tree.png") as s:
+    async with conversation_open(live_server, chromium, "inspector-tree.png") as s:
         page = s.page
         await delegate(s.gql, s.conversation, ("root", "researcher"), "Look it up")
         await page.get_by_role("tab", name=re.compile("^Delegations")).click()
@@ -986,14 +982,14 @@ async def test_a_tree_read_again_is_tried_again_until_it_is_read(
 
 
 async def test_two_tree_reloads_at_once_keep_what_the_reader_unfolded(
-    live_server: LiveServer, tmp_path: Path
+    live_server: LiveServer, chromium: Chromium
 ) -> None:
     """The reader unfolded the tree's third level; the server ends the page's stream twice in
     a row, and the page's read of the tree after the first end is held up until the page has
     asked for the tree again after the second. The tree ends up showing the third level
     still. (The second reload began on the first's tree, not loaded yet, so it saw nothing
     unfolded; the first carried on with the second's tree, and the third level was gone.)"""
-    async with conversation_open(live_server, tmp_path / "profile", "inspector-reloads.png") as s:
+    async with conversation_open(live_server, chromium, "inspector-reloads.png") as s:
         page = s.page
         await three_levels(s)
         first, rest = asyncio.Event(), asyncio.Event()
@@ -1015,13 +1011,13 @@ async def test_two_tree_reloads_at_once_keep_what_the_reader_unfolded(
 
 
 async def test_a_tree_reload_stops_when_the_view_is_closed(
-    live_server: LiveServer, tmp_path: Path
+    live_server: LiveServer, chromium: Chromium
 ) -> None:
     """The reader unfolded the tree's third level; the server ends the page's stream, and the
     reader leaves the conversation while the page's read of the tree after that is on its
     way. Once that read is answered the page reads nothing more for the closed view. (It
     went on to read the third level again, into a tree no longer shown.)"""
-    async with conversation_open(live_server, tmp_path / "profile", "inspector-closed.png") as s:
+    async with conversation_open(live_server, chromium, "inspector-closed.png") as s:
         page = s.page
         await three_levels(s)
         released = asyncio.Event()
@@ -1037,7 +1033,7 @@ async def test_a_tree_reload_stops_when_the_view_is_closed(
 
 
 async def test_a_snapshot_list_whose_read_fails_is_read_again(
-    live_server: LiveServer, tmp_path: Path
+    live_server: LiveServer, chromium: Chromium
 ) -> None:
     """A snapshot is saved while the Snapshots tab is open, and the page's read of the list
     after that event is refused (503, Retry-After: 1), while its read of the conversation
@@ -1045,7 +1041,7 @@ async def test_a_snapshot_list_whose_read_fails_is_read_again(
     does not clear that), then shows the snapshot. (The failure went to the conversation's
     error, which the read of the conversation then cleared; the list stayed at "Loading…",
     read never again, and a visit to the tab later did not read it either.)"""
-    async with conversation_open(live_server, tmp_path / "profile", "inspector-snap-fail.png") as s:
+    async with conversation_open(live_server, chromium, "inspector-snap-fail.png") as s:
         page = s.page
         await page.get_by_role("tab", name=re.compile("^Snapshots")).click()
         panel = page.locator(".tabpanel-snapshots")
@@ -1068,13 +1064,13 @@ async def test_a_snapshot_list_whose_read_fails_is_read_again(
 
 
 async def test_two_snapshots_saved_in_a_row_leave_the_latest_list_shown(
-    live_server: LiveServer, tmp_path: Path
+    live_server: LiveServer, chromium: Chromium
 ) -> None:
     """Two snapshots are saved while the Snapshots tab is open, the second while the answer
     to the page's read after the first is held up on its way: the list ends up with both.
     (Each event had a read of its own, and the first one's answer, arriving last, put the
     list of one snapshot back for good.)"""
-    async with conversation_open(live_server, tmp_path / "profile", "inspector-snaps2.png") as s:
+    async with conversation_open(live_server, chromium, "inspector-snaps2.png") as s:
         page = s.page
         await page.get_by_role("tab", name=re.compile("^Snapshots")).click()
         panel = page.locator(".tabpanel-snapshots")
