@@ -11,6 +11,7 @@ import pytest
 
 from graph.store.retention import sweep
 from tests.conftest import GraphQLClient, Server
+from tests.operations import CONVERSATION_EVENTS
 from tests.test_conversations import (
     CREATE,
     UPDATE,
@@ -24,6 +25,7 @@ from tests.test_conversations import (
     stored_rows,
     ts,
 )
+from tests.ws import connect_app, until_live
 
 TTL = timedelta(seconds=2)  # ahead enough that a loaded machine's request still finds it so
 
@@ -302,6 +304,61 @@ async def test_a_backlog_is_swept_whole_trees_at_a_time_and_all_of_it(
     }
 
 
+async def test_a_backlog_read_a_window_at_a_time_goes_tree_by_tree_each_announced_once(
+    server: Server, gql: GraphQLClient
+) -> None:
+    """The sweep reads a backlog a few expired conversations at a time (reading all of it at
+    once held the event loop for as long as it was large). A window that holds part of a
+    tree (a child, its root not: ids are random) still deletes the whole tree as its root's
+    delete: one CONVERSATION_DELETED, of the root, and nothing before it (a child taken for
+    a top of its own would be announced, and its parent updated)."""
+    later = datetime.now(UTC) + timedelta(hours=1)
+    roots, doomed = [], []
+    for _ in range(TREES):
+        root = (await create(gql, expiresAt=later.isoformat()))["id"]
+        levels = [root]
+        for _ in range(LEVELS - 1):
+            levels.append((await delegate(gql, levels[-1]))["childConversation"]["id"])
+        await append(gql, levels[-1], [{"role": "assistant", "content": "deep"}])
+        roots.append(root)
+        doomed += levels
+    kept = (await create(gql))["id"]
+    assert gql.token is not None
+    async with connect_app(server.app, token=gql.token) as socket:
+        await socket.init()
+        for op, root in enumerate(roots):
+            await socket.subscribe(
+                CONVERSATION_EVENTS, {"id": root, "descendants": True}, op=f"{op}"
+            )
+            await until_live(socket, gql, root, op=f"{op}")
+
+        removed = await sweep(
+            server.services.uow, now=later + timedelta(seconds=1), batch=2, window=1
+        )
+
+        assert removed == TREES * LEVELS
+        # Each stream's messages until its end (the trees go in their roots' order).
+        got: dict[str, list[tuple[str, str] | str]] = {f"{op}": [] for op in range(TREES)}
+        while any(not said or said[-1] != "complete" for said in got.values()):
+            message = await socket.receive()
+            if message["type"] == "next":
+                event = message["payload"]["data"]["conversationEvents"]
+                got[message["id"]].append((event["kind"], event["conversationId"]))
+            else:
+                got[message["id"]].append(message["type"])
+        assert got == {
+            f"{op}": [("CONVERSATION_DELETED", root), "complete"] for op, root in enumerate(roots)
+        }
+    assert await stored_rows(server, doomed) == dict.fromkeys(
+        ("conversation", "message", "snapshot", "delegation"), 0
+    )
+    assert await list_ids(gql) == [kept]
+
+
+# A root and three levels below it: a window of one starts at a root with a chance of one in
+# four, and at one of the six roots every time with a chance of one in 4,096.
+TREES = 6
+LEVELS = 4
 BACKLOG = 100
 
 
@@ -320,26 +377,27 @@ async def test_a_write_during_the_sweep_of_a_backlog_is_answered_before_the_swee
     assert principal is not None
     later = datetime.now(UTC) + timedelta(hours=1)
     async with uow.write(principal) as repo:
-        backlog = [
-            (
-                await repo.conversations.create(
-                    new_conversation(now=datetime.now(UTC), expires_at=later), announce=False
-                )
-            ).id
-            for _ in range(BACKLOG)
-        ]
+        for _ in range(BACKLOG):
+            made = new_conversation(now=datetime.now(UTC), expires_at=later)
+            await repo.conversations.create(made, announce=False)
     swept = asyncio.create_task(sweep(uow, now=later + timedelta(seconds=1), batch=1))
     try:
-        while await get(gql, min(backlog)) is not None:  # the sweep's first share is done
+        while await held(gql) == BACKLOG + 1:  # until the sweep's first share is done
             assert not swept.done()
         payload = await append(gql, live, [{"role": "user", "content": "meanwhile"}])
         assert payload["userErrors"] == []
-        # Answered while the sweep had yet to reach the last of them (it goes in id order).
-        assert await get(gql, max(backlog)) is not None
+        # Answered while the sweep had yet to reach the last of them.
+        assert await held(gql) > 1
     finally:
         removed = await swept
     assert removed == BACKLOG
     assert await list_ids(gql) == [live]
+
+
+async def held(gql: GraphQLClient) -> int:
+    """How many conversations the token sees."""
+    count: int = (await listing(gql))["totalCount"]
+    return count
 
 
 async def test_a_sweep_told_to_stop_ends_after_its_share_in_hand_and_the_next_one_finishes(
@@ -355,7 +413,7 @@ async def test_a_sweep_told_to_stop_ends_after_its_share_in_hand_and_the_next_on
     swept = asyncio.create_task(
         sweep(uow, now=later + timedelta(seconds=1), batch=1, stopping=stopping)
     )
-    while await get(gql, min(backlog)) is not None:
+    while await held(gql) == len(backlog):
         assert not swept.done()
     stopping.set()
     removed = await swept

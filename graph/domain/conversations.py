@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -221,14 +221,20 @@ class ExpiredTree:
     members: tuple[str, ...]
 
 
+def top_of(cid: str, ancestry: str, expired: Container[str]) -> str:
+    """The topmost expired conversation of the tree of the expired conversation `cid` (whose
+    ancestry is `ancestry`): the highest of its ancestors that `expired` holds, or itself. A
+    sweep deletes it with everything below it."""
+    return next((a for a in ancestry.split() if a in expired), cid)
+
+
 def expired_trees(expired: Iterable[tuple[str, str]]) -> list[ExpiredTree]:
     """The (id, ancestry) expired conversations, grouped under their topmost expired one, in
     the order of the tops' ids."""
     ancestries = dict(expired)
     members: dict[str, list[str]] = {}
     for cid, ancestry in ancestries.items():
-        top = next((a for a in ancestry.split() if a in ancestries), cid)
-        members.setdefault(top, []).append(cid)
+        members.setdefault(top_of(cid, ancestry, ancestries), []).append(cid)
     return [
         ExpiredTree(top, ancestries[top], tuple(sorted(members[top], key=lambda m: m != top)))
         for top in sorted(members)

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import delete
 
-from graph.domain.conversations import expired_trees, in_batches
+from graph.domain.conversations import in_batches
 from graph.domain.principal import SYSTEM
 from graph.store import event_log
 from graph.store.encryption_admin import shred_orphans
@@ -23,6 +23,9 @@ OUTBOX_KEEP = timedelta(hours=1)
 # Conversations deleted per transaction: each share holds the writer (SQLite) or its trees'
 # locks for tens of milliseconds, not the whole backlog's time.
 BATCH = 100
+# Expired conversations read at a time (with the rest of their trees): the backlog is never
+# held whole.
+WINDOW = 1_000
 
 logger = logging.getLogger("convograph.retention")
 
@@ -32,28 +35,38 @@ async def sweep(
     *,
     now: datetime | None = None,
     batch: int = BATCH,
+    window: int = WINDOW,
     stopping: asyncio.Event | None = None,
 ) -> int:
     """Delete expired conversations (cascading to transcripts, snapshots and delegations),
     announcing each deletion to subscribers (and in the log) as an explicit delete does, and
     prune the event log; the count of conversations.
 
-    Whole trees at a time, `batch` conversations to a transaction at most, and the other
-    requests of the process let in between: a backlog (a server that was down, a sweep that
-    was off) in one transaction held SQLite's writer, and on the inline driver the whole
-    process, for as long as it took (seconds for tens of thousands). Once `stopping` is set
-    (the server shuts down) no share begins: the rest is the next sweep's."""
+    The backlog is read `window` expired conversations at a time (with whatever else of
+    their trees expired) and deleted whole trees at a time, `batch` conversations to a
+    transaction at most, the other requests of the process let in between: a backlog (a
+    server that was down, a sweep that was off) in one transaction held SQLite's writer, and
+    on the inline driver the whole process, for as long as it took (seconds for tens of
+    thousands). Once `stopping` is set (the server shuts down) no share begins: the rest is
+    the next sweep's."""
     now = now or datetime.now(UTC)
-    async with uow.read(SYSTEM) as repo:
-        trees = expired_trees(await repo.conversations.expired(now))
     removed = 0
-    for trees_of_batch in in_batches(trees, batch):
-        if stopping is not None and stopping.is_set():
-            return removed
-        started = time.monotonic()
-        async with uow.write(SYSTEM) as repo:
-            removed += await repo.conversations.delete_expired(now, trees_of_batch)
-        await _give_way(started)
+    while True:
+        async with uow.read(SYSTEM) as repo:
+            trees = await repo.conversations.expired(now, first=window)
+        went = 0
+        for trees_of_batch in in_batches(trees, batch):
+            if stopping is not None and stopping.is_set():
+                return removed + went
+            started = time.monotonic()
+            async with uow.write(SYSTEM) as repo:
+                went += await repo.conversations.delete_expired(now, trees_of_batch)
+            await _give_way(started)
+        removed += went
+        # Done; or none of the window went although it had expired (a tree whose ancestry
+        # and delegations disagree), and the next window would be the same one.
+        if not went:
+            break
     old = now - timedelta(seconds=uow.settings.event_retention_seconds)
     while stopping is None or not stopping.is_set():
         started = time.monotonic()

@@ -314,6 +314,14 @@ def test_expired_conversations_group_under_their_topmost_expired_one() -> None:
     ]
 
 
+def test_the_top_of_an_expired_conversation_is_its_highest_expired_ancestor() -> None:
+    # The sweep reads a window of a backlog: what else expired is known apart from it.
+    assert conversations.top_of("t", "r s", {"r", "s"}) == "r"
+    assert conversations.top_of("t", "r s", {"s"}) == "s"  # below a root that lives on
+    assert conversations.top_of("t", "r s", set()) == "t"
+    assert conversations.top_of("r", "", {"x"}) == "r"
+
+
 def test_a_top_comes_first_whatever_order_its_members_were_read_in() -> None:
     (tree,) = conversations.expired_trees([("t", "r s"), ("s", "r"), ("r", "")])
     assert tree.members[0] == "r" and set(tree.members) == {"r", "s", "t"}

@@ -34,10 +34,12 @@ from graph.domain.conversations import (
     ExpiredTree,
     NewConversation,
     check_own_expiry,
+    expired_trees,
     lock_expiry,
     pending_since,
     root_of,
     search_words,
+    top_of,
 )
 from graph.domain.errors import not_found
 from graph.domain.events import EventKind
@@ -463,13 +465,46 @@ class Conversations(Part):
             *above, parent_id = deleted.ancestors
             await self.repo.versions.touch(parent_id, ancestry=" ".join(above))
 
-    async def expired(self, now: datetime) -> list[tuple[str, str]]:
-        """Retention (the process only): (id, ancestry) of every conversation past its
-        expiry."""
-        found = await self.sql.rows(
-            select(C.c.id, C.c.ancestry).where(self._expired(now)), self.params()
+    async def expired(self, now: datetime, *, first: int) -> list[ExpiredTree]:
+        """Retention (the process only): the trees of the `first` conversations to have
+        expired, each whole: its topmost expired conversation and every expired one below it,
+        those past the `first` too. The sweep reads a backlog a window at a time: reading all
+        of it at once held the event loop (SQLite) and the memory for as long as the backlog
+        was large. The earliest expiries come first, in the index's order among equal ones
+        (an order by id too sorted every conversation of that expiry again, each window)."""
+        window = await self.sql.rows(
+            select(C.c.id, C.c.ancestry)
+            .where(self._expired(now))
+            .order_by(C.c.expires_at)
+            .limit(first),
+            self.params(),
         )
-        return [(cid, ancestry) for cid, ancestry in found.values]
+        ancestries: dict[str, str] = dict(window.values)
+        # Which of their ancestors expired too (outside the window, some of them): the tree
+        # of each goes from its topmost expired one.
+        above = sorted({a for ancestry in ancestries.values() for a in ancestry.split()})
+        expired = set(ancestries)
+        for start in range(0, len(above), IDS_PER_STATEMENT):
+            found = await self.sql.rows(
+                select(C.c.id).where(
+                    self._expired(now), C.c.id.in_(above[start : start + IDS_PER_STATEMENT])
+                ),
+                self.params(),
+            )
+            expired.update(found.scalars())
+        tops = sorted({top_of(cid, ancestry, expired) for cid, ancestry in ancestries.items()})
+        if not tops:
+            return []
+        # Their members, found down the delegations (indexed), not by ancestry (a scan).
+        tree = select(C.c.id).where(C.c.id.in_(tops)).cte("tree", recursive=True)
+        tree = tree.union_all(
+            select(D.c.child_conversation_id).where(D.c.parent_conversation_id == tree.c.id)
+        )
+        members = await self.sql.rows(
+            select(C.c.id, C.c.ancestry).where(self._expired(now), C.c.id.in_(select(tree.c.id))),
+            self.params(),
+        )
+        return expired_trees(members.values)
 
     async def delete_expired(self, now: datetime, trees: Sequence[ExpiredTree]) -> int:
         """Retention: delete the conversations of `trees` still past their expiry (a write
@@ -609,6 +644,8 @@ class Conversations(Part):
         return False
 
 
+# Ids bound to one statement at most: asyncpg takes 32,767 parameters, SQLite 32,766.
+IDS_PER_STATEMENT = 5_000
 # How many messages a long conversation's delete takes per statement on SQLite (see
 # Conversations._delete_messages_in_shares): each holds the event loop for tens of
 # milliseconds.
