@@ -12,7 +12,6 @@ from sqlalchemy import (
     JSON,
     ColumnElement,
     Select,
-    String,
     and_,
     bindparam,
     case,
@@ -20,7 +19,6 @@ from sqlalchemy import (
     delete,
     false,
     func,
-    literal,
     not_,
     or_,
     select,
@@ -495,13 +493,8 @@ class Conversations(Part):
         tops = sorted({top_of(cid, ancestry, expired) for cid, ancestry in ancestries.items()})
         if not tops:
             return []
-        # Their members, found down the delegations (indexed), not by ancestry (a scan).
-        tree = select(C.c.id).where(C.c.id.in_(tops)).cte("tree", recursive=True)
-        tree = tree.union_all(
-            select(D.c.child_conversation_id).where(D.c.parent_conversation_id == tree.c.id)
-        )
         members = await self.sql.rows(
-            select(C.c.id, C.c.ancestry).where(self._expired(now), C.c.id.in_(select(tree.c.id))),
+            select(C.c.id, C.c.ancestry).where(self._expired(now), C.c.id.in_(_trees(tops))),
             self.params(),
         )
         return expired_trees(members.values)
@@ -510,13 +503,9 @@ class Conversations(Part):
         """Retention: delete the conversations of `trees` still past their expiry (a write
         may have extended one since they were read), with everything below them; how many
         went."""
-        if len(trees) == 1:
-            # One tree, however large: its top and what is below it, without binding every
-            # id (past 32,766 of them no statement would take them).
-            (tree,) = trees
-            of_trees = _tree(tree.top, tree.ancestry)
-        else:
-            of_trees = C.c.id.in_([cid for tree in trees for cid in tree.members])
+        # The tops and what is below them, found again (without binding every member: past
+        # 32,766 of them no statement would take them).
+        of_trees = C.c.id.in_(_trees([tree.top for tree in trees]))
         return await self._delete_gone(and_(self._expired(now), of_trees))
 
     def _expired(self, now: datetime) -> ColumnElement[bool]:
@@ -660,26 +649,21 @@ _MESSAGES_UPTO = Prepared(
 )
 
 
-def _usage_of_tree(cid: str) -> Select[tuple[str, int, int]]:
-    """Each conversation of the tree under `cid` (`cid` included): its id, and what it
-    counts in its workspace's usage. Found down the delegations, by their index, where a
-    conversation's ancestry (indexed by nothing) would be a scan of them all."""
-    tree = select(literal(cid, String).label("id")).cte("tree", recursive=True)
+def _trees(tops: Sequence[str]) -> Select[tuple[str]]:
+    """The ids of the conversations `tops` and of every one below them, found down the
+    delegations, by their index, where a conversation's ancestry (indexed by nothing) would
+    be a scan of them all."""
+    tree = select(C.c.id).where(C.c.id.in_(tops)).cte("tree", recursive=True)
     tree = tree.union_all(
         select(D.c.child_conversation_id).where(D.c.parent_conversation_id == tree.c.id)
     )
-    return select(C.c.id, *usage_of_row()).where(C.c.id.in_(select(tree.c.id)))
+    return select(tree.c.id)
 
 
-def _tree(top: str, ancestry: str) -> ColumnElement[bool]:
-    """The conversation `top` (whose ancestry is `ancestry`) and every one below it, by
-    their ancestry: for the sweep, whose expired trees it selects again under their expiry."""
-    below = f"{ancestry} {top}".lstrip()
-    return or_(
-        C.c.id == top,
-        C.c.ancestry == below,
-        func.substr(C.c.ancestry, 1, len(below) + 1) == below + " ",
-    )
+def _usage_of_tree(cid: str) -> Select[tuple[str, int, int]]:
+    """Each conversation of the tree under `cid` (`cid` included): its id, and what it
+    counts in its workspace's usage."""
+    return select(C.c.id, *usage_of_row()).where(C.c.id.in_(_trees([cid])))
 
 
 @functools.cache
