@@ -213,11 +213,10 @@ def root_of(conversation_id: str, ancestry: str) -> str:
 @dataclass(frozen=True, slots=True)
 class ExpiredTree:
     """Expired conversations that go together: `top`, the topmost of them in its tree (a
-    root, or a child transcript that expired alone), with `ancestry` its own, and `members`,
-    `top` and every expired one below it (a child transcript's expiry is its root's)."""
+    root, or a child transcript that expired alone), and `members`, `top` and every expired
+    one below it (a child transcript's expiry is its root's)."""
 
     top: str
-    ancestry: str
     members: tuple[str, ...]
 
 
@@ -236,7 +235,7 @@ def expired_trees(expired: Iterable[tuple[str, str]]) -> list[ExpiredTree]:
     for cid, ancestry in ancestries.items():
         members.setdefault(top_of(cid, ancestry, ancestries), []).append(cid)
     return [
-        ExpiredTree(top, ancestries[top], tuple(sorted(members[top], key=lambda m: m != top)))
+        ExpiredTree(top, tuple(sorted(members[top], key=lambda m: m != top)))
         for top in sorted(members)
     ]
 
