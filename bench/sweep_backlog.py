@@ -1,6 +1,6 @@
 """A retention sweep of a backlog: how long the rest of the server waits for it.
 
-    python -m bench.sweep_backlog [--expired 20000] [--live 0] [--batch 100]
+    python -m bench.sweep_backlog [--expired 20000] [--live 0] [--batch 100] [--quotas]
                                   [--database-url postgresql+asyncpg://…]
 
 A server that was down, or whose sweep was off, finds many conversations expired at once.
@@ -11,7 +11,9 @@ one message to the live conversation every GAP seconds and a ticker sleeps TICK 
 a time (bench/stall.py): the bench reports the sweep's time, the longest an append took
 (median of the appends too), and the longest the event loop was late (health checks, reads
 and every other request of the process wait that long). `--batch` sets the sweep's share per
-transaction (`--batch 0`: the whole backlog in one, as before batching).
+transaction (`--batch 0`: the whole backlog in one, as before batching). `--quotas` turns
+the workspace quotas on (a quota no write reaches): each share then takes what it deleted
+off the workspace's usage, which `--live` conversations make large.
 """
 
 from __future__ import annotations
@@ -36,9 +38,11 @@ DELEGATE = """mutation($id: ID!) { createDelegation(input: {parentConversationId
 
 
 async def measure(
-    expired: int, database_url: str | None, batch: int, live: int = 0
+    expired: int, database_url: str | None, batch: int, live: int = 0, quotas: bool = False
 ) -> dict[str, Any]:
-    changes = {"database_url": database_url} if database_url else {}
+    changes: dict[str, Any] = {"database_url": database_url} if database_url else {}
+    if quotas:
+        changes["workspace_max_messages"] = 10**12
     with tempfile.TemporaryDirectory() as workdir:
         async with app_client(Path(workdir), **changes) as app:
             now = datetime.now(UTC)
@@ -82,8 +86,11 @@ def main() -> None:
     parser.add_argument("--database-url")
     parser.add_argument("--batch", type=int, default=BATCH)
     parser.add_argument("--live", type=int, default=0, help="conversations that stay")
+    parser.add_argument("--quotas", action="store_true", help="workspace quotas on")
     args = parser.parse_args()
-    result = asyncio.run(measure(args.expired, args.database_url, args.batch, args.live))
+    result = asyncio.run(
+        measure(args.expired, args.database_url, args.batch, args.live, args.quotas)
+    )
     print(
         f"removed {result['removed']} in {result['sweep_s']:.2f} s; "
         f"appends during it: {result['appends']}, p50 {result['append_p50_ms']:.1f} ms, "

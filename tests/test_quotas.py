@@ -285,6 +285,61 @@ async def test_the_sweep_of_expired_conversations_makes_room(settings: Settings)
         assert (await append(gql, fresh, "e", "f", "g", "h"))["userErrors"] == []
 
 
+@pytest.mark.parametrize("quota", ["messages", "bytes"])
+async def test_the_sweep_gives_back_exactly_what_each_expired_tree_held(
+    settings: Settings, quota: str
+) -> None:
+    """As a delete does: an expired root with a snapshot and a child transcript frees what
+    the three held, and the sweep takes it off the workspace's usage without counting the
+    whole workspace again (which read every conversation of it, once per share)."""
+    kept, root, child = [said("kept")], [said(f"root {i}") for i in range(4)], [said("c1")]
+    snapshot = [said("compacted")]
+    tree_bytes = size_of(root) + size_of(snapshot) + 2 + size_of(child)
+    if quota == "messages":
+        limits = settings.replace(workspace_max_messages=len(kept) + len(root) + len(child))
+    else:
+        limits = settings.replace(workspace_max_bytes=size_of(kept) + tree_bytes)
+    async with serving_as(limits) as (server, gql):
+        other = await create(gql)
+        assert (await gql(APPEND, {"id": other, "messages": kept}))["appendMessages"][
+            "userErrors"
+        ] == []
+        cid = await create(gql)
+        assert (await gql(APPEND, {"id": cid, "messages": root}))["appendMessages"][
+            "userErrors"
+        ] == []
+        if quota == "bytes":
+            saved = (await gql(SNAPSHOT, {"id": cid, "messages": snapshot}))["saveSnapshot"]
+            assert saved["userErrors"] == []
+        below = (await gql(DELEGATE, {"id": cid}))["createDelegation"]["delegation"]
+        below_id = below["childConversation"]["id"]
+        assert (await gql(APPEND, {"id": below_id, "messages": child}))["appendMessages"][
+            "userErrors"
+        ] == []
+        refused(await append(gql, other, "x"))  # full
+        soon = (datetime.now(UTC) + timedelta(minutes=1)).isoformat()
+        assert (await gql(EXPIRE, {"id": cid, "at": soon}))["updateConversation"][
+            "userErrors"
+        ] == []
+
+        def recount(statement: str) -> bool:
+            flat = " ".join(statement.split()).upper()
+            return flat.startswith("UPDATE WORKSPACE_USAGE") and "SUM(" in flat
+
+        async with server.statements(recount) as recounts:
+            later = datetime.now(UTC) + timedelta(hours=1)
+            assert await sweep(server.services.uow, now=later) == 2
+        assert recounts == []
+        if quota == "messages":
+            room = [said(str(i)) for i in range(len(root) + len(child))]
+        else:  # one message of exactly the freed bytes ({"role":"user","content":""}: 28)
+            room = [said("y" * (tree_bytes - 28))]
+        assert (await gql(APPEND, {"id": other, "messages": room}))["appendMessages"][
+            "userErrors"
+        ] == []
+        refused(await append(gql, other, "x"))
+
+
 KEYED = """mutation($key: String!, $at: DateTime) { createConversation(input: {
   title: "keyed", idempotencyKey: $key, expiresAt: $at}) { conversation { id } } }"""
 

@@ -535,6 +535,10 @@ class Conversations(Part):
             return 0
         doomed = [(cid, ancestry) for cid, ancestry, _ in selected.values]
         await event_log.lock_trees(self.sql, doomed)  # the roots first, as every write
+        quotas_on = self.repo.settings.quotas_on
+        # With quotas on, what each tree holds comes off its workspace's usage, as an
+        # explicit delete's does: counting the workspace again read all of it, each share.
+        held = await self._held_by_trees(doomed) if quotas_on else {}
         await self._keep_logged_messages(doomed)
         below: dict[str, list[str]] = {}
         if with_below and self.sql.encryption is not None:
@@ -556,13 +560,34 @@ class Conversations(Part):
             cascaded = {c for cid in went for c in below.get(cid, ())}
             self.repo.shredded.extend(conversation_ref(cid) for cid in went | cascaded)
         for conversation in expired:
-            self.repo.usage.deleted(conversation)
+            if not quotas_on:
+                self.repo.usage.deleted(conversation)  # kept right if an earlier run counted
             if went.isdisjoint(conversation.ancestors):
+                if quotas_on:
+                    messages, size = held.get(conversation.id, (0, 0))
+                    self.repo.usage.freed(conversation, messages=messages, size=size)
                 self.repo.publish(EventKind.CONVERSATION_DELETED, conversation, at=self.repo.now())
                 # A child transcript that expired alone (its own expiry, set by a release
                 # before they were refused) leaves its parent as an explicit delete does.
                 await self._parent_lost_one(conversation)
         return len(went)
+
+    async def _held_by_trees(self, doomed: Sequence[tuple[str, str]]) -> dict[str, tuple[int, int]]:
+        """What the tree under each topmost of the (id, ancestry) conversations `doomed`
+        holds, all of it (what is below it and lives on goes with it): the messages and bytes
+        that its workspace's usage counts, by the top's id."""
+        ids = {cid for cid, _ in doomed}
+        tops = sorted({top_of(cid, ancestry, ids) for cid, ancestry in doomed})
+        rows = await self.sql.rows(
+            select(C.c.id, C.c.ancestry, *usage_of_row()).where(C.c.id.in_(_trees(tops)))
+        )
+        held: dict[str, tuple[int, int]] = {}
+        of_tops = set(tops)
+        for cid, ancestry, messages, size in rows.values:
+            top = top_of(cid, ancestry, of_tops)
+            before = held.get(top, (0, 0))
+            held[top] = (before[0] + messages, before[1] + size)
+        return held
 
     async def _delete_messages_in_shares(self, counts: Sequence[tuple[str, int]]) -> None:
         """SQLite: before conversations are deleted, the messages of the long ones among
