@@ -128,46 +128,61 @@ async def test_a_write_past_the_message_quota_writes_nothing_and_a_delete_makes_
         refused(await append(gql, other, "x"))
 
 
+# A conversation that stays (one message), and a tree: a root of four messages with a snapshot
+# (counted in bytes) and a child transcript of one message.
+KEPT, ROOT, CHILD = [said("kept")], [said(f"root {i}") for i in range(4)], [said("c1")]
+COMPACTED = [said("compacted")]
+TREE_BYTES = size_of(ROOT) + size_of(COMPACTED) + 2 + size_of(CHILD)
+
+
+def room_for_the_tree(settings: Settings, quota: str) -> Settings:
+    """`settings` with a quota that the conversation that stays and the tree fill exactly."""
+    if quota == "messages":
+        return settings.replace(workspace_max_messages=len(KEPT) + len(ROOT) + len(CHILD))
+    return settings.replace(workspace_max_bytes=size_of(KEPT) + TREE_BYTES)
+
+
+async def fill_with_the_tree(gql: GraphQLClient, quota: str) -> tuple[str, str]:
+    """The conversation that stays and the tree's root, the workspace full; their ids."""
+    other = await create(gql)
+    assert (await gql(APPEND, {"id": other, "messages": KEPT}))["appendMessages"][
+        "userErrors"
+    ] == []
+    cid = await create(gql)
+    assert (await gql(APPEND, {"id": cid, "messages": ROOT}))["appendMessages"]["userErrors"] == []
+    if quota == "bytes":
+        saved = (await gql(SNAPSHOT, {"id": cid, "messages": COMPACTED}))["saveSnapshot"]
+        assert saved["userErrors"] == []
+    below = (await gql(DELEGATE, {"id": cid}))["createDelegation"]["delegation"]
+    below_id = below["childConversation"]["id"]
+    assert (await gql(APPEND, {"id": below_id, "messages": CHILD}))["appendMessages"][
+        "userErrors"
+    ] == []
+    refused(await append(gql, other, "x"))  # full
+    return other, cid
+
+
+async def takes_exactly_the_tree_s_room(gql: GraphQLClient, other: str, quota: str) -> None:
+    """Once the tree is gone: what it held fits in again, not a message or a byte more."""
+    if quota == "messages":
+        room = [said(str(i)) for i in range(len(ROOT) + len(CHILD))]
+    else:  # one message of exactly the freed bytes ({"role":"user","content":""}: 28)
+        room = [said("y" * (TREE_BYTES - 28))]
+        assert size_of(room) == TREE_BYTES
+    assert (await gql(APPEND, {"id": other, "messages": room}))["appendMessages"][
+        "userErrors"
+    ] == []
+    refused(await append(gql, other, "x"))
+
+
 @pytest.mark.parametrize("quota", ["messages", "bytes"])
 async def test_a_deleted_tree_gives_back_exactly_its_room(settings: Settings, quota: str) -> None:
     """A root with a snapshot and a child transcript with messages of its own: its delete
     frees what the three held, not a message or a byte more or less."""
-    kept, root, child = [said("kept")], [said(f"root {i}") for i in range(4)], [said("c1")]
-    snapshot = [said("compacted")]
-    tree_bytes = size_of(root) + size_of(snapshot) + 2 + size_of(child)
-    if quota == "messages":
-        limits = settings.replace(workspace_max_messages=len(kept) + len(root) + len(child))
-    else:
-        limits = settings.replace(workspace_max_bytes=size_of(kept) + tree_bytes)
-    async with serving_as(limits) as (_server, gql):
-        other = await create(gql)
-        assert (await gql(APPEND, {"id": other, "messages": kept}))["appendMessages"][
-            "userErrors"
-        ] == []
-        cid = await create(gql)
-        assert (await gql(APPEND, {"id": cid, "messages": root}))["appendMessages"][
-            "userErrors"
-        ] == []
-        if quota == "bytes":
-            saved = (await gql(SNAPSHOT, {"id": cid, "messages": snapshot}))["saveSnapshot"]
-            assert saved["userErrors"] == []
-        below = (await gql(DELEGATE, {"id": cid}))["createDelegation"]["delegation"]
-        below_id = below["childConversation"]["id"]
-        assert (await gql(APPEND, {"id": below_id, "messages": child}))["appendMessages"][
-            "userErrors"
-        ] == []
-        refused(await append(gql, other, "x"))  # full
-
+    async with serving_as(room_for_the_tree(settings, quota)) as (_server, gql):
+        other, cid = await fill_with_the_tree(gql, quota)
         assert (await gql(DELETE, {"id": cid}))["deleteConversation"]["deleted"] is True
-        if quota == "messages":
-            room = [said(str(i)) for i in range(len(root) + len(child))]
-        else:  # one message of exactly the freed bytes ({"role":"user","content":""}: 28)
-            room = [said("y" * (tree_bytes - 28))]
-            assert size_of(room) == tree_bytes
-        assert (await gql(APPEND, {"id": other, "messages": room}))["appendMessages"][
-            "userErrors"
-        ] == []
-        refused(await append(gql, other, "x"))
+        await takes_exactly_the_tree_s_room(gql, other, quota)
 
 
 async def test_the_byte_quota_counts_message_and_snapshot_json_in_utf8(
@@ -292,31 +307,8 @@ async def test_the_sweep_gives_back_exactly_what_each_expired_tree_held(
     """As a delete does: an expired root with a snapshot and a child transcript frees what
     the three held, and the sweep takes it off the workspace's usage without counting the
     whole workspace again (which read every conversation of it, once per share)."""
-    kept, root, child = [said("kept")], [said(f"root {i}") for i in range(4)], [said("c1")]
-    snapshot = [said("compacted")]
-    tree_bytes = size_of(root) + size_of(snapshot) + 2 + size_of(child)
-    if quota == "messages":
-        limits = settings.replace(workspace_max_messages=len(kept) + len(root) + len(child))
-    else:
-        limits = settings.replace(workspace_max_bytes=size_of(kept) + tree_bytes)
-    async with serving_as(limits) as (server, gql):
-        other = await create(gql)
-        assert (await gql(APPEND, {"id": other, "messages": kept}))["appendMessages"][
-            "userErrors"
-        ] == []
-        cid = await create(gql)
-        assert (await gql(APPEND, {"id": cid, "messages": root}))["appendMessages"][
-            "userErrors"
-        ] == []
-        if quota == "bytes":
-            saved = (await gql(SNAPSHOT, {"id": cid, "messages": snapshot}))["saveSnapshot"]
-            assert saved["userErrors"] == []
-        below = (await gql(DELEGATE, {"id": cid}))["createDelegation"]["delegation"]
-        below_id = below["childConversation"]["id"]
-        assert (await gql(APPEND, {"id": below_id, "messages": child}))["appendMessages"][
-            "userErrors"
-        ] == []
-        refused(await append(gql, other, "x"))  # full
+    async with serving_as(room_for_the_tree(settings, quota)) as (server, gql):
+        other, cid = await fill_with_the_tree(gql, quota)
         soon = (datetime.now(UTC) + timedelta(minutes=1)).isoformat()
         assert (await gql(EXPIRE, {"id": cid, "at": soon}))["updateConversation"][
             "userErrors"
@@ -330,14 +322,7 @@ async def test_the_sweep_gives_back_exactly_what_each_expired_tree_held(
             later = datetime.now(UTC) + timedelta(hours=1)
             assert await sweep(server.services.uow, now=later) == 2
         assert recounts == []
-        if quota == "messages":
-            room = [said(str(i)) for i in range(len(root) + len(child))]
-        else:  # one message of exactly the freed bytes ({"role":"user","content":""}: 28)
-            room = [said("y" * (tree_bytes - 28))]
-        assert (await gql(APPEND, {"id": other, "messages": room}))["appendMessages"][
-            "userErrors"
-        ] == []
-        refused(await append(gql, other, "x"))
+        await takes_exactly_the_tree_s_room(gql, other, quota)
 
 
 KEYED = """mutation($key: String!, $at: DateTime) { createConversation(input: {

@@ -15,11 +15,11 @@ exactly. A refused write rolls back whole: STORAGE_FULL, naming the quota.
 Deletes (a conversation and its tree, the sweep's expired ones) take what their trees held
 off the workspace's usage with quotas on, and without them count the workspace again from
 its conversations, after taking its usage row's lock (cheap without a usage row): a
-process that only deletes (the CLI's sweep) keeps a count an earlier run made right. A process started with
-quotas counts every workspace again (`recount_all`), since a process without them does
-not count what it writes: every replica must run with the same quota settings. One that
-starts while the database is away (or not migrated yet) counts before its first write
-(UnitOfWork.count_usage).
+process that only deletes (the CLI's sweep) keeps a count an earlier run made right. A
+process started with quotas counts every workspace again (`recount_all`), since a process
+without them does not count what it writes: every replica must run with the same quota
+settings. One that starts while the database is away (or not migrated yet) counts before
+its first write (UnitOfWork.count_usage).
 """
 
 from __future__ import annotations
