@@ -8,8 +8,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from sqlalchemy import update
 
 from graph.store.retention import sweep
+from graph.store.tables import conversation
 from tests.conftest import GraphQLClient, Server
 from tests.operations import CONVERSATION_EVENTS
 from tests.test_conversations import (
@@ -307,13 +309,15 @@ async def test_a_backlog_is_swept_whole_trees_at_a_time_and_all_of_it(
 async def test_a_backlog_read_a_window_at_a_time_goes_tree_by_tree_each_announced_once(
     server: Server, gql: GraphQLClient
 ) -> None:
-    """The sweep reads a backlog a few expired conversations at a time (reading all of it at
-    once held the event loop for as long as it was large). A window that holds part of a
-    tree (a child, its root not: ids are random) still deletes the whole tree as its root's
-    delete: one CONVERSATION_DELETED, of the root, and nothing before it (a child taken for
-    a top of its own would be announced, and its parent updated)."""
+    """The sweep reads a backlog a few expired conversations at a time, the earliest expiries
+    first (reading all of it at once held the event loop for as long as it was large). A
+    window that holds part of a tree, a child without its root, still deletes the whole tree
+    as its root's delete: one CONVERSATION_DELETED, of the root, and nothing before it (a
+    child taken for a top of its own would be announced, and its parent updated). Here the
+    deepest child of each tree expires a minute before its root, as one could when releases
+    let a child transcript have an expiry of its own: the first window holds it alone."""
     later = datetime.now(UTC) + timedelta(hours=1)
-    roots, doomed = [], []
+    roots, leaves, doomed = [], [], []
     for _ in range(TREES):
         root = (await create(gql, expiresAt=later.isoformat()))["id"]
         levels = [root]
@@ -321,7 +325,14 @@ async def test_a_backlog_read_a_window_at_a_time_goes_tree_by_tree_each_announce
             levels.append((await delegate(gql, levels[-1]))["childConversation"]["id"])
         await append(gql, levels[-1], [{"role": "assistant", "content": "deep"}])
         roots.append(root)
+        leaves.append(levels[-1])
         doomed += levels
+    async with server.services.db.write() as conn:
+        await conn.execute(
+            update(conversation)
+            .where(conversation.c.id.in_(leaves))
+            .values(expires_at=later - timedelta(minutes=1))
+        )
     kept = (await create(gql))["id"]
     assert gql.token is not None
     async with connect_app(server.app, token=gql.token) as socket:
@@ -355,9 +366,8 @@ async def test_a_backlog_read_a_window_at_a_time_goes_tree_by_tree_each_announce
     assert await list_ids(gql) == [kept]
 
 
-# A root and three levels below it: a window of one starts at a root with a chance of one in
-# four, and at one of the six roots every time with a chance of one in 4,096.
-TREES = 6
+# Trees of a root and three levels below it.
+TREES = 3
 LEVELS = 4
 BACKLOG = 100
 
