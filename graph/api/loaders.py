@@ -12,11 +12,8 @@ from strawberry.dataloader import DataLoader
 from graph.domain.delegations import DelegationStatus
 from graph.domain.paging import SeqWindow
 from graph.store.repository import Repository
+from graph.store.sql import IDS_PER_STATEMENT
 from graph.store.tables import Conversation, Delegation, Message, Snapshot
-
-# Keys per statement: far above any realistic tree level, safely below the bound-parameter
-# limits of SQLite (32766) and asyncpg (32767), which a huge level would otherwise hit.
-MAX_BATCH_KEYS = 5000
 
 Read = Callable[[], AbstractAsyncContextManager[Repository]]
 
@@ -94,7 +91,7 @@ class Loaders:
                 return [found[k] if k in found else default() for k in keys]
             return [found.get(key(k)) or default() for k in keys]
 
-        return DataLoader(load_fn=batch, max_batch_size=MAX_BATCH_KEYS, cache_key_fn=key)
+        return DataLoader(load_fn=batch, max_batch_size=IDS_PER_STATEMENT, cache_key_fn=key)
 
     def _prime_delegations(self, records: Iterable[Delegation]) -> None:
         for record in records:

@@ -53,7 +53,7 @@ from graph.domain.events import EventKind
 from graph.store.encryption import seal_payloads
 from graph.store.events import Event, EventBroker
 from graph.store.rows import Builder, dump
-from graph.store.sql import Prepared, Sql
+from graph.store.sql import IDS_PER_STATEMENT, Prepared, Sql
 from graph.store.tables import Delegation, Message
 from graph.store.tables import conversation as C
 from graph.store.tables import event_log as L
@@ -171,20 +171,16 @@ async def lock_tree(sql: Sql, conversation_id: str, *, ancestry: str | None = No
         await sql.rows(_LOCK, {"id": root})
 
 
-# Roots locked per statement: one bound parameter each, and asyncpg takes at most 32,767.
-LOCK_BATCH = 5_000
-
-
 async def lock_trees(sql: Sql, conversations: Iterable[tuple[str, str]]) -> None:
     """Lock the roots of the trees of several (id, ancestry) conversations, in id order (the
     sweep): a writer holds one root at most, so taking them in one order cannot deadlock.
-    `LOCK_BATCH` at a time, each batch after the one before in that order: a sweep of more
-    expired roots than a statement binds failed at every interval, and nothing expired."""
+    IDS_PER_STATEMENT at a time, each batch after the one before in that order: a sweep of
+    more expired roots than a statement binds failed at every interval, and nothing expired."""
     if sql.is_sqlite:
         return
     roots = sorted({root_of(cid, ancestry) for cid, ancestry in conversations})
-    for start in range(0, len(roots), LOCK_BATCH):
-        await sql.rows(_LOCK_MANY, {"ids": roots[start : start + LOCK_BATCH]})
+    for start in range(0, len(roots), IDS_PER_STATEMENT):
+        await sql.rows(_LOCK_MANY, {"ids": roots[start : start + IDS_PER_STATEMENT]})
 
 
 async def record(

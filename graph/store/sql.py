@@ -31,6 +31,11 @@ from graph.store.db import Database
 from graph.store.encryption import Lost
 
 Processor = Callable[[Any], Any] | None
+# Ids bound to one statement at most (an IN list of them, a batch of keys): far above any
+# realistic page or tree level, safely below the bound-parameter limits of asyncpg (32,767)
+# and SQLite (32,766), which a huge one would otherwise hit.
+IDS_PER_STATEMENT = 5_000
+
 # A bind, in the order of the positional parameters: (key, own value, processor, expanding).
 # The own value is used when the caller's values do not name the bind (the literal 1 of
 # `version + 1`); an expanding bind is an IN list, rendered as one `?` per value.

@@ -49,7 +49,7 @@ from graph.store.quotas import usage_of_row
 from graph.store.repository import search
 from graph.store.repository.base import Part, alive
 from graph.store.repository.versions import CONVERSATIONS
-from graph.store.sql import Prepared, Rows
+from graph.store.sql import IDS_PER_STATEMENT, Prepared, Rows
 from graph.store.tables import Conversation
 from graph.store.tables import conversation as C
 from graph.store.tables import delegation as D
@@ -658,8 +658,6 @@ class Conversations(Part):
         return False
 
 
-# Ids bound to one statement at most: asyncpg takes 32,767 parameters, SQLite 32,766.
-IDS_PER_STATEMENT = 5_000
 # How many messages a long conversation's delete takes per statement on SQLite (see
 # Conversations._delete_messages_in_shares): each holds the event loop for tens of
 # milliseconds.
