@@ -478,10 +478,10 @@ class Conversations(Part):
             self.params(),
         )
         ancestries: dict[str, str] = dict(window.values)
-        # Which of their ancestors expired too (outside the window, some of them): the tree
-        # of each goes from its topmost expired one.
-        above = sorted({a for ancestry in ancestries.values() for a in ancestry.split()})
+        # Which of their ancestors outside the window expired too: the tree of each goes
+        # from its topmost expired one.
         expired = set(ancestries)
+        above = sorted({a for ancestry in ancestries.values() for a in ancestry.split()} - expired)
         for start in range(0, len(above), IDS_PER_STATEMENT):
             found = await self.sql.rows(
                 select(C.c.id).where(
