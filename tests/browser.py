@@ -61,14 +61,14 @@ def is_local(url: str) -> bool:
     return urlsplit(url).hostname in LOCAL_HOSTS
 
 
-@asynccontextmanager
-async def launched() -> AsyncIterator[Chromium]:
-    """A headless Chromium (and the Playwright driver that drives it), closed when the block
-    ends; the test is skipped without a browser. ARTIFACTS exists from then on.
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def chromium() -> AsyncIterator[Chromium]:
+    """The pytest process's headless Chromium (and the Playwright driver that drives it);
+    the test is skipped without a browser. ARTIFACTS exists from then on.
 
-    The `chromium` fixture below launches one per pytest process: starting the driver and
-    the browser costs more CPU than most page tests do, and every test gets a context of its
-    own (new_context) with nothing of another's: no cookies, storage, cache or routes."""
+    One per pytest process: starting the driver and the browser costs more CPU than most page
+    tests do. A page test takes a context of its own from it (new_context), with nothing of
+    another's: no cookies, storage, cache or routes."""
     skip_without_a_browser()
     assert async_playwright is not None
     ARTIFACTS.mkdir(exist_ok=True)
@@ -80,14 +80,6 @@ async def launched() -> AsyncIterator[Chromium]:
             yield browser
         finally:
             await browser.close()
-
-
-@pytest_asyncio.fixture(scope="session", loop_scope="session")
-async def chromium() -> AsyncIterator[Chromium]:
-    """The pytest process's headless Chromium (see `launched`): a page test takes a context
-    of its own from it with new_context."""
-    async with launched() as browser:
-        yield browser
 
 
 @asynccontextmanager
