@@ -82,7 +82,8 @@ def create_app(
             within = min(settings.shutdown_timeout_seconds, BACKGROUND_STOP_SECONDS)
             stopping.set()
             with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-                await asyncio.wait_for(sweeper, within)
+                async with asyncio.timeout(within):
+                    await sweeper
             await services.stop(within=within)
 
     app = Starlette(

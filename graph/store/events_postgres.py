@@ -119,8 +119,9 @@ class PostgresBroker(EventBroker):
         self._task = asyncio.create_task(self._listen_forever())
         self._consumer = asyncio.create_task(self._consume())
         # Subscribers that connect right after start-up must not miss events.
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._connected.wait(), timeout=5)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(5):
+                await self._connected.wait()
 
     async def stop(self) -> None:
         self._stopping = True  # its connection ends now: no loss to count
@@ -148,11 +149,12 @@ class PostgresBroker(EventBroker):
                 # Each step of the set-up bounded like a ping: a connection that goes silent
                 # now would otherwise hold the listener until TCP gives up. Which backend it
                 # is, first: one given up on once it listens is to be ended.
-                backend = await asyncio.wait_for(conn.fetchrow(BACKEND), PING_TIMEOUT_SECONDS)
-                await asyncio.wait_for(
-                    conn.add_listener(CHANNEL, self._on_notify), PING_TIMEOUT_SECONDS
-                )
-                await asyncio.wait_for(self._end_abandoned(conn), PING_TIMEOUT_SECONDS)
+                async with asyncio.timeout(PING_TIMEOUT_SECONDS):
+                    backend = await conn.fetchrow(BACKEND)
+                async with asyncio.timeout(PING_TIMEOUT_SECONDS):
+                    await conn.add_listener(CHANNEL, self._on_notify)
+                async with asyncio.timeout(PING_TIMEOUT_SECONDS):
+                    await self._end_abandoned(conn)
                 # Before any notification heard from now on is handed out (the consumer waits
                 # for `_connected`): what committed while nobody listened is in the log.
                 self.lost_track()
@@ -184,10 +186,12 @@ class PostgresBroker(EventBroker):
         """Until the connection ends (True), or stops answering its pings (False)."""
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(lost.wait(), PING_SECONDS)
+                async with asyncio.timeout(PING_SECONDS):
+                    await lost.wait()
                 return True
             try:
-                await asyncio.wait_for(conn.fetchval("SELECT 1"), PING_TIMEOUT_SECONDS)
+                async with asyncio.timeout(PING_TIMEOUT_SECONDS):
+                    await conn.fetchval("SELECT 1")
             except (TimeoutError, asyncpg.PostgresError, OSError, asyncpg.InterfaceError):
                 if lost.is_set():  # it ended during the ping
                     return True

@@ -100,7 +100,8 @@ async def sweep_forever(uow: UnitOfWork, interval: float, stopping: asyncio.Even
         return
     while True:
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stopping.wait(), interval)
+            async with asyncio.timeout(interval):
+                await stopping.wait()
         if stopping.is_set():
             return
         try:

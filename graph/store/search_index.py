@@ -150,7 +150,8 @@ class SearchIndex:
         if self._timer is not None:
             self._timer.cancel()
         with contextlib.suppress(Exception):  # TimeoutError included: left for the next run
-            await asyncio.wait_for(self._last_batch(), within)
+            async with asyncio.timeout(within):
+                await self._last_batch()
 
     async def _last_batch(self) -> None:
         if self._task is not None:
