@@ -49,6 +49,6 @@ async def test_the_event_listener_s_pings_end_when_cancelled(
     monkeypatch.setattr(events_postgres, "PING_SECONDS", 0)  # a ping every pass
 
     def pinging() -> Coroutine[Any, Any, bool]:
-        return PostgresBroker._until_lost(AnsweringAtOnce(), asyncio.Event())  # type: ignore[arg-type]
+        return PostgresBroker._until_lost(AnsweringAtOnce(), asyncio.Event())
 
     await ends_when_cancelled_at_every_step(pinging)
