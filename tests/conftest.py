@@ -3,6 +3,7 @@ CONVOGRAPH_TEST_DATABASE_URL is set) and its own app, talked to over GraphQL-ove
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import uuid
@@ -56,6 +57,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """LONG_FIRST's tests first, in its order; the rest as collected."""
     rank = {name: i for i, name in enumerate(LONG_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
+# What a pytest process has imported and collected by now (the app, Hypothesis, schemathesis,
+# Playwright, every test module) lives until it exits: each full garbage collection walked
+# it all again, and the tests' many short-lived objects set one off every few tests. Frozen,
+# it is left out of every collection; the young generation is also let grow larger between
+# collections. (tests/fork_server.py freezes its heap before it forks servers, likewise.)
+GC_THRESHOLDS = (50_000, 20, 100)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 @pytest.fixture(scope="session")
