@@ -53,10 +53,18 @@ LONG_FIRST = (
 )
 
 
+# What a long reliability variant may take (the quick tests' bound is pyproject.toml's
+# `timeout`); tools/test_passes.sh also bounds each long pass as a whole.
+SLOW_TEST_TIMEOUT = 1_200
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """LONG_FIRST's tests first, in its order; the rest as collected."""
     rank = {name: i for i, name in enumerate(LONG_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+    for item in items:
+        if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(SLOW_TEST_TIMEOUT))
 
 
 # What a pytest process has imported and collected by now (the app, Hypothesis, schemathesis,
