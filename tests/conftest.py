@@ -59,7 +59,8 @@ SLOW_TEST_TIMEOUT = 1_200
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """LONG_FIRST's tests first, in its order; the rest as collected."""
+    """LONG_FIRST's tests first, in its order; the rest as collected. Each long variant
+    may take SLOW_TEST_TIMEOUT seconds, unless it says otherwise."""
     rank = {name: i for i, name in enumerate(LONG_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
     for item in items:
