@@ -426,11 +426,11 @@ class Conversations(Part):
         await self._keep_logged_messages([(cid, ancestry)])
         below = await self._below(cid) if self.sql.encryption is not None else []
         quotas_on = self.repo.settings.quotas_on
-        # Each conversation of the tree: (id, messages, bytes the quotas count).
+        # Each conversation of the tree: (id, ancestry, messages, bytes the quotas count).
         tree = []
         if self.sql.is_sqlite or quotas_on:
-            tree = (await self.sql.rows(_usage_of_tree(cid))).values
-        await self._delete_messages_in_shares([(c, n) for c, n, _ in tree])
+            tree = (await self.sql.rows(_usage_of_trees([cid]))).values
+        await self._delete_messages_in_shares([(c, n) for c, _, n, _ in tree])
         found = await self.sql.rows(
             delete(C)
             .where(C.c.id == cid, self.where(C, scope.Access.WRITE), alive(C))
@@ -443,7 +443,7 @@ class Conversations(Part):
         if self.sql.encryption is not None:
             self.repo.shredded.extend(conversation_ref(c) for c in [cid, *below])
         if quotas_on:
-            messages, size = sum(n for _, n, _ in tree), sum(b for *_, b in tree)
+            messages, size = sum(n for _, _, n, _ in tree), sum(b for *_, b in tree)
             self.repo.usage.freed(deleted, messages=messages, size=size)
         else:
             self.repo.usage.deleted(deleted)  # kept right if an earlier run counted it
@@ -578,9 +578,7 @@ class Conversations(Part):
         that its workspace's usage counts, by the top's id."""
         ids = {cid for cid, _ in doomed}
         tops = sorted({top_of(cid, ancestry, ids) for cid, ancestry in doomed})
-        rows = await self.sql.rows(
-            select(C.c.id, C.c.ancestry, *usage_of_row()).where(C.c.id.in_(_trees(tops)))
-        )
+        rows = await self.sql.rows(_usage_of_trees(tops))
         held: dict[str, tuple[int, int]] = {}
         of_tops = set(tops)
         for cid, ancestry, messages, size in rows.values:
@@ -683,10 +681,10 @@ def _trees(tops: Sequence[str]) -> Select[tuple[str]]:
     return select(tree.c.id)
 
 
-def _usage_of_tree(cid: str) -> Select[tuple[str, int, int]]:
-    """Each conversation of the tree under `cid` (`cid` included): its id, and what it
-    counts in its workspace's usage."""
-    return select(C.c.id, *usage_of_row()).where(C.c.id.in_(_trees([cid])))
+def _usage_of_trees(tops: Sequence[str]) -> Select[tuple[str, str, int, int]]:
+    """Each conversation of the trees under `tops` (`tops` included): its id, its ancestry,
+    and what it counts in its workspace's usage (messages, bytes)."""
+    return select(C.c.id, C.c.ancestry, *usage_of_row()).where(C.c.id.in_(_trees(tops)))
 
 
 @functools.cache
