@@ -60,10 +60,15 @@ def tree(tmp_path: Path) -> Path:
     return tmp_path
 
 
+def outside_environment() -> dict[str, str]:
+    """This process's environment without the settings of the run it is part of."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(("CONVOGRAPH_", "PYTEST"))}
+
+
 def passes(tree: Path, *, pg: bool, rc: str = "", slow: bool = False) -> tuple[int, str, list[str]]:
     log = tree / "log"
     log.write_text("")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CONVOGRAPH_", "PYTEST"))}
+    env = outside_environment()
     env.update(FAKE_LOG=str(log), FAKE_PG="up" if pg else "down", FAKE_RC=rc, TMPDIR=str(tree))
     env["CONVOGRAPH_TEST_WORKERS"] = "1"
     if slow:
@@ -170,7 +175,7 @@ def test_a_hanging_test_fails_by_name_and_the_run_goes_on(tmp_path: Path) -> Non
     settings a hang is an error of that test after the timeout (shortened here), and the
     next test runs."""
     (tmp_path / "test_hanging.py").write_text(HANGING)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CONVOGRAPH_", "PYTEST"))}
+    env = outside_environment()
     done = subprocess.run(
         [
             sys.executable,

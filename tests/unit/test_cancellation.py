@@ -11,7 +11,7 @@ first rounds and require each to end.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import pytest
@@ -30,7 +30,7 @@ class AnsweringAtOnce:
         return 1
 
 
-async def ends_when_cancelled_at_every_step(loop: Any) -> None:
+async def ends_when_cancelled_at_every_step(loop: Callable[[], Coroutine[Any, Any, Any]]) -> None:
     """`loop()` makes the coroutine; it is started afresh, and cancelled after 0, 1, 2, …
     passes of the event loop: each time it must end within a second."""
     for steps in range(STEPS):
