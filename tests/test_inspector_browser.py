@@ -991,6 +991,45 @@ async def test_the_list_pages_with_load_more(live_server: LiveServer, chromium: 
             await expect(page.locator(".conv-row").nth(50)).to_be_focused()
 
 
+async def test_a_reload_keeps_the_keyboard_focus_on_its_conversation(
+    live_server: LiveServer, chromium: Chromium
+) -> None:
+    """A reload of the list (Refresh, a filter, the search's debounced reload) renders every
+    row anew: the focus stays on the conversation it was on, so Enter still opens it, and
+    moves to the list's title when that conversation left the list."""
+    token = await live_server.token(workspace="site:inspector", owner="user:ada")
+    async with live_server.client(token) as gql:
+        for title in ("First", "Second", "Third"):
+            await ok(gql, CREATE_CONVERSATION, {"input": {"title": title}})
+        async with inspector(live_server, chromium, "inspector-refocus.png") as browser:
+            page = browser.page
+            await sign_in(page, token)
+            rows = page.locator(".conv-list .conv-row")
+            await expect(rows).to_have_count(3, timeout=TIMEOUT_MS)
+            await rows.nth(1).focus()
+            before = await rows.nth(1).element_handle()
+            await ok(gql, CREATE_CONVERSATION, {"input": {"title": "Fourth"}})
+            # Refresh pressed from script: a click would take the focus to the button.
+            await page.evaluate("document.querySelector('[data-action=refresh]').click()")
+            await expect(rows).to_have_count(4)
+            assert await before.evaluate("row => !row.isConnected")  # rendered anew
+            await expect(page.locator(".conv-row:focus")).to_contain_text("Second")
+            await page.keyboard.press("Enter")
+            await expect(page.locator("#conv-title")).to_have_text("Second")
+
+            await page.go_back()
+            await expect(page.locator(".conv-row:focus")).to_contain_text("Second")
+            await page.evaluate(
+                """() => {
+                    const form = document.querySelector(".list-pane form");
+                    form.querySelector("input[type=search]").value = "nowhere";
+                    form.requestSubmit();
+                }"""
+            )
+            await expect(page.locator(".list-status")).to_have_text("No conversations match.")
+            await expect(page.locator("#list-title")).to_be_focused()
+
+
 async def test_the_json_helpers_in_the_browser(live_server: LiveServer, chromium: Chromium) -> None:
     """The diff and the lossless JSON module, run by the browser as the page runs them."""
     async with inspector(live_server, chromium, "inspector-json.png") as browser:

@@ -101,10 +101,18 @@ export class ConversationList {
     try {
       const data = await this.request(CONVERSATIONS, { filter: this.filter(), first: PAGE });
       if (generation !== this.generation) return;
+      // A reload (Refresh, a filter, the search's debounced one) renders every row anew:
+      // the keyboard's focus stays on the conversation it was on, or on the list's title
+      // when that one left the list, rather than falling back to the page's start.
+      const focused = this.list.contains(document.activeElement) ? document.activeElement : null;
       this.rows.clear();
       this.list.replaceChildren();
       this.add(data.conversations);
       this.showError(null);
+      if (focused) {
+        const row = this.rows.get(focused.closest(".conv-row")?.dataset.id);
+        (row ? row.li.firstElementChild : this.el.querySelector("h2")).focus();
+      }
     } catch (err) {
       if (generation !== this.generation) return;
       if (err instanceof AuthError) {
