@@ -54,7 +54,7 @@ BUILD_TIMEOUT = 900.0
 RUN_TIMEOUT = 120.0  # a run takes about 10 s
 # Small, so that the program's 413 check sends a quarter of a MiB rather than 32 MiB.
 MAX_BODY_BYTES = 256 * 1024
-# pytest-timeout's bound (pyproject's 300 s) counts the build, which may wait for another
+# pytest-timeout's bound (pyproject's) counts the build, which may wait for another
 # test's build under the lock and then take most of BUILD_TIMEOUT on a loaded machine: the
 # steps' own bounds above are what should stop a slow build, by name.
 pytestmark = pytest.mark.timeout(2 * BUILD_TIMEOUT + RUN_TIMEOUT)
