@@ -357,16 +357,13 @@ function route({ focus = false, previous = null } = {}) {
   } else {
     state.list.select(null);
     // Back from a conversation: its row gets the focus again.
-    const back = previous && previous.startsWith("c:") ? state.list.rows.get(previous.slice(2)) : null;
-    if (focus && back) {
-      back.li.firstElementChild.focus();
-      focus = false;
-    }
+    const back = previous && previous.startsWith("c:") ? previous.slice(2) : null;
+    if (focus && back && state.list.focusRow(back)) focus = false;
     fill(state.detailSlot,
       h("section", { class: "detail-pane empty", "aria-label": "No conversation open" },
         h("p", { class: "muted" }, "Choose a conversation to see its transcript, delegation tree and snapshots.")),
     );
-    if (focus) state.list.el.querySelector("h2").focus();
+    if (focus) state.list.focusTitle();
   }
 }
 

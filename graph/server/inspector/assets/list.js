@@ -109,10 +109,7 @@ export class ConversationList {
       this.list.replaceChildren();
       this.add(data.conversations);
       this.showError(null);
-      if (focused) {
-        const row = this.rows.get(focused.closest(".conv-row")?.dataset.id);
-        (row ? row.li.firstElementChild : this.el.querySelector("h2")).focus();
-      }
+      if (focused && !this.focusRow(focused.closest(".conv-row")?.dataset.id)) this.focusTitle();
     } catch (err) {
       if (generation !== this.generation) return;
       if (err instanceof AuthError) {
@@ -205,6 +202,17 @@ export class ConversationList {
       h("span", { class: "conv-meta" }, meta),
     );
     return h("li", {}, link);
+  }
+
+  focusTitle() {
+    this.el.querySelector("h2").focus();
+  }
+
+  /** Focus conversation `id`'s row; false when the list does not hold it. */
+  focusRow(id) {
+    const row = this.rows.get(id);
+    if (row) row.li.firstElementChild.focus();
+    return Boolean(row);
   }
 
   select(id) {
