@@ -22,6 +22,7 @@ import uvloop
 
 from graph.server import body
 from graph.server.body import BodyTooSlow, read_body
+from tests.raw_http import graphql_post_head
 
 GRACE = 0.5  # the body's grace period, shortened
 STALL_AFTER, STALL = 0.05, 1.5  # the loop stalls from then, for this long
@@ -42,10 +43,7 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
 
 def post_with_the_body_later(port: int) -> bytes:
     with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
-        sock.sendall(
-            b"POST /graphql HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-            b"Connection: close\r\nContent-Length: %d\r\n\r\n" % len(BODY)
-        )
+        sock.sendall(graphql_post_head("unchecked", len(BODY), close=True))
         time.sleep(SEND_AFTER)
         sock.sendall(BODY)
         answer = b""
