@@ -18,6 +18,8 @@ from typing import Any
 
 import orjson
 
+from graph.__main__ import websockets_implementation
+
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 
@@ -224,7 +226,9 @@ class WsFloor:
         self.port = free_port()
         argv = [PYTHON, "-m", "uvicorn", "bench.ws_floor:app", "--port", str(self.port)]
         argv += ["--log-level", "warning", "--no-access-log", "--lifespan", "off"]
-        argv += ["--ws-per-message-deflate", "false", "--ws-max-size", str(4 * 256 * 1024)]
+        argv += ["--ws", websockets_implementation(compression=False)]
+        argv += ["--ws-per-message-deflate", "false"]
+        argv += ["--ws-max-size", str(4 * 256 * 1024)]
         argv += ["--limit-concurrency", str(max_connections)]
         self.process = Process(argv, dict(os.environ), workdir / "ws_floor.log", self.port)
         self.process.wait_listening()

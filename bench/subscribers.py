@@ -175,6 +175,7 @@ def run(
             ]["version"]
         )
         sent: dict[int, float] = {}
+        cpu = server.process.cpu_seconds()
         for _ in range(events):
             version += 1
             sent[version] = time.time()
@@ -184,6 +185,8 @@ def run(
         for _ in workers:
             for got_version, at in ready.get(timeout=TIMEOUT * 2):
                 delays.append((at - sent[got_version]) * 1000)
+        # The server's CPU for the events: each append and its deliveries to every subscriber.
+        cpu = server.process.cpu_seconds() - cpu
         for worker in workers:
             worker.join(TIMEOUT)
 
@@ -209,6 +212,7 @@ def run(
         "expected_deliveries": expected,
         "delivery_ms_p50": round(median(delays), 1) if delays else None,
         "delivery_ms_p99": round(p99(delays), 1) if delays else None,
+        "server_cpu_ms_per_event": round(cpu * 1000 / events, 1),
         "rss_before_mb": round(base_rss, 1),
         "rss_subscribed_mb": round(subscribed_rss, 1),
         "kb_per_subscriber": round((subscribed_rss - base_rss) * 1024 / subscribers, 1),

@@ -4,11 +4,11 @@ A bare ASGI app (no Starlette, no Strawberry, no authentication) that accepts th
 `graphql-transport-ws` subprotocol, answers `connection_init` with `connection_ack`, then
 waits for the close. bench/subscribers.py holds its idle connections against it as against
 convograph, under uvicorn with the options `convograph serve` gives a WebSocket (the same
-default implementation, compression off, the same frame size cap), so what convograph
+implementation, compression off, the same frame size cap), so what convograph
 holds above this per connection is the price of its own layers, and nothing served by
 uvicorn can hold a connection for less.
 
-Run:  python -m uvicorn bench.ws_floor:app --port 8012 --ws-per-message-deflate false
+Run:  python -m uvicorn bench.ws_floor:app --port 8012 --ws wsproto --ws-per-message-deflate false
 """
 
 from __future__ import annotations

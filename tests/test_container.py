@@ -19,6 +19,7 @@ import subprocess
 import sys
 import sysconfig
 import time
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +27,7 @@ import httpx
 import pytest
 import yaml
 
+from graph.__main__ import websockets_implementation
 from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -193,6 +195,19 @@ def port_is_free(port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+@pytest.mark.parametrize("compression", [False, True], ids=["default", "compression"])
+def test_the_websocket_implementation_serve_asks_for_is_a_declared_dependency(
+    compression: bool,
+) -> None:
+    # uvicorn imports it only as `serve` starts. The test extra brings both in anyway, so the
+    # wheel test below would not see one missing: a plain `pip install convograph` would,
+    # with a server that does not start.
+    package = websockets_implementation(compression=compression).split("-")[0]
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    names = {re.split(r"[\s<>=!~;\[]", item, maxsplit=1)[0].lower() for item in declared}
+    assert package in names, declared
 
 
 async def test_a_wheel_in_a_fresh_virtualenv_migrates_and_serves_with_no_setting(
