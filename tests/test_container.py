@@ -26,6 +26,8 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from graph.__main__ import websockets_implementation
 from tests.ports import free_port
@@ -206,7 +208,7 @@ def test_the_websocket_implementation_serve_asks_for_is_a_declared_dependency(
     # with a server that does not start.
     package = websockets_implementation(compression=compression).split("-")[0]
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    names = {re.split(r"[\s<>=!~;\[]", item, maxsplit=1)[0].lower() for item in declared}
+    names = {canonicalize_name(Requirement(item).name) for item in declared}
     assert package in names, declared
 
 
