@@ -48,6 +48,7 @@ import pytest
 from tests import fork_server
 from tests.commands import run_command
 from tests.conftest import TEST_ENCRYPTION, TEST_MASTER_KEY, GraphQLClient
+from tests.http_clients import http_client
 from tests.pg_databases import admin
 from tests.ports import free_port, holds_port
 
@@ -145,7 +146,7 @@ class LiveServer:
     async def client(self, token: str | None = None) -> AsyncIterator[GraphQLClient]:
         """conftest's GraphQLClient, talking HTTP to this server with `token`: httpx with its
         defaults, as a user's runtime (test_keep_alive.py says why that is safe)."""
-        async with httpx.AsyncClient(base_url=self.base_url, timeout=HTTP_TIMEOUT) as http:
+        async with http_client(base_url=self.base_url, timeout=HTTP_TIMEOUT) as http:
             yield GraphQLClient(http, token)
 
     async def stop(self) -> None:
@@ -259,7 +260,7 @@ async def _wait_healthy(server: LiveServer) -> bool:
     """Whether the server came up on its own port (an answer there alone does not say)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + START_TIMEOUT
-    async with httpx.AsyncClient(timeout=2) as http:
+    async with http_client(timeout=2) as http:
         while loop.time() < deadline and server.running:
             held = holds_port(server.logs(), server.port)
             if held is False:

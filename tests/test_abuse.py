@@ -23,6 +23,7 @@ import websockets
 
 from graph.server.body import BODY_GRACE_SECONDS
 from graph.settings import Settings
+from tests.http_clients import http_client
 from tests.operations import CREATE, VIEWER
 from tests.raw_http import graphql_post_head
 from tests.ws import connect, session
@@ -446,7 +447,7 @@ async def test_headers_past_64_kib_are_431_and_the_rest_are_served(
     writer.close()
     assert answer.startswith(b"HTTP/1.1 431 "), answer[:200]
     # Headers of a large but ordinary size still pass, with a token as long as allowed.
-    async with httpx.AsyncClient(base_url=live_server.base_url, timeout=30) as http:
+    async with http_client(base_url=live_server.base_url, timeout=30) as http:
         response = await http.post(
             "/graphql",
             json={"query": VIEWER},
@@ -481,7 +482,7 @@ async def test_max_connections_are_served_at_once_and_one_more_is_503(
     async with contextlib.AsyncExitStack() as stack:
         for _ in range(9):
             await stack.enter_async_context(connect(server))
-        async with httpx.AsyncClient(base_url=server.base_url, timeout=5) as http:
+        async with http_client(base_url=server.base_url, timeout=5) as http:
             assert (await http.get("/healthz")).status_code == 200
 
 
@@ -504,7 +505,7 @@ async def test_websockets_leave_room_for_http_and_one_that_never_inits_is_closed
                 assert exc.response.status_code == 503, exc
                 refused += 1
         assert (len(opened), refused) == (18, 7)  # a tenth of the connections kept for HTTP
-        async with httpx.AsyncClient(base_url=server.base_url, timeout=5) as http:
+        async with http_client(base_url=server.base_url, timeout=5) as http:
             assert (await http.get("/healthz")).status_code == 200
         # Never initialised: closed after the header timeout, not a minute.
         started = time.monotonic()

@@ -35,6 +35,7 @@ import pytest
 
 from tests.commands import run_command
 from tests.conftest import GraphQLClient
+from tests.http_clients import http_client
 
 if TYPE_CHECKING:
     from tests.live_server import LiveServer, LiveServers
@@ -225,7 +226,7 @@ async def test_one_service_token_acts_for_each_owner(server: LiveServer, tmp_pat
     readers, revoked = await asyncio.gather(write_tokens(server), revoked_token(server))
 
     # What the adapter relies on, asked of the server directly.
-    async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as http:
+    async with http_client(base_url=server.base_url, timeout=30) as http:
 
         async def viewer(token: str, owner: str | None) -> httpx.Response:
             headers = {"Authorization": f"Bearer {token}"}

@@ -34,6 +34,7 @@ from graph.store.keyring import load_secret
 from graph.store.migrate import head_revisions
 from tests import fork_server
 from tests.conftest import GraphQLClient
+from tests.http_clients import TLS
 from tests.ports import free_port, holds_port
 from tests.test_http import serving
 
@@ -395,7 +396,10 @@ class Served:
             held = holds_port(self.log.read_text(), self.port)
             assert held is not False, self.log.read_text()
             try:
-                if held and httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                if (
+                    held
+                    and httpx.get(f"{self.url}/healthz", timeout=1, verify=TLS).status_code == 200
+                ):
                     return
             except httpx.TransportError:
                 pass
@@ -408,6 +412,7 @@ class Served:
             json={"query": VIEWER},
             headers={"Authorization": f"Bearer {token}"},
             timeout=10,
+            verify=TLS,
         )
 
     def stop(self) -> None:
@@ -567,7 +572,7 @@ def test_serve_without_migrating_waits_out_of_rotation_for_the_migration(
 ) -> None:
     """A replica started before the migration (README, Upgrades): up, not ready, no token."""
     server = serve(f"sqlite+aiosqlite:///{tmp_path}/db.sqlite", "--no-migrate")
-    ready = httpx.get(f"{server.url}/readyz", timeout=10)
+    ready = httpx.get(f"{server.url}/readyz", timeout=10, verify=TLS)
     assert ready.status_code == 503 and "not migrated" in ready.json()["status"]
     log = server.log.read_text()
     assert "no bootstrap token checked or made" in log and "Traceback" not in log

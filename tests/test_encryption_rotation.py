@@ -14,9 +14,8 @@ import base64
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import httpx
-
 from graph.store.encryption import MasterKey
+from tests.http_clients import http_client
 from tests.operations import CREATE
 from tests.ports import free_port
 
@@ -137,7 +136,7 @@ async def test_a_server_left_running_with_the_old_key_answers_503_and_wraps_no_k
             assert [e["extensions"]["code"] for e in errors] == ["DATABASE_UNAVAILABLE"], errors
     assert "rotated" in old.logs() and "CONVOGRAPH_ENCRYPTION_KEY" in old.logs()
     # Out of rotation until restarted with the new key; the other replica serves.
-    async with httpx.AsyncClient(timeout=30) as http:
+    async with http_client(timeout=30) as http:
         refused = await http.get(f"{old.base_url}/readyz")
         assert refused.status_code == 503 and "master key" in refused.text, refused.text
         assert (await http.get(f"{new.base_url}/readyz")).status_code == 200
@@ -205,7 +204,7 @@ async def test_a_server_kept_with_both_keys_of_an_earlier_rotation_leaves_readyz
     token = await kept.token()
     async with kept.client(token) as client:
         assert (await client(CREATE, {"title": "before"}))["createConversation"]["conversation"]
-    async with httpx.AsyncClient(timeout=30) as http:
+    async with http_client(timeout=30) as http:
         assert (await http.get(f"{kept.base_url}/readyz")).status_code == 200
         code, out, err = await convograph(
             database_url, key_store_env, "keys", "rotate", KEY=THIRD, PREVIOUS_KEY=NEW

@@ -29,10 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
 from tests.browser import ARTIFACTS, PAGE_TESTS, is_local, keep_local, new_context
 from tests.conftest import GraphQLClient
+from tests.http_clients import http_client
 
 with contextlib.suppress(ImportError):  # without Playwright, the chromium fixture skips the test
     from playwright.async_api import expect
@@ -901,7 +900,7 @@ async def test_the_page_has_no_inline_code_and_its_assets_are_local(
     live_server: LiveServer,
 ) -> None:
     """What the Content-Security-Policy relies on, checked on the served page itself."""
-    async with httpx.AsyncClient(base_url=live_server.base_url) as http:
+    async with http_client(base_url=live_server.base_url) as http:
         page = await http.get("/ui")
         assert page.status_code == 200
         assert page.headers["content-type"].startswith("text/html")

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 
+from tests.http_clients import http_client
 from tests.ports import free_port, holds_port
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ async def test_a_port_another_server_holds_is_not_taken_for_this_one(
 
     assert mine.port != other.port and mine.running
     await other.stop()
-    async with httpx.AsyncClient() as http:
+    async with http_client() as http:
         assert (await http.get(f"{mine.base_url}/healthz")).status_code == 200
         # The refused start shared the other's files, and its exit was taken for the other's:
         # the stop did nothing, and the other served on after the test.

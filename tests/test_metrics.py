@@ -18,6 +18,7 @@ from graph.app import create_app
 from graph.server.metrics import MAX_OPERATION_NAMES
 from graph.settings import Settings, SettingsError
 from tests.conftest import GraphQLClient, Server
+from tests.http_clients import http_client
 from tests.operations import WATCH
 from tests.tcp_proxy import in_front_of
 from tests.ws import session
@@ -231,7 +232,7 @@ def test_an_unknown_mode_is_refused_at_start(monkeypatch: pytest.MonkeyPatch) ->
 
 
 async def live_samples(server: LiveServer) -> Samples:
-    async with httpx.AsyncClient(base_url=server.base_url, timeout=10) as http:
+    async with http_client(base_url=server.base_url, timeout=10) as http:
         return await scrape(http)
 
 

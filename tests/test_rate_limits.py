@@ -25,6 +25,7 @@ import pytest
 import websockets
 
 from graph.settings import Settings, SettingsError
+from tests.http_clients import http_client
 from tests.operations import CONVERSATION_EVENTS, CREATE, DELETE, TOUCH, VIEWER
 from tests.ws import RECEIVE_TIMEOUT, Closed, Session, session
 
@@ -48,7 +49,7 @@ CAP_REASON = "too many subscriptions for this token (limit {})"
 
 @asynccontextmanager
 async def http(server: LiveServer) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as client:
+    async with http_client(base_url=server.base_url, timeout=30) as client:
         yield client
 
 

@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from tests.conftest import GraphQLClient, Server
+from tests.http_clients import http_client
 from tests.operations import CHECKPOINT, NODE, WATCH
 from tests.ws import Closed, connect, connect_app, graphql_errors
 
@@ -442,7 +443,7 @@ async def test_subscriptions_act_for_the_owner_and_end_when_the_service_token_is
     )
     owner_key = "owner-key-5e1f0c77"
     acting = f"user:{owner_key}"
-    async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as http:
+    async with http_client(base_url=server.base_url, timeout=30) as http:
         service = Service(http, token)
         mine = await create(service, "mine", owner=acting)
         theirs = await create(service, "theirs", owner="user:2")

@@ -20,6 +20,7 @@ import pytest
 import websockets
 
 from graph.services import BACKGROUND_STOP_SECONDS
+from tests.http_clients import http_client
 from tests.test_concurrency import APPEND, CREATE, REPLACE, tagged_transcript, turn
 from tests.test_crash import Ledger, appender, call, clients, verify_appends
 from tests.ws import connect, subscribed
@@ -157,7 +158,7 @@ async def held_replace(
         await release.wait()
         yield body[len(body) // 2 :]
 
-    async with httpx.AsyncClient(timeout=60) as http:
+    async with http_client(timeout=60) as http:
         task = asyncio.create_task(
             http.post(
                 server.http_url,

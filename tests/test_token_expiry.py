@@ -24,6 +24,7 @@ import pytest
 from alembic import command
 
 from graph.settings import Settings
+from tests.http_clients import http_client
 from tests.migrations import columns_after
 from tests.operations import create as create_conversation
 from tests.test_revocation import subscription
@@ -142,7 +143,7 @@ async def until(moment: datetime) -> None:
 
 @asynccontextmanager
 async def http(server: LiveServer) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as client:
+    async with http_client(base_url=server.base_url, timeout=30) as client:
         yield client
 
 
