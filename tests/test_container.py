@@ -30,6 +30,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from graph.__main__ import websockets_implementation
+from tests.http_clients import http_client
 from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -230,12 +231,17 @@ async def test_a_wheel_in_a_fresh_virtualenv_migrates_and_serves_with_no_setting
     )  # fmt: skip
     shutil.rmtree(source)
     (wheel,) = wheels.glob("convograph-*.whl")
-    run(sys.executable, "-m", "venv", venv, env=env, cwd=tmp_path)
+    # Without a pip of its own (ensurepip's install of one was a third of this test's CPU):
+    # this environment's pip installs into it (`pip --python`).
+    run(sys.executable, "-m", "venv", "--without-pip", venv, env=env, cwd=tmp_path)
     # The dependencies come from this environment (no download); the package does not.
     purelib = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
     site = Path(run(python, "-c", purelib, env=env, cwd=tmp_path).strip())
     (site / "convograph_test_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    run(python, "-m", "pip", "install", "-q", "--no-deps", wheel, env=env, cwd=tmp_path)
+    run(
+        sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps", wheel,
+        env=env, cwd=tmp_path,
+    )  # fmt: skip
 
     located = run(python, "-c", "import graph; print(graph.__file__)", env=env, cwd=workdir)
     assert located.startswith(str(site)), located
@@ -254,7 +260,7 @@ async def test_a_wheel_in_a_fresh_virtualenv_migrates_and_serves_with_no_setting
         env=env, cwd=workdir, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     try:
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=5) as http:
+        async with http_client(base_url=f"http://127.0.0.1:{port}", timeout=5) as http:
             # A first start from a fresh virtualenv imports everything from files: on a
             # machine loaded by the rest of the suite that took more than 15 s.
             deadline = time.monotonic() + SERVE_START_SECONDS
