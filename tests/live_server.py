@@ -145,7 +145,8 @@ class LiveServer:
     @contextlib.asynccontextmanager
     async def client(self, token: str | None = None) -> AsyncIterator[GraphQLClient]:
         """conftest's GraphQLClient, talking HTTP to this server with `token`: httpx with its
-        defaults, as a user's runtime (test_keep_alive.py says why that is safe)."""
+        defaults, as a user's runtime (test_keep_alive.py says why that is safe), but for the
+        TLS context it would build (http_clients.py)."""
         async with http_client(base_url=self.base_url, timeout=HTTP_TIMEOUT) as http:
             yield GraphQLClient(http, token)
 
