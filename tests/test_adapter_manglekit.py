@@ -66,6 +66,7 @@ LIVE_TESTS = {
     "TestLiveConflictsAfterItsOwnDelete",
     "TestLiveConflictsWithoutAVersionSeen",
     "TestLiveALostAnswerIsNotAConflictWithItself",
+    "TestLiveALostAnswerAfterADeleteIsNotAConflictWithItself",
     "TestLiveTheDigestKeepsApartWhatTheServerDoes",
     "TestLiveRefusedDocuments",
     "TestLiveABodyOverTheLimitIs413",

@@ -123,8 +123,10 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // store is a fake convograph that keeps one session's checkpoints as the server does:
-// sessionState answers the latest, checkpointSession stores the next version unless its
-// expectedVersion is not the latest (CONFLICT), deleteSessionState removes them all.
+// sessionState answers the latest, sessionStateHistory the newest versions first,
+// checkpointSession stores the next version unless its expectedVersion is not the latest
+// (CONFLICT; 0 while the session holds none, also after a delete), deleteSessionState
+// removes them all (the next version is still the one after the last deleted).
 // failGets answers that many sessionState queries with a 503; dropAnswers stores that
 // many checkpoints and closes the connection instead of answering (a lost answer);
 // failSets answers that many checkpoints with a 502 without storing them.
@@ -158,7 +160,17 @@ func (s *store) serve(t *testing.T, w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	latest := s.deletedUpTo + len(s.states)
+	current := latest // the version a checkpoint must expect
+	if len(s.states) == 0 {
+		current = 0
+	}
 	switch {
+	case strings.Contains(query.Query, "sessionStateHistory(sessionId"):
+		var nodes []string
+		for v := latest; v > s.deletedUpTo && len(nodes) < 2; v-- {
+			nodes = append(nodes, fmt.Sprintf(`{"version":%d}`, v))
+		}
+		fmt.Fprintf(w, `{"data":{"sessionStateHistory":{"nodes":[%s]}}}`, strings.Join(nodes, ","))
 	case strings.Contains(query.Query, "sessionState(sessionId"):
 		if s.failGets > 0 {
 			s.failGets--
@@ -184,10 +196,10 @@ func (s *store) serve(t *testing.T, w http.ResponseWriter, r *http.Request) {
 			if err := json.Unmarshal(raw, &expected); err != nil {
 				t.Errorf("expectedVersion %s: %v", raw, err)
 			}
-			if expected != latest {
+			if expected != current {
 				fmt.Fprintf(w, `{"data":{"checkpointSession":{"sessionState":null,"userErrors":[`+
 					`{"code":"CONFLICT","message":"version is %d, not the expected %d","field":["expectedVersion"]}]}}}`,
-					latest, expected)
+					current, expected)
 				return
 			}
 		}

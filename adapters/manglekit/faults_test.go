@@ -415,6 +415,54 @@ func TestALostAnswerIsNotAConflictWithItself(t *testing.T) {
 			t.Errorf("%d versions stored, want 2", n)
 		}
 	})
+	// After a Delete the provider expects no state, and the server numbers the next
+	// checkpoint after the last deleted version: the lost one is the session's only one.
+	t.Run("after a delete", func(t *testing.T) {
+		s := newStore(t)
+		p := s.provider(WithConflictDetection())
+		for i := 0; i < 2; i++ {
+			if err := p.Set(testContext(t), "s", next); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := p.Delete(testContext(t), "s"); err != nil {
+			t.Fatal(err)
+		}
+		lost(t, s, p)
+		if err := p.Set(testContext(t), "s", doc); err != nil {
+			t.Fatalf("the retry: want success, got %v", err)
+		}
+		if n := s.versions(); n != 1 {
+			t.Errorf("%d versions stored, want 1: the retry stored it again", n)
+		}
+		if v, _ := p.Version("s"); v != 3 {
+			t.Errorf("Version: %d, want 3", v)
+		}
+		if err := p.Set(testContext(t), "s", next); err != nil {
+			t.Fatalf("the next Set: %v", err)
+		}
+		if got := strings.Join(s.expectedVersions(t), " "); got != "0 1 0 0 3" {
+			t.Errorf("expectedVersion sent: %s, want 0 1 0 0 3", got)
+		}
+	})
+	t.Run("after a delete, another process wrote after it", func(t *testing.T) {
+		s := newStore(t)
+		p := s.provider(WithConflictDetection())
+		if err := p.Set(testContext(t), "s", next); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Delete(testContext(t), "s"); err != nil {
+			t.Fatal(err)
+		}
+		lost(t, s, p)
+		s.write(doc) // v3, not seen by p
+		if err := p.Set(testContext(t), "s", doc); !errors.Is(err, ErrConflict) {
+			t.Fatalf("want ErrConflict, got %v", err)
+		}
+		if n := s.versions(); n != 2 {
+			t.Errorf("%d versions stored, want 2", n)
+		}
+	})
 	t.Run("another process's state", func(t *testing.T) {
 		s := newStore(t)
 		p := s.provider(WithConflictDetection())

@@ -17,10 +17,14 @@ import (
 	"unicode/utf8"
 )
 
-// The three operations, as the contract (contract.graphql) names them.
+// The three operations, as the contract (contract.graphql) names them, and the history
+// query that tells a lost answer's checkpoint after a delete (ownLostWrite).
 const (
 	getQuery = `query SessionState($sessionId: String!) {
   sessionState(sessionId: $sessionId) { version state }
+}`
+	historyQuery = `query SessionStateHistory($sessionId: String!) {
+  sessionStateHistory(sessionId: $sessionId, first: 2) { nodes { version } }
 }`
 	setMutation = `mutation CheckpointSession($input: CheckpointSessionInput!) {
   checkpointSession(input: $input) {

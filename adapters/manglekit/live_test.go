@@ -331,6 +331,43 @@ func TestLiveALostAnswerIsNotAConflictWithItself(t *testing.T) {
 	assertSameMeaning(t, mustBytes(t, got), want)
 }
 
+// After a Delete the next checkpoint takes the version after the last deleted one (versions
+// are not reused), which the provider never saw: a lost answer's checkpoint is still its own.
+func TestLiveALostAnswerAfterADeleteIsNotAConflictWithItself(t *testing.T) {
+	s := live(t)
+	ctx := testContext(t)
+	id := s.session(t, "lost-after-delete")
+	doc := seedDocument(t, id)
+	proxy := newFaultProxy(t, s.url)
+	p := NewStateProvider(proxy.endpoint(), s.token, WithConflictDetection())
+	for i := 0; i < 2; i++ {
+		if err := p.Set(ctx, id, doc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Delete(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	proxy.next("drop")
+	if err := p.Set(ctx, id, doc); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("a Set whose answer was lost: want ErrUnavailable, got %v", err)
+	}
+	if got := s.history(t, id); !reflect.DeepEqual(got, []int{3}) {
+		t.Fatalf("versions stored: %v, want [3]", got)
+	}
+	if err := p.Set(ctx, id, doc); err != nil { // the runtime retries
+		t.Fatalf("the retry: want success, got %v", err)
+	}
+	next := seedState(t, id)
+	next.ExecutionCtx.RetryCount = 2
+	if err := p.Set(ctx, id, next); err != nil { // and goes on
+		t.Fatalf("the next checkpoint: want success, got %v", err)
+	}
+	if got := s.history(t, id); !reflect.DeepEqual(got, []int{4, 3}) {
+		t.Fatalf("versions stored: %v, want [4 3]", got)
+	}
+}
+
 // A Set whose answer was lost counts the latest checkpoint as its own when its digest is
 // that of a state it sent. Each value goes through a Set and is read back: a state sent
 // is the same document as the one stored of it, and as no other stored differently (the

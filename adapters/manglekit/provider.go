@@ -222,7 +222,8 @@ func (p *StateProvider) latest(ctx, callCtx context.Context, op, sessionID strin
 // failed with ErrUnavailable or a context error after it was sent) may have been stored.
 // When a later Set of the session is refused with CONFLICT, it reads the latest
 // checkpoint: if that is one of those unanswered Sets (the version after the one they
-// expected, holding the same document), it is this provider's own write, not a conflict.
+// expected, or the session's only checkpoint when they expected none, as after a Delete;
+// holding the same document), it is this provider's own write, not a conflict.
 // A Set of that same state then succeeds without storing it twice; another state is sent
 // again, conditional on that version (with WithConflictDetection; under ExpectVersion the
 // caller's condition stands, and fails with ErrConflict).
@@ -324,9 +325,10 @@ func mayHaveRun(err error) bool {
 }
 
 // ownLostWrite tells whether the session's latest checkpoint is one of this provider's
-// unanswered Sets that expected the version expected: the version after it, holding the
-// same document. If so it returns that version, and same tells whether doc is that
-// document too. Any failure to tell is a no.
+// unanswered Sets that expected the version expected: the version after it (with expected
+// 0, no state: the session's only checkpoint), holding the same document. If so it returns
+// that version, and same tells whether doc is that document too. Any failure to tell is a
+// no.
 func (p *StateProvider) ownLostWrite(ctx, callCtx context.Context, sessionID string, expected int, doc json.RawMessage) (version int, same, ok bool) {
 	p.mu.Lock()
 	lost, found := p.unanswered[sessionID]
@@ -335,7 +337,18 @@ func (p *StateProvider) ownLostWrite(ctx, callCtx context.Context, sessionID str
 		return 0, false, false
 	}
 	version, state, err := p.latest(ctx, callCtx, "Set", sessionID)
-	if err != nil || state == nil || version != expected+1 {
+	if err != nil || state == nil {
+		return 0, false, false
+	}
+	switch {
+	case expected > 0 || version == 1:
+		if version != expected+1 {
+			return 0, false, false
+		}
+	case !p.onlyCheckpoint(ctx, callCtx, sessionID, version):
+		// Versions are not reused: the first checkpoint after a delete takes the one after
+		// the last deleted, which this provider never saw. Expecting no state, the lost
+		// Set stored the session's first checkpoint since, and nothing came after it.
 		return 0, false, false
 	}
 	stored, ok := documentDigest(state)
@@ -349,6 +362,24 @@ func (p *StateProvider) ownLostWrite(ctx, callCtx context.Context, sessionID str
 		}
 	}
 	return 0, false, false
+}
+
+// onlyCheckpoint tells whether version is the only checkpoint the session holds. Any
+// failure to tell is a no.
+func (p *StateProvider) onlyCheckpoint(ctx, callCtx context.Context, sessionID string, version int) bool {
+	var data struct {
+		SessionStateHistory *struct {
+			Nodes []struct {
+				Version int `json:"version"`
+			} `json:"nodes"`
+		} `json:"sessionStateHistory"`
+	}
+	vars := map[string]any{"sessionId": sessionID}
+	if err := p.send(ctx, callCtx, "Set", sessionID, historyQuery, vars, &data); err != nil {
+		return false
+	}
+	history := data.SessionStateHistory
+	return history != nil && len(history.Nodes) == 1 && history.Nodes[0].Version == version
 }
 
 // unanswer remembers a conditional Set of the session that got no answer.
