@@ -55,6 +55,8 @@ OWNERS = ("user:1", "user:2", "audience:1")
 RUN_TIMEOUT = 180.0
 # Small, so that the program's 413 check sends one MiB rather than 32.
 MAX_BODY_BYTES = 1024 * 1024
+# A page cap below the adapter's 100 (CONVOGRAPH_MAX_PAGE_SIZE) for one of the two runs.
+CAPPED_PAGE = 30
 
 READ_BACK = """query($id: ID!) { conversation(id: $id) {
   id title agentSlug context metadata provider model providerResponseId messageCount
@@ -195,11 +197,22 @@ async def read_back(server: LiveServer, report: dict[str, Any], tokens: dict[str
 
 
 async def test_the_store_contract_with_owners_emulated_by_their_write_tokens(
-    server: LiveServer, tmp_path: Path
+    database_url: str, live_servers: LiveServers, tmp_path: Path
 ) -> None:
     """Pre-SERVICE mode: runs today. Each owner's requests go out with that owner's WRITE
     token (the program's transport does what the server will do with Convograph-Owner); the
-    calls that carry only a session id use user 1's."""
+    calls that carry only a session id use user 1's.
+
+    Its server answers pages of at most CAPPED_PAGE rows, as an operator may set it, below
+    the 100 the adapter asks for: lists and offsets go by what each page held (the SERVICE
+    mode's server keeps the default)."""
+    server = await live_servers.start(
+        database_url,
+        env={
+            "CONVOGRAPH_MAX_BODY_BYTES": str(MAX_BODY_BYTES),
+            "CONVOGRAPH_MAX_PAGE_SIZE": str(CAPPED_PAGE),
+        },
+    )
     tokens, revoked = await asyncio.gather(write_tokens(server), revoked_token(server))
     report = await run_contract(
         server,

@@ -44,7 +44,7 @@ final class Convograph_Conversation_Store implements WP_Agent_Principal_Conversa
 	public const DEFAULT_TIMEOUT_SECONDS = 10.0;
 
 	private const DEFAULT_LIMIT   = 50;
-	private const PAGE_SIZE       = 100; // convograph's largest page.
+	private const PAGE_SIZE       = 100; // convograph's largest page by default (a server may cap it lower).
 	private const MAX_LOCK_TTL    = 86400; // convograph's longest lock.
 	private const MAX_GRAPHQL_INT = 2147483647;
 	private const MAX_VERSIONS    = 10000; // Sessions whose version is remembered (the oldest go).
@@ -624,13 +624,18 @@ final class Convograph_Conversation_Store implements WP_Agent_Principal_Conversa
 				'first'  => $first,
 				'after'  => $after,
 			);
-			$page      = self::connection( $this->client->execute( Convograph_Operations::SKIP_PAGE, $variables, $header, true ), false );
+			$page      = self::connection( $this->client->execute( Convograph_Operations::SKIP_PAGE, $variables, $header, true ), true );
 			$info      = $page['pageInfo'];
 			if ( true !== ( $info['hasNextPage'] ?? null ) ) {
 				return array(); // The offset is past the last session.
 			}
-			$after   = $info['endCursor'];
-			$offset -= $first;
+			if ( array() === $page['nodes'] ) {
+				throw new Convograph_Failure( 'the answer\'s conversations page is empty and has a next page' );
+			}
+			$after = $info['endCursor'];
+			// What the page held: a server whose CONVOGRAPH_MAX_PAGE_SIZE is below `first`
+			// answers fewer rows than asked, and the cursor moved past those only.
+			$offset -= count( $page['nodes'] );
 		}
 
 		$document = $with_messages ? Convograph_Operations::LIST_WITH_MESSAGES : Convograph_Operations::LIST;

@@ -30,9 +30,9 @@ final class Convograph_Operations {
 		conversations(filter: $filter, first: $first, after: $after) {
 			nodes { ' . Convograph_Session_Rows::FIELDS . ' transcript } pageInfo { hasNextPage endCursor } } }';
 
-	/** Only the cursor: the rows an `offset` skips are paged through, not loaded. */
+	/** Only the ids and the cursor: the rows an `offset` skips are counted and paged through, not loaded. */
 	public const SKIP_PAGE = 'query ConvographSkipSessions($filter: ConversationFilter, $first: Int, $after: String) {
-		conversations(filter: $filter, first: $first, after: $after) { pageInfo { hasNextPage endCursor } } }';
+		conversations(filter: $filter, first: $first, after: $after) { nodes { id } pageInfo { hasNextPage endCursor } } }';
 
 	public const RECENT_PENDING = 'query ConvographRecentPendingSession($seconds: Int!, $context: String!, $tokenId: ID) {
 		recentPendingConversation(withinSeconds: $seconds, context: $context, tokenId: $tokenId) {
