@@ -429,6 +429,51 @@ async def test_a_non_ascii_owner_is_the_same_owner_over_http_and_a_socket(
     assert response.status_code == 400 and "UTF-8" in response.text, response.text
 
 
+@pytest.mark.parametrize(
+    "key",
+    [
+        "Ada\u00a0Lovelace",  # a no-break space
+        "co\u00adop",  # a soft hyphen
+        "\U0001f469\u200d\U0001f4bb",  # an emoji made with a zero-width joiner
+        "\u3042\u3044\u3000",  # an ideographic space at the end
+    ],
+)
+async def test_an_opaque_owner_key_is_one_owner_over_http_and_a_socket(
+    server: Server, service: Service, key: str
+) -> None:
+    """Owner keys are opaque to the stores convograph serves: characters that are not
+    control characters were refused as "not printable", so such an owner could not be
+    acted for at all, though a token could be made for it."""
+    owner = f"user:{key}"
+    auth = f"Bearer {service.token}".encode()
+    headers = {b"Authorization": auth, b"Convograph-Owner": owner.encode()}
+    made = await service.http.post(
+        "/graphql", json={"query": CREATE, "variables": {"title": "opaque"}}, headers=headers
+    )
+    assert made.status_code == 200, made.text
+    response = await service.http.post("/graphql", json={"query": WHO}, headers=headers)
+    assert response.json()["data"]["viewer"]["ownerKey"] == key, response.text
+    payload = {"Authorization": f"Bearer {service.token}", "Convograph-Owner": owner}
+    assert (await _viewer_over_socket(server, payload))["ownerKey"] == key
+    listed = await service.http.post("/graphql", json={"query": LIST}, headers=headers)
+    assert listed.json()["data"]["conversations"]["totalCount"] == 1, listed.text
+
+
+@pytest.mark.parametrize(
+    ("key", "code"),
+    [
+        ("a\u0085b", 4403),  # C1 NEXT LINE: refused as the owner it names
+        ("a\ud800", 4400),  # a lone surrogate (`\\ud800` in the JSON): not a message at all
+    ],
+)
+async def test_an_owner_key_with_a_control_character_is_refused_over_a_socket(
+    server: Server, service: Service, key: str, code: int
+) -> None:
+    """A connection_init payload may hold what a header cannot."""
+    payload = {"Authorization": f"Bearer {service.token}", "Convograph-Owner": f"user:{key}"}
+    assert await _viewer_over_socket(server, payload) == code
+
+
 # -- over a real server: subscriptions, revocation, the access log ---------------------
 
 pytest_plugins = ["tests.live_server"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import enum
 import re
+import unicodedata
 from dataclasses import dataclass
 
 WORKSPACE_TYPE = re.compile(r"^[a-z][a-z0-9_-]*$")
@@ -64,6 +65,25 @@ def parse_owner(value: str) -> tuple[OwnerType, str]:
         names = ", ".join(t.value.lower() for t in OwnerType)
         raise ValueError(f"owner must be TYPE:KEY with TYPE one of {names} and KEY non-empty")
     return owner_type, key
+
+
+# Unicode categories a key named in a request may not hold: control characters (Cc: C0,
+# DEL and C1; a header cannot carry most of them, and a listing or a log line must not) and
+# lone surrogates (Cs: not text, they have no UTF-8). Everything else is a key: owner keys
+# are opaque to the stores convograph serves (a name with a no-break space, an emoji with
+# a zero-width joiner).
+_NOT_IN_A_KEY = frozenset({"Cc", "Cs"})
+
+
+def owner_key_problem(key: str) -> str | None:
+    """Why `key` cannot name the owner a SERVICE token acts for (in `Convograph-Owner`, or
+    a connection_init payload), or None. Nor may a space or a tab start or end it: a header
+    loses them, and the key would name another owner than in a payload."""
+    if any(unicodedata.category(c) in _NOT_IN_A_KEY for c in key):
+        return "KEY must hold no control character"
+    if key != key.strip(" \t"):
+        return "KEY must not start or end with a space"
+    return None
 
 
 @dataclass(frozen=True, slots=True)

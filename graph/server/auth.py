@@ -31,7 +31,7 @@ from starlette.authentication import (
 from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse, Response
 
-from graph.domain.principal import SYSTEM, Principal, parse_owner
+from graph.domain.principal import SYSTEM, Principal, owner_key_problem, parse_owner
 from graph.server.denial import close_for
 from graph.server.errors import error_response, internal_error
 from graph.store.unit_of_work import UnitOfWork
@@ -215,8 +215,8 @@ class TokenBackend(AuthenticationBackend):
             owner_type, key = parse_owner(acting_for if isinstance(acting_for, str) else "")
         except ValueError as exc:
             raise Refusal(400, f"{OWNER_HEADER}: {exc}") from None
-        if not key.isprintable() or key != key.strip():
-            raise Refusal(400, f"{OWNER_HEADER}: KEY must be printable, without outer spaces")
+        if (problem := owner_key_problem(key)) is not None:
+            raise Refusal(400, f"{OWNER_HEADER}: {problem}")
         return service.acting_for(owner_type, key, self.uow.keyring.owner_digest(key))
 
     async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, BaseUser] | None:

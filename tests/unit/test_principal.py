@@ -11,6 +11,7 @@ from graph.domain.principal import (
     Principal,
     Scope,
     expand_scopes,
+    owner_key_problem,
     parse_owner,
     parse_workspace,
 )
@@ -73,6 +74,42 @@ def test_an_owner_is_type_and_key(value: str, parsed: tuple[OwnerType, str]) -> 
 def test_a_malformed_owner_is_refused(value: str) -> None:
     with pytest.raises(ValueError, match="owner"):
         parse_owner(value)
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "alice",
+        "a b",  # a space inside
+        "Ada\u00a0Lovelace",  # a no-break space
+        "co\u00adop",  # a soft hyphen
+        "\U0001f469\u200d\U0001f4bb",  # an emoji made with a zero-width joiner
+        "\u3042\u3000\u3044",  # an ideographic space inside
+        "end\u3000",  # and at the end: HTTP keeps it, as it keeps any non-ASCII byte
+        "\ue000",  # private use
+        "\u2028",  # a line separator is not a control character
+    ],
+)
+def test_an_owner_key_is_opaque(key: str) -> None:
+    assert owner_key_problem(key) is None
+
+
+@pytest.mark.parametrize(
+    ("key", "problem"),
+    [
+        ("a\tb", "control"),
+        ("a\nb", "control"),
+        ("\x00", "control"),
+        ("a\x7f", "control"),  # DEL
+        ("a\x85", "control"),  # C1: NEXT LINE
+        ("a\ud800", "control"),  # a lone surrogate: not text
+        (" alice", "space"),
+        ("alice ", "space"),
+    ],
+)
+def test_an_owner_key_refuses_what_a_header_cannot_carry(key: str, problem: str) -> None:
+    found = owner_key_problem(key)
+    assert found is not None and problem in found
 
 
 def principal(*scopes: Scope) -> Principal:

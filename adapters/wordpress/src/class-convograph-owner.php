@@ -31,8 +31,10 @@ final class Convograph_Owner {
 		}
 		$key = $owner['key'] ?? null;
 		$key = is_int( $key ) ? (string) $key : $key;
-		// With /u, a key that is not UTF-8 matches nothing (preg_match returns false).
-		if ( ! is_string( $key ) || 1 !== preg_match( '/^[^\x00-\x20\x7F](?:[^\x00-\x1F\x7F]*[^\x00-\x20\x7F])?$/u', $key ) ) {
+		// With /u, a key that is not UTF-8 matches nothing (preg_match returns false). Refused
+		// as convograph refuses them: control characters (C0, DEL, C1), a space at either end.
+		// Any other character is a key's (a no-break space, an emoji's zero-width joiner).
+		if ( ! is_string( $key ) || 1 !== preg_match( '/^[^\x00-\x20\x7F-\x{9F}](?:[^\x00-\x1F\x7F-\x{9F}]*[^\x00-\x20\x7F-\x{9F}])?$/u', $key ) ) {
 			throw new Convograph_Failure( 'owner key must be non-empty UTF-8 text without control characters or surrounding spaces (it travels in the ' . Convograph_Graphql_Client::OWNER_HEADER . ' header)' );
 		}
 		return array(

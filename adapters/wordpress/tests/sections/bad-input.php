@@ -57,6 +57,7 @@ function contract_section_bad_input( Contract_Run $t ): void {
 		'surrounding space' => array( 'type' => 'user', 'key' => ' 7' ),
 		'CR LF in the key'  => array( 'type' => 'user', 'key' => "7\r\nX-Injected: 1" ),
 		'tab in the key'    => array( 'type' => 'user', 'key' => "7\t8" ),
+		'C1 control in key' => array( 'type' => 'user', 'key' => "7\u{85}8" ),
 		'not UTF-8 key'     => array( 'type' => 'audience', 'key' => "zo\xEB" ),
 		'array key'         => array( 'type' => 'user', 'key' => array( '7' ) ),
 	);

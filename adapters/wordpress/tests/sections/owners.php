@@ -86,6 +86,19 @@ function contract_section_owners( Contract_Run $t ): void {
 		$row = $s->get_session_for_owner( $ws, $equipe, $equipe_id ) ?? array();
 		$c->same( array( $equipe_id, 'audience', $equipe['key'] ), array( $row['session_id'] ?? null, $row['owner_type'] ?? null, $row['owner_key'] ?? null ), 'get_session_for_owner(a UTF-8 key): the owner as given' );
 		$c->same( null, $s->get_session_for_owner( $ws, $other, $equipe_id ), 'get_session_for_owner(another UTF-8 key) is null' );
+
+		// Keys are opaque: a no-break space, a soft hyphen, an emoji made with a zero-width
+		// joiner, an ideographic space at the end each name an owner (the server refused
+		// them as "not printable" before, though the adapter sent them).
+		foreach ( array( "Ada\u{A0}Lovelace", "co\u{AD}op", "\u{1F469}\u{200D}\u{1F4BB}", "\u{3042}\u{3000}" ) as $key ) {
+			$opaque = array(
+				'type' => 'audience',
+				'key'  => $key,
+			);
+			$made   = $t->quietly( fn () => $t->record->created( 'audience:' . $key, $s->create_session_for_owner( $ws, $opaque, $slug ) ), 'create_session_for_owner(an opaque key)' );
+			$c->check( 1 === preg_match( CONTRACT_UUID4, $made ), 'create_session_for_owner(' . json_encode( $key ) . ') returns an id', $made );
+			$c->same( array( $made ), contract_ids( $s->list_sessions_for_owner( $ws, $opaque, array( 'agent_slug' => $slug ) ) ), 'list_sessions_for_owner(' . json_encode( $key ) . '): its session' );
+		}
 	}
 
 	// The row.
