@@ -7,6 +7,7 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.routing import Mount, Route, WebSocketRoute
@@ -15,6 +16,7 @@ from graph.api.schema import build_schema
 from graph.server.access_log import AccessLog
 from graph.server.auth import TokenBackend, refusal
 from graph.server.endpoint import GraphQLEndpoint
+from graph.server.errors import http_exception
 from graph.server.health import Health
 from graph.server.ide import ASSET_HEADERS, ASSETS_DIR
 from graph.server.in_flight import InFlightMiddleware
@@ -105,6 +107,7 @@ def create_app(
             Middleware(RequestIdMiddleware),
             Middleware(AccessLog, metrics=metrics),
         ],
+        exception_handlers={HTTPException: http_exception},
         lifespan=lifespan,
     )
     app.state.services = services

@@ -727,7 +727,9 @@ async def test_an_integer_past_4300_digits_is_refused_saying_the_limit(gql: Grap
     for number in (b"1" * 4301, b"-" + b"9" * 20_000):
         response = await gql.post_body(body % (orjson.dumps(APPEND), cid.encode(), number))
         assert response.status_code == 400, response.text
-        assert response.json() == {"errors": [{"message": limit}]}
+        assert response.json() == {
+            "errors": [{"message": limit, "extensions": {"code": "BAD_REQUEST"}}]
+        }
         document = (
             f'mutation {{ appendMessages(input: {{conversationId: "{cid}", '
             f'messages: [{{role: "user", content: {number.decode()}}}]}}) '

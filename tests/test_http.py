@@ -21,10 +21,13 @@ LIMIT = 4096
 
 
 def assert_json_error(response: httpx.Response, status: int, *words: str) -> str:
-    """A JSON body `{"errors": [{"message": …}]}` with `status`; returns the message."""
+    """A JSON body `{"errors": [{"message": …, "extensions": {"code": …}}]}` with `status`;
+    returns the message."""
     assert response.status_code == status, response.text
     assert response.headers["content-type"].startswith("application/json")
-    message: str = response.json()["errors"][0]["message"]
+    error = response.json()["errors"][0]
+    assert isinstance(error["extensions"]["code"], str), error  # every error names its code
+    message: str = error["message"]
     for word in words:
         assert word.lower() in message.lower(), message
     return message
@@ -52,7 +55,67 @@ async def count_conversations(gql: GraphQLClient) -> int:
     [b"{not json", b"", b'{"query": "{ viewer { ownerKey } }"', b"[1, 2", b"nan", b"\x00"],
 )
 async def test_malformed_json_is_400(gql: GraphQLClient, body: bytes) -> None:
-    assert_json_error(await post_raw(gql, body, "application/json"), 400, "JSON")
+    response = await post_raw(gql, body, "application/json")
+    assert_json_error(response, 400, "JSON")
+    assert response.json()["errors"][0]["extensions"]["code"] == "BAD_REQUEST"
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        # JSON allows the escape; it is no Unicode text, and the answer said only "Unable to
+        # parse request body as JSON", where the same escape in the query text is named.
+        (b'{"query": "{ viewer { ownerKey } }", "variables": {"s": "\\ud800"}}', "surrogate"),
+        (b'{"query": "{ viewer { ownerKey } }",}', "trailing comma"),
+        (b'{"query": "\xff"}', "UTF-8"),
+    ],
+)
+async def test_malformed_json_says_what_and_where(
+    gql: GraphQLClient, body: bytes, words: str
+) -> None:
+    message = assert_json_error(await post_raw(gql, body, "application/json"), 400, words)
+    assert "column" in message or "UTF-8" in message, message
+
+
+@pytest.mark.parametrize("accept", ["application/json", "application/graphql-response+json"])
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        ({"query": "query A { viewer { ownerKey } }", "operationName": "B"}, 'named "B"'),
+        ({"query": "fragment F on Query { viewer { ownerKey } }"}, "no operation"),
+    ],
+)
+async def test_an_operation_that_cannot_be_chosen_is_a_validation_failure(
+    gql: GraphQLClient, accept: str, body: dict[str, Any], words: str
+) -> None:
+    """They had no `extensions.code`, where every other request error has one; a document
+    of fragments only was "Can't get GraphQL operation type"."""
+    response = await gql.http.post("/graphql", json=body, headers=headers(gql, Accept=accept))
+    assert response.status_code == (200 if accept == "application/json" else 400), response.text
+    [error] = response.json()["errors"]
+    assert error["extensions"]["code"] == "GRAPHQL_VALIDATION_FAILED", error
+    assert words in error["message"], error
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status", "code"),
+    [
+        ("OPTIONS", "/graphql", 405, "METHOD_NOT_ALLOWED"),
+        ("PUT", "/graphql", 405, "METHOD_NOT_ALLOWED"),
+        ("DELETE", "/healthz", 405, "METHOD_NOT_ALLOWED"),
+        ("GET", "/no-such-path", 404, "NOT_FOUND"),
+    ],
+)
+async def test_a_path_or_method_that_is_not_served_is_a_json_refusal(
+    anon: GraphQLClient, method: str, path: str, status: int, code: str
+) -> None:
+    """Starlette's own refusals were plain text, and named a route's methods in any order."""
+    response = await anon.http.request(method, path)
+    assert_json_error(response, status)
+    assert response.json()["errors"][0]["extensions"]["code"] == code
+    if status == 405:
+        methods = response.headers["allow"].split(", ")
+        assert methods == sorted(methods), methods
 
 
 @pytest.mark.parametrize(

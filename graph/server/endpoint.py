@@ -30,6 +30,7 @@ from strawberry.types.graphql import OperationType
 from strawberry.types.unset import UnsetType
 
 from graph.api.context import Context
+from graph.api.execution.masking import VALIDATION_FAILED
 from graph.domain import jsoncodec
 from graph.server.access_log import observation_of
 from graph.server.auth import (
@@ -92,6 +93,8 @@ SUBSCRIPTIONS_OVER_WEBSOCKET = (
 # A client gone from a WebSocket: one debug line (TextFrames).
 ws_logger = logging.getLogger("convograph.ws")
 NOT_ACCEPTABLE = f"Accept allows none of the media types served here: {', '.join(SERVED)}"
+# Strawberry's words for it are "Can't get GraphQL operation type".
+NO_OPERATION = "the document holds no operation to run (only fragments)"
 
 
 def _http_error(request: Request, exc: HTTPException) -> Response:
@@ -99,7 +102,9 @@ def _http_error(request: Request, exc: HTTPException) -> Response:
     if isinstance(refused, CannotGetOperationTypeError):
         # A request error like any other (an operation that cannot be chosen): 200 with
         # `"data": null` in application/json, 400 in graphql-response+json.
-        body: Any = {"data": None, "errors": [{"message": exc.reason}]}
+        message = exc.reason if refused.operation_name else NO_OPERATION
+        error = {"message": message, "extensions": {"code": VALIDATION_FAILED}}
+        body: Any = {"data": None, "errors": [error]}
         status = shape(request.scope.get(MEDIA_TYPE, JSON), body)  # drops `data` for 400
         return JSONResponse(body, status_code=status)
     if isinstance(refused, InvalidOperationTypeError):
@@ -454,6 +459,10 @@ class GraphQLEndpoint(GraphQL[Context, None]):
                 # JSON text, but with a number the service does not hold: say which limit,
                 # not "Unable to parse request body as JSON".
                 raise HTTPException(400, refused.msg) from None
+            if isinstance(refused, json.JSONDecodeError):
+                # Strawberry's words, then the parser's: where, and what (a trailing comma,
+                # a lone surrogate `\ud800`, bytes that are not UTF-8).
+                raise HTTPException(400, f"{exc.reason}: {refused.msg}") from None
             raise
         # Strawberry assumes an object (or a batch list) and fails with a 500 on anything else.
         if not isinstance(value, dict | list):

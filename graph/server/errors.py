@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 
-from starlette.responses import JSONResponse
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 
 from graph.api.execution import outage_log
 from graph.api.execution.masking import UNAVAILABLE
@@ -14,8 +16,35 @@ from graph.store.errors import is_unavailable
 logger = logging.getLogger("convograph.http")
 
 
+# The code of each refusal before GraphQL runs, by its status: a client that switches on
+# `extensions.code` finds one on every error, as on GraphQL's own (masking.py).
+STATUS_CODES = {
+    400: "BAD_REQUEST",
+    401: "UNAUTHENTICATED",
+    403: "FORBIDDEN",
+    404: "NOT_FOUND",
+    405: "METHOD_NOT_ALLOWED",
+    406: "NOT_ACCEPTABLE",
+    408: "REQUEST_TIMEOUT",
+    413: "LIMIT_EXCEEDED",
+    415: "UNSUPPORTED_MEDIA_TYPE",
+}
+
+
 def error_response(status: int, message: str, **headers: str) -> JSONResponse:
-    return JSONResponse({"errors": [{"message": message}]}, status_code=status, headers=headers)
+    """A refusal before GraphQL runs: `{"errors": [{"message", "extensions": {"code"}}]}`."""
+    error = {"message": message, "extensions": {"code": STATUS_CODES.get(status, "BAD_REQUEST")}}
+    return JSONResponse({"errors": [error]}, status_code=status, headers=headers)
+
+
+async def http_exception(request: Request, exc: Exception) -> Response:
+    """Starlette's own refusals (a path it has no route for, a method a route does not
+    serve) as JSON, like every other refusal, instead of its plain text."""
+    assert isinstance(exc, HTTPException)
+    headers = dict(exc.headers or {})
+    if "Allow" in headers:  # Starlette lists a route's methods in a set's order
+        headers["Allow"] = ", ".join(sorted(headers["Allow"].split(", ")))
+    return error_response(exc.status_code, exc.detail, **headers)
 
 
 def internal_error(exc: BaseException, request_id: str) -> JSONResponse:

@@ -32,13 +32,16 @@ def is_expected(error: GraphQLError) -> bool:
     return original is None or isinstance(original, _EXPECTED)
 
 
+VALIDATION_FAILED = "GRAPHQL_VALIDATION_FAILED"
+
+
 def request_refusal_code(error: GraphQLError) -> str:
     """The code of a refusal of the request itself, which graphql-core and Strawberry give
     none: its syntax, or its validation (the document against the schema and the limits,
     the variables' values, the operation to run)."""
     if isinstance(error, GraphQLSyntaxError):
         return "GRAPHQL_PARSE_FAILED"
-    return "GRAPHQL_VALIDATION_FAILED"
+    return VALIDATION_FAILED
 
 
 def masked(error: GraphQLError, request_id: str | None) -> GraphQLError:
