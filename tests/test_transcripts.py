@@ -683,6 +683,18 @@ async def test_messages_between_after_and_before(gql: GraphQLClient) -> None:
     edges = (await messages_page(gql, cid))["edges"]
     window = await messages_page(gql, cid, after=edges[0]["cursor"], before=edges[4]["cursor"])
     assert [n["seq"] for n in window["nodes"]] == [2, 3, 4]
+    # Neither first nor last: the server's page; past `before` there are messages (it said
+    # hasNextPage false, by the page cap alone, where hasPreviousPage says what is there).
+    assert window["pageInfo"] == {
+        **window["pageInfo"],
+        "hasNextPage": True,
+        "hasPreviousPage": True,
+    }
+    head = await messages_page(gql, cid, before=edges[2]["cursor"])
+    assert [n["seq"] for n in head["nodes"]] == [1, 2]
+    assert (head["pageInfo"]["hasNextPage"], head["pageInfo"]["hasPreviousPage"]) == (True, False)
+    whole = await messages_page(gql, cid)
+    assert whole["pageInfo"]["hasNextPage"] is False
 
 
 async def test_cursors_read_before_a_replace_shrank_the_transcript_say_what_is_there(

@@ -63,7 +63,13 @@ class SeqWindow:
 
 
 def seq_window(
-    count: int, *, first: int | None, after: int | None, last: int | None, before: int | None
+    count: int,
+    *,
+    first: int | None,
+    after: int | None,
+    last: int | None,
+    before: int | None,
+    cap: int | None = None,
 ) -> SeqWindow:
     """The page of a transcript of `count` messages that first/after/last/before select.
 
@@ -75,7 +81,14 @@ def seq_window(
     than `first` were between the cursors, hasPreviousPage whether more than `last` were.
     Beyond the cursor on the other side of the page (`after` without `last`, `before`
     without `first`), they say whether a message is there, as keyset_slice does.
+
+    With neither `first` nor `last`, the page is the first `cap` messages between the
+    cursors (the server's page, not the client's `first`): hasNextPage says whether more
+    were between them, or a message is past `before`.
     """
+    capped = first is None and last is None and cap is not None
+    if capped:
+        first = cap
     lowest = max(after or 0, 0) + 1
     highest = min(before if before is not None else count + 1, count + 1) - 1
     available = max(highest - lowest + 1, 0)
@@ -90,9 +103,10 @@ def seq_window(
     # replace shrank or emptied it may name a seq beyond its last message.
     after_before = before is not None and max(before, 1) <= count
     before_after = after is not None and min(after, count) >= 1
+    more = available > first if first is not None else after_before
     return SeqWindow(
         low=low,
         high=high,
-        has_next_page=available > first if first is not None else after_before,
+        has_next_page=more or (capped and after_before),
         has_previous_page=available > last if last is not None else before_after,
     )

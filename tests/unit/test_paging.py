@@ -155,3 +155,23 @@ def test_a_seq_window_selects_what_a_keyset_query_would(count: int) -> None:
         )
         want = _reference_page(count, first=first, after=after, last=last, before=before)
         assert got == want, (count, first, after, last, before)
+
+
+@pytest.mark.parametrize("count", [0, 1, 5, 12])
+def test_a_seq_window_without_first_or_last_is_the_servers_page(count: int) -> None:
+    """Neither `first` nor `last`: the first `cap` messages between the cursors, and
+    hasNextPage also says whether a message is past `before` (it said whether more than
+    the cap were between the cursors only: false before the last page of a transcript)."""
+    marks = [None, 0, 1, 3, count, count + 1]
+    for after, before in itertools.product(marks, marks):
+        for cap in (2, 100):
+            window = paging.seq_window(
+                count, first=None, after=after, last=None, before=before, cap=cap
+            )
+            rows, more, previous = _reference_page(
+                count, first=cap, after=after, last=None, before=before
+            )
+            past_before = before is not None and any(s >= before for s in range(1, count + 1))
+            assert list(range(window.low, window.high + 1)) == rows, (count, after, before, cap)
+            assert window.has_next_page is (more or past_before), (count, after, before, cap)
+            assert window.has_previous_page is previous, (count, after, before, cap)

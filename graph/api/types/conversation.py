@@ -138,10 +138,11 @@ class Conversation(Node, Wraps[tables.Conversation]):
         # their seq runs 1…message_count: the page is a range of seq (paging.seq_window).
         window = seq_window(
             self._row.message_count,
-            first=None if last is not None and first is None else size_first,
+            first=None if first is None else size_first,
             after=None if after is None else cursors.position(after, "after"),
             last=size_last,
             before=None if before is None else cursors.position(before, "before"),
+            cap=size_first,
         )
         items = await info.context.loaders.message_pages.load((self._row, window))
         page = Page(
