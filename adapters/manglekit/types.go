@@ -1,6 +1,9 @@
 package convograph
 
-import "encoding/json"
+import (
+	"bytes"
+	"encoding/json"
+)
 
 // The shapes of Manglekit's checkpoint document (core.SessionState and what it holds),
 // with the JSON keys Manglekit writes. Get returns the stored document as []byte; these
@@ -45,7 +48,7 @@ type Envelope struct {
 	ID string `json:"id"`
 	// Data is the payload, any JSON value.
 	Data     json.RawMessage `json:"data,omitempty"`
-	Metadata map[string]any  `json:"metadata,omitempty"`
+	Metadata Metadata        `json:"metadata,omitempty"`
 	// Error is a Go error value as encoding/json wrote it (usually {}).
 	Error          json.RawMessage `json:"error,omitempty"`
 	SecurityLabels []string        `json:"security_labels,omitempty"`
@@ -54,6 +57,24 @@ type Envelope struct {
 	ContentType  string      `json:"content_type,omitempty"`
 	ContextFacts []string    `json:"context_facts,omitempty"`
 	Violations   []Violation `json:"violations,omitempty"`
+}
+
+// Metadata is an envelope's free-form metadata, as Manglekit's own map[string]any. Its
+// numbers are decoded as json.Number, so that it is encoded again as it was read: decoded
+// as float64, as encoding/json decodes any number into an interface value,
+// 12345678901234567890 came back rounded.
+type Metadata map[string]any
+
+// UnmarshalJSON decodes the object with its numbers as json.Number.
+func (m *Metadata) UnmarshalJSON(data []byte) error {
+	decoder := json.NewDecoder(bytes.NewReader(data))
+	decoder.UseNumber()
+	var decoded map[string]any
+	if err := decoder.Decode(&decoded); err != nil {
+		return err
+	}
+	*m = decoded
+	return nil
 }
 
 // Violation is one policy violation recorded on an envelope.
