@@ -297,7 +297,8 @@ async def test_a_revoked_token_is_a_clear_error(live_server: LiveServer, go_home
     assert run.results() == {"TestFaultRevokedToken": "pass"}, run.output
     logs = run.logs("TestFaultRevokedToken")
     assert len(logs) == 3, logs
-    assert all("HTTP 401: missing, unknown or revoked bearer token" in line for line in logs), logs
+    said = "HTTP 401 UNAUTHENTICATED: missing, unknown or revoked bearer token"
+    assert all(said in line for line in logs), logs
 
 
 async def test_a_rate_limited_request_says_when_to_come_back(
