@@ -92,6 +92,12 @@ async def new_context(chromium: Chromium, **options: Any) -> AsyncIterator[Brows
     try:
         yield context
     finally:
+        # A route handler still at work when the test ends (a read it fetches, then
+        # fulfills) fails once its page is gone, and Playwright raised that error into the
+        # next test's first call on the shared browser: handlers are let go of, errors and all.
+        for page in context.pages:
+            await page.unroute_all(behavior="ignoreErrors")
+        await context.unroute_all(behavior="ignoreErrors")
         await context.close()
 
 
