@@ -10,6 +10,7 @@ from starlette.responses import JSONResponse, Response
 
 from graph.api.execution import outage_log
 from graph.api.execution.masking import UNAVAILABLE
+from graph.domain.errors import ErrorCode
 from graph.server.response_status import UNAVAILABLE_RETRY_AFTER
 from graph.store.errors import is_unavailable
 
@@ -17,16 +18,17 @@ logger = logging.getLogger("convograph.http")
 
 
 # The code of each refusal before GraphQL runs, by its status: a client that switches on
-# `extensions.code` finds one on every error, as on GraphQL's own (masking.py).
+# `extensions.code` finds one on every error, as on GraphQL's own (masking.py). Where a
+# field's error has the same meaning, the same code (domain.errors.ErrorCode).
 STATUS_CODES = {
     400: "BAD_REQUEST",
     401: "UNAUTHENTICATED",
-    403: "FORBIDDEN",
-    404: "NOT_FOUND",
+    403: ErrorCode.FORBIDDEN.value,
+    404: ErrorCode.NOT_FOUND.value,
     405: "METHOD_NOT_ALLOWED",
     406: "NOT_ACCEPTABLE",
     408: "REQUEST_TIMEOUT",
-    413: "LIMIT_EXCEEDED",
+    413: ErrorCode.LIMIT_EXCEEDED.value,
     415: "UNSUPPORTED_MEDIA_TYPE",
 }
 

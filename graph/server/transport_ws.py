@@ -47,7 +47,7 @@ REVOKED_CLOSE_CODE = 4403
 REVOKED_REASON = "token revoked or expired"
 REVOKED: Any = {
     "message": "the token of this connection was revoked or has expired",
-    "extensions": {"code": "FORBIDDEN"},
+    "extensions": {"code": ErrorCode.FORBIDDEN.value},
 }
 
 Handler = BaseGraphQLTransportWSHandler[Context, None]
