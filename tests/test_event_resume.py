@@ -24,7 +24,17 @@ from graph.store.retention import sweep
 from graph.store.sql import Sql
 from graph.store.tables import event_log as L
 from tests.conftest import GraphQLClient, Server
-from tests.operations import COMPLETE, DELETE, REPLACE, UPDATE, append, create, delegate, touch
+from tests.operations import (
+    COMPLETE,
+    DELETE,
+    READ,
+    REPLACE,
+    UPDATE,
+    append,
+    create,
+    delegate,
+    touch,
+)
 from tests.test_http import serving
 from tests.ws import (
     RECEIVE_TIMEOUT,
@@ -43,7 +53,10 @@ pytest_plugins = ["tests.live_server"]
 READ_VERSION = "query($id: ID!) { conversation(id: $id) { version } }"
 
 # Only what an event carries itself: nested records would be read afresh at delivery.
-FIELDS = "kind conversationId version cursor messages { seq role data } delegation { id status }"
+FIELDS = (
+    "kind conversationId version cursor messageCount messages { seq role data } "
+    "delegation { id status }"
+)
 SUBSCRIBE = f"""
 subscription($id: ID!, $after: String) {{
   conversationEvents(conversationId: $id, after: $after) {{ {FIELDS} }}
@@ -762,6 +775,50 @@ async def test_a_replayed_delegation_whose_child_is_gone_says_not_found(
             (error,) = message["payload"]["errors"]
             assert error["extensions"]["code"] == "NOT_FOUND", error
             assert error["path"][-1] == "childConversation", error
+
+
+async def test_a_cached_transcript_follows_appends_and_replaces_from_the_events_alone(
+    live_server: LiveServer, alice: GraphQLClient
+) -> None:
+    """A replace's event carries only what it wrote past the prefix it kept (nothing when it
+    cut the transcript or changed nothing): with `messageCount` a client applies it to its
+    cached transcript without a read, live and replayed alike."""
+    root = await create(alice)
+    saves = [("a", "b"), ("a", "b"), ("a", "X"), (), ("q",), ("q", "r", "s")]
+    transcripts = [("a", "b"), ("a", "b", "c", "d"), *saves]
+
+    async def followed(socket: Session) -> list[dict[str, Any]]:
+        """The stream's next events, each applied to a cache checked against the transcript
+        the write left."""
+        cache: list[str] = []
+        seen = []
+        for expected in transcripts:
+            event = await socket.event()
+            count, written = event["messageCount"], event["messages"]
+            first = count - len(written) + 1
+            assert [m["seq"] for m in written] == list(range(first, count + 1)), event
+            cache = cache[: first - 1] + [m["data"]["content"] for m in written]
+            assert tuple(cache) == expected, (event, cache)
+            seen.append(event)
+        return seen
+
+    async with contextlib.AsyncExitStack() as stack:
+        witness, cursor = await live_stream(stack, live_server, alice, root)
+        await append(alice, root, "a", "b")
+        await append(alice, root, "c", "d")
+        for contents in saves:
+            messages = [{"role": "user", "content": c} for c in contents]
+            saved = await alice(REPLACE, {"id": root, "m": messages})
+            assert saved["replaceTranscript"]["userErrors"] == [], saved
+        live = await followed(witness)
+        resumed = await stack.enter_async_context(stream(live_server, alice, root, cursor))
+        assert await followed(resumed) == live
+    kinds = [e["kind"] for e in live]
+    assert kinds == ["MESSAGES_APPENDED"] * 2 + ["TRANSCRIPT_REPLACED"] * len(saves)
+    # What each replace wrote: nothing for a cut (4 → 2), an identical save and an empty one.
+    assert [len(e["messages"]) for e in live[2:]] == [0, 0, 1, 0, 1, 2]
+    read_back = await alice(READ, {"id": root})
+    assert [m["content"] for m in read_back["conversation"]["transcript"]] == ["q", "r", "s"]
 
 
 async def test_a_delete_s_event_is_one_version_past_what_a_read_saw(

@@ -48,6 +48,9 @@ class Event:
     position: int = 0
     # The root's event counter as the row was written (a deleted root's last position).
     head: int | None = None
+    # Of an append or a replace: the conversation's message count after it (a replace's
+    # messages are only those it wrote past the prefix it kept, perhaps none).
+    message_count: int | None = None
 
     def numbered(self, position: int) -> Event:
         """This event at `position` in its tree's log (dataclasses.replace without its
@@ -64,6 +67,7 @@ class Event:
             self.delegation,
             position,
             self.head,
+            self.message_count,
         )
 
     @property

@@ -22,7 +22,16 @@ class ConversationEvent:
     )
     version: int
     at: datetime
-    messages: list[Message] | None
+    messages: list[Message] | None = strawberry.field(
+        description="The messages an append wrote; of a replace, only those it wrote past the "
+        "prefix of the stored transcript it kept (none when it only cut the transcript or "
+        "changed nothing in it)."
+    )
+    message_count: int | None = strawberry.field(
+        description="Of MESSAGES_APPENDED and TRANSCRIPT_REPLACED: the conversation's message "
+        "count after the event. A cached transcript keeps its first `messageCount` minus the "
+        "length of `messages` messages, then takes `messages`."
+    )
     delegation: Delegation | None
     cursor: str = strawberry.field(
         description="Opaque position of this event in the stream; pass it as `after` to "
@@ -37,6 +46,7 @@ class ConversationEvent:
             version=e.version,
             at=e.at,
             messages=None if e.messages is None else [Message.of(m) for m in e.messages],
+            message_count=e.message_count,
             delegation=None if e.delegation is None else Delegation.of(e.delegation),
             cursor=cursors.encode_event(e.root_id, e.position),
         )

@@ -111,7 +111,12 @@ class Transcripts(Part):
         stored = await self._insert(
             conversation, messages, conversation.message_count - len(messages) + 1
         )
-        self.repo.publish(EventKind.MESSAGES_APPENDED, conversation, messages=stored)
+        self.repo.publish(
+            EventKind.MESSAGES_APPENDED,
+            conversation,
+            messages=stored,
+            message_count=conversation.message_count,
+        )
         return conversation, stored
 
     async def replace(
@@ -174,7 +179,12 @@ class Transcripts(Part):
             # wrote (a chunk at least): a backlog waiting before them (a bulk load) is the
             # batches', which let the process's other requests in between.
             await index_chunk(self.sql, max(search_index.CHUNK, len(written)))
-        self.repo.publish(EventKind.TRANSCRIPT_REPLACED, conversation, messages=written)
+        self.repo.publish(
+            EventKind.TRANSCRIPT_REPLACED,
+            conversation,
+            messages=written,
+            message_count=conversation.message_count,
+        )
         return conversation
 
     async def _insert(
