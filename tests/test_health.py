@@ -26,6 +26,7 @@ from graph.store.migration_state import AT_HEAD, MigrationState
 from tests.conftest import PG_URL, GraphQLClient, Server, _pg_admin, _with_db
 from tests.migrations import columns_after
 from tests.operations import APPEND, CREATE
+from tests.pg_databases import admin
 from tests.tcp_proxy import in_front_of
 
 VIEWER = "{ viewer { workspace { key } } }"
@@ -215,6 +216,41 @@ async def test_a_database_back_from_an_outage_unmigrated_says_so_at_once(
                 assert back.json()["errors"][0]["message"] == NOT_MIGRATED
     finally:
         await proxy.cut()
+
+
+async def test_a_replica_started_before_its_database_was_made_waits_for_it() -> None:
+    """`serve --no-migrate` on a PostgreSQL database that does not exist yet (made and
+    migrated by the deploy after the replicas start) failed its start with a traceback;
+    it starts, answers 503 until the database is there and migrated, then serves."""
+    if not PG_URL:
+        pytest.skip("a SQLite file is made by `serve`: PostgreSQL only")
+    name = f"cg_later_{uuid.uuid4().hex[:12]}"
+    settings = Settings(
+        database_url=_with_db(PG_URL, name), secret="test-secret", sweep_interval_seconds=0
+    )
+    app = create_app(settings)
+    headers = {"Authorization": "Bearer cvg_" + "x" * 43}
+    try:
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+                assert (await http.get("/readyz")).status_code == 503
+                away = await http.post("/graphql", json={"query": VIEWER}, headers=headers)
+                assert away.status_code == 503, away.text
+                assert away.json()["errors"][0]["extensions"]["code"] == "DATABASE_UNAVAILABLE"
+                await admin(PG_URL, f'CREATE DATABASE "{name}"')
+                await upgrade(settings)
+                # Ready once its event listener, retrying, has connected too.
+                for _ in range(100):
+                    if (ready := await http.get("/readyz")).status_code == 200:
+                        break
+                    await asyncio.sleep(0.1)
+                assert ready.status_code == 200, ready.text
+                gql = GraphQLClient(http, await Server(app, settings).token())
+                created = (await gql(CREATE))["createConversation"]
+                assert created["userErrors"] == [], created
+    finally:
+        await admin(PG_URL, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 async def test_a_database_a_later_release_migrated_is_ready_for_this_one(

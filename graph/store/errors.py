@@ -18,9 +18,11 @@ from graph.store.encryption import MasterKeyRefused
 # PostgreSQL's SQLSTATEs of a database that cannot serve now, whose messages do not say
 # "connect": sessions refused, its connection slots all taken (53300, "sorry, too many
 # clients already": replicas times their pool size past max_connections), a server starting
-# up, shutting down or in recovery (57P03), or ending sessions (57P01, 57P02). A statement
-# that gave up waiting is `waited_out`.
-_UNAVAILABLE_SQLSTATES = frozenset({"53300", "57P01", "57P02", "57P03"})
+# up, shutting down or in recovery (57P03), or ending sessions (57P01, 57P02); the database
+# or the role not there (yet) or the password refused (3D000, 28000, 28P01): a replica
+# started before its database was made waits for it. A statement that gave up waiting is
+# `waited_out`.
+_UNAVAILABLE_SQLSTATES = frozenset({"53300", "57P01", "57P02", "57P03", "3D000", "28000", "28P01"})
 
 
 def is_unavailable(exc: BaseException | None) -> bool:
