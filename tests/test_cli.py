@@ -652,6 +652,32 @@ def test_a_database_that_cannot_be_reached_is_said_in_one_line(
     assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 1
 
 
+@pytest.mark.parametrize("command", [("migrate",), ("serve",), ("token", "list"), ("sweep",)])
+def test_a_database_that_never_answers_is_given_up_on_after_the_pool_timeout(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    """A PostgreSQL address that takes connections and never answers (a firewall that drops,
+    a server hung): `migrate`, and `serve` with it, waited asyncpg's own minute whatever
+    CONVOGRAPH_POOL_TIMEOUT_SECONDS said, then printed a bare TimeoutError."""
+    with socket.socket() as listener:  # the kernel accepts; nobody ever answers
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        url = f"postgresql+asyncpg://nobody@127.0.0.1:{listener.getsockname()[1]}/x"
+        env = clean_env(
+            CONVOGRAPH_DATABASE_URL=url,
+            CONVOGRAPH_SECRET=SECRET,
+            CONVOGRAPH_POOL_TIMEOUT_SECONDS="1",
+        )
+        args = (*command, "--port", str(free_port())) if command == ("serve",) else command
+        started = time.monotonic()
+        result = graph(*args, env=env, cwd=tmp_path)
+        waited = time.monotonic() - started
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.startswith("error: the database of CONVOGRAPH_DATABASE_URL: "), result
+    assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 1
+    assert waited < 30, waited  # not asyncpg's minute
+
+
 @pytest.mark.parametrize(
     ("flag", "args"),
     [

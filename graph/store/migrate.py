@@ -16,7 +16,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import event, pool, text
+from sqlalchemy import event, make_url, pool, text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from graph.settings import Settings, SettingsError
@@ -36,7 +36,7 @@ def alembic_config(settings: Settings) -> Config:
     return config
 
 
-def migration_engine(url: str) -> AsyncEngine:
+def migration_engine(url: str, *, connect_timeout: float | None = None) -> AsyncEngine:
     """An engine for migrations. On SQLite its transactions are SQLite's own, DDL included
     (Python's driver begins one only before a data change: a DROP or CREATE of a view or
     trigger committed alone, and a migration interrupted halfway left the schema half
@@ -45,8 +45,16 @@ def migration_engine(url: str) -> AsyncEngine:
     that read and the migration's first change failed the migration with "database is
     locked", at once, whatever the busy timeout); and its connections know
     convograph_inflate, which the search index's delete trigger calls (a migration may
-    delete messages)."""
-    engine = create_async_engine(url, poolclass=pool.NullPool)
+    delete messages).
+
+    On PostgreSQL, connecting waits `connect_timeout` at most (CONVOGRAPH_POOL_TIMEOUT_SECONDS,
+    as the server's connections do; asyncpg's own default is a minute); its statements have
+    no timeout: a migration may rewrite a large table, or wait for another one to finish."""
+    backend = make_url(url).get_backend_name()
+    connect_args = (
+        {"timeout": connect_timeout} if backend == "postgresql" and connect_timeout else {}
+    )
+    engine = create_async_engine(url, poolclass=pool.NullPool, connect_args=connect_args)
     if engine.dialect.name != "sqlite":
         return engine
     reads = Compression(Path(engine.url.database), enabled=False) if engine.url.database else None
@@ -117,7 +125,7 @@ async def upgrade(settings: Settings, *, downgrade_to: str | None = None) -> str
     path = settings.sqlite_path
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
-    engine = migration_engine(settings.database_url)
+    engine = migration_engine(settings.database_url, connect_timeout=settings.pool_timeout_seconds)
     if downgrade_to is None:
         revision, down = "head", False
     else:

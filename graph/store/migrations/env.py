@@ -12,7 +12,8 @@ from graph.store.migrate import migration_engine
 from graph.store.tables import metadata
 
 config = context.config
-url = config.attributes.get("database_url") or Settings.from_env().database_url
+settings: Settings | None = config.attributes.get("settings")
+url = config.attributes.get("database_url") or (settings or Settings.from_env()).database_url
 
 
 def _include_object(obj: object, name: str | None, type_: str, *_: object) -> bool:
@@ -34,7 +35,8 @@ def _run(connection: Connection) -> None:
 
 
 async def _run_async() -> None:
-    engine = migration_engine(url)
+    timeout = settings.pool_timeout_seconds if settings is not None else None
+    engine = migration_engine(url, connect_timeout=timeout)
     async with engine.connect() as connection:
         await connection.run_sync(_run)
     await engine.dispose()
