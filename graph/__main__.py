@@ -97,6 +97,7 @@ def _as_system(
     database that cannot be written is refused before anything runs, naming the file or
     directory (SQLite says only "attempt to write a readonly database", at the first write)."""
     from graph.services import build_services
+    from graph.store.migration_state import require_migrated
 
     if write:
         _writable(settings)
@@ -105,6 +106,7 @@ def _as_system(
         services = build_services(settings)
         try:
             await services.check_encryption(serving=False)
+            await require_migrated(services.db)
             uow = services.uow
             async with uow.write(SYSTEM) if write else uow.read(SYSTEM) as repo:
                 return await work(repo)
@@ -168,6 +170,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     from graph.services import build_services
+    from graph.store.migration_state import require_migrated
     from graph.store.retention import sweep
 
     settings = _settings(args)
@@ -180,6 +183,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             # Expiry destroys the expired conversations' data keys: without the master key
             # (an encrypted database) it would delete their rows and leave their keys.
             await services.check_encryption(serving=False)
+            await require_migrated(services.db)
             return await sweep(services.uow)
         finally:
             await services.db.dispose()
@@ -345,6 +349,7 @@ def _with_encryption(
     (`keys rotate` on a read-only key store blamed "the database of CONVOGRAPH_DATABASE_URL")."""
     from graph.store.db import Database
     from graph.store.encryption import check_key_store_found
+    from graph.store.migration_state import require_migrated
 
     settings = _settings(args)
     if not settings.encryption_on:
@@ -359,6 +364,7 @@ def _with_encryption(
         try:
             assert db.encryption is not None
             await check_key_store_found(db.encryption, engine=db.reader)
+            await require_migrated(db)
             return await work(db)
         finally:
             await db.dispose()
@@ -685,6 +691,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
     try:
         return int(args.func(args))
+    except KeyboardInterrupt:
+        # What a command had not committed is rolled back with its transaction; `keys
+        # encrypt-existing` goes on where it stopped when run again. A connection cut
+        # short leaves futures that asyncio reports as it collects them, on the way out.
+        logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+        print("interrupted: what was not committed was rolled back", file=sys.stderr)
+        return 130
     except (MissingSecret, SettingsError, EncryptionError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -13,6 +13,7 @@ import contextlib
 import os
 import re
 import shutil
+import signal
 import socket
 import sqlite3
 import subprocess
@@ -117,6 +118,74 @@ async def test_migrate_a_fresh_database(tmp_path: Path) -> None:
             'mutation { createConversation(input: {title: "t"}) { conversation { title } } }'
         )
         assert created["createConversation"]["conversation"] == {"title": "t"}
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("token", "list"),
+        ("token", "create", "--workspace", "site:1", "--owner", "user:u"),
+        ("token", "revoke", "tok_x"),
+        ("sweep",),
+    ],
+)
+async def test_a_command_on_a_database_behind_this_release_says_to_migrate(
+    cli: Cli, command: tuple[str, ...]
+) -> None:
+    """On a database downgraded (or not yet upgraded) below this release's schema, `token
+    list` failed on a missing column ("no such column: api_token.successor_id") and `token
+    create` and `sweep` went on writing in the old schema's shape."""
+    await run(cli, "migrate", "--downgrade-to", "0012")
+    path = Path(cli.url.removeprefix("sqlite+aiosqlite:///"))
+    before = _dump(path)
+    result = await run(cli, *command, ok=False)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr == (
+        "error: the database of CONVOGRAPH_DATABASE_URL: its schema is behind this "
+        "release's (convograph migrate upgrades it)\n"
+    )
+    assert _dump(path) == before  # nothing written
+    assert "newest revision" in (await run(cli, "migrate")).stdout
+    assert "behind" not in (await run(cli, *command, ok=False)).stderr  # then it runs
+
+
+def _dump(path: Path) -> list[str]:
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        return list(db.iterdump())
+
+
+def test_ctrl_c_stops_a_command_in_one_line(tmp_path: Path) -> None:
+    """Ctrl-C printed some thirty lines of traceback (a KeyboardInterrupt chained to the
+    CancelledError of asyncio's run). Here `token list` is interrupted while it waits for a
+    PostgreSQL address that takes its connection and never answers."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        listener.settimeout(60)
+        env = clean_env(
+            CONVOGRAPH_DATABASE_URL=(
+                f"postgresql+asyncpg://nobody@127.0.0.1:{listener.getsockname()[1]}/x"
+            ),
+            CONVOGRAPH_SECRET=SECRET,
+            CONVOGRAPH_POOL_TIMEOUT_SECONDS="60",
+        )
+        process = subprocess.Popen(
+            [sys.executable, "-m", "graph", "token", "list"],
+            env=env,
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            connection, _ = listener.accept()  # past its imports: in the command, waiting
+            with connection:
+                process.send_signal(signal.SIGINT)
+                out, err = process.communicate(timeout=30)
+        finally:
+            process.kill()
+    assert process.returncode == 130, err
+    assert err.decode() == "interrupted: what was not committed was rolled back\n"
+    assert out == b""
 
 
 @pytest.mark.parametrize("revision", ["9999", "", "head", "0017x"])

@@ -109,11 +109,15 @@ class Unwritable(Exception):
     which file or directory: db.sqlite_read_only)."""
 
 
+class NotMigrated(Exception):
+    """The database's schema is behind this release's, found before a command uses it."""
+
+
 def database_problem(exc: BaseException) -> str | None:
     """One line saying why the database cannot be used, when `exc` is the database's (it
     cannot be reached or opened, refuses the connection, or is not migrated), for a
     command's error message; None for any other failure."""
-    if isinstance(exc, Unwritable):
+    if isinstance(exc, Unwritable | NotMigrated):
         return str(exc)
     if isinstance(exc, DBAPIError):
         reason = str(exc.orig if exc.orig is not None else exc)

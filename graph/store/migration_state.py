@@ -11,6 +11,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
 from graph.store.db import Database
+from graph.store.errors import NotMigrated
 
 # Every revision of store/migrations/versions, and its head: tests/unit/test_migration_state.py
 # holds them to Alembic's own answer, so a new migration cannot be forgotten here.
@@ -62,3 +63,11 @@ class MigrationState:
         elif current and not current <= REVISIONS:
             self._known = AHEAD
         return self._known or BEHIND
+
+
+async def require_migrated(db: Database) -> None:
+    """NotMigrated unless the database's schema is this release's (or a later one's): a
+    command run on a database behind it failed on a missing column, or wrote rows in the
+    old schema's shape."""
+    if await MigrationState(db).current() == BEHIND:
+        raise NotMigrated("its schema is behind this release's (convograph migrate upgrades it)")
