@@ -297,7 +297,7 @@ async def test_a_revoked_token_is_a_clear_error(live_server: LiveServer, go_home
     assert run.results() == {"TestFaultRevokedToken": "pass"}, run.output
     logs = run.logs("TestFaultRevokedToken")
     assert len(logs) == 3, logs
-    said = "HTTP 401 UNAUTHENTICATED: missing, unknown or revoked bearer token"
+    said = "HTTP 401 UNAUTHENTICATED: missing, unknown, revoked or expired bearer token"
     assert all(said in line for line in logs), logs
 
 

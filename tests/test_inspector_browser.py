@@ -631,7 +631,7 @@ async def test_a_bad_token_gets_a_clear_message(
         await sign_in(page, bogus)
         alert = page.locator("#signin-error")
         await expect(alert).to_contain_text("This token was not accepted", timeout=TIMEOUT_MS)
-        await expect(alert).to_contain_text("missing, unknown or revoked bearer token")
+        await expect(alert).to_contain_text("missing, unknown, revoked or expired bearer token")
         await expect(page.get_by_label("Token", exact=True)).to_be_focused()
         await expect(page.locator("#app")).to_be_hidden()
         assert await page.evaluate("() => sessionStorage.length") == 0

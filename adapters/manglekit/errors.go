@@ -32,7 +32,7 @@ var (
 	ErrStorageFull = errors.New("convograph: storage full")
 	// ErrNotFound: userError NOT_FOUND.
 	ErrNotFound = errors.New("convograph: not found")
-	// ErrUnauthorized: the bearer token is missing, unknown or revoked (HTTP 401), or holds
+	// ErrUnauthorized: the bearer token is missing, unknown, revoked or expired (HTTP 401), or holds
 	// a control character, such as a trailing line break, which no request can carry
 	// (refused before any request).
 	ErrUnauthorized = errors.New("convograph: unauthorized")

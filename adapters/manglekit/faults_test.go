@@ -47,10 +47,10 @@ func TestAnswersThatAreNotASuccess(t *testing.T) {
 				}
 			}},
 		{name: "401 revoked", status: 401, is: ErrUnauthorized,
-			body:   `{"errors":[{"message":"missing, unknown or revoked bearer token","extensions":{"code":"UNAUTHENTICATED"}}]}`,
+			body:   `{"errors":[{"message":"missing, unknown, revoked or expired bearer token","extensions":{"code":"UNAUTHENTICATED"}}]}`,
 			header: []string{"WWW-Authenticate", `Bearer realm="convograph"`},
 			check: func(t *testing.T, err error) {
-				if !strings.Contains(err.Error(), "HTTP 401 UNAUTHENTICATED: missing, unknown or revoked bearer token") {
+				if !strings.Contains(err.Error(), "HTTP 401 UNAUTHENTICATED: missing, unknown, revoked or expired bearer token") {
 					t.Errorf("message %q", err)
 				}
 			}},

@@ -593,7 +593,7 @@ func TestLiveATokenWithALineBreakIsRefused(t *testing.T) {
 // A redirect (an http:// URL a proxy sends on to https://, say) is an *HTTPError with its
 // status and where it points, and nothing is stored. Followed, the POST went on as a GET
 // without its body (301, 302, 303) and, to another host or port, without its bearer token:
-// the server's answer, "HTTP 401 UNAUTHENTICATED: missing, unknown or revoked bearer token"
+// the server's answer, "HTTP 401 UNAUTHENTICATED: missing, unknown, revoked or expired bearer token"
 // or "No GraphQL query found", blamed a good token and said nothing of the redirect.
 func TestLiveARedirectIsNamed(t *testing.T) {
 	s := live(t)

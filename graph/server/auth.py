@@ -38,7 +38,7 @@ from graph.store.unit_of_work import UnitOfWork
 
 logger = logging.getLogger("convograph.auth")
 
-REFUSED = "missing, unknown or revoked bearer token"
+REFUSED = "missing, unknown, revoked or expired bearer token"
 CHALLENGE = {"WWW-Authenticate": 'Bearer realm="convograph"'}
 OWNER_HEADER = "Convograph-Owner"
 UNAVAILABLE = "the token could not be checked: the database is unavailable; retry shortly"
@@ -66,7 +66,7 @@ class Refused(BaseUser):
     4401), or an owner header (4403, the reason saying why, as HTTP's 403 or 400 does)."""
 
     def __init__(
-        self, code: int = 4401, reason: str = "Unauthorized", denial: Response | None = None
+        self, code: int = 4401, reason: str = REFUSED, denial: Response | None = None
     ) -> None:
         self.code = code
         self.reason = reason
