@@ -117,7 +117,11 @@ async def refused(server: LiveServer, gql: GraphQLClient, cid: str, after: str) 
             error: dict[str, Any] = message["payload"][0]
             return error
         assert message["type"] == "next" and message["payload"]["data"] is None, message
-        return dict(message["payload"]["errors"][0])
+        (error,) = message["payload"]["errors"]
+        # Placed at the subscription's field, as a field's error is over HTTP.
+        assert error["path"] == ["conversationEvents"], error
+        assert error["locations"] == [{"line": 3, "column": 3}], error
+        return dict(error)
 
 
 @pytest.fixture

@@ -10,7 +10,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from graphql import GraphQLError, GraphQLSyntaxError
+from graphql import (
+    DocumentNode,
+    FieldNode,
+    GraphQLError,
+    GraphQLSyntaxError,
+    OperationDefinitionNode,
+    OperationType,
+    located_error,
+)
 from strawberry.exceptions import MissingQueryError
 from strawberry.extensions import SchemaExtension
 from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
@@ -100,5 +108,47 @@ class Masking(SchemaExtension):
         mask_result(self.execution_context.result, request_id_of(self.execution_context))
 
     def on_stream_result(self, result: Any) -> Iterator[None]:
+        execution = self.execution_context
+        _locate_stream_errors(result, execution.graphql_document, execution.operation_name)
         mask_result(result, request_id_of(self.execution_context))
         yield
+
+
+def _locate_stream_errors(
+    result: Any, document: DocumentNode | None, operation_name: str | None
+) -> None:
+    """Place at the subscription's field the errors its stream raised (a conversation not
+    found, a cursor refused, a token revoked): graphql-core leaves them without the `path`
+    and `locations` a field's error has over HTTP, and a client that routes errors by path
+    found nothing there."""
+    errors = getattr(result, "errors", None)
+    if not errors or document is None:
+        return
+    if all(e.path is not None or e.original_error is None for e in errors):
+        return
+    field = _subscribed_field(document, operation_name)
+    if field is None:
+        return
+    key = (field.alias or field.name).value
+    result.errors = [
+        located_error(e.original_error, [field], [key])
+        if e.path is None and e.original_error is not None
+        else e
+        for e in errors
+    ]
+
+
+def _subscribed_field(document: DocumentNode, operation_name: str | None) -> FieldNode | None:
+    """The field of the subscription that runs: its operation has exactly one at its root."""
+    for definition in document.definitions:
+        if (
+            isinstance(definition, OperationDefinitionNode)
+            and definition.operation is OperationType.SUBSCRIPTION
+            and (
+                operation_name is None or getattr(definition.name, "value", None) == operation_name
+            )
+        ):
+            for selection in definition.selection_set.selections:
+                if isinstance(selection, FieldNode):
+                    return selection
+    return None
