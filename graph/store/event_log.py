@@ -64,8 +64,6 @@ _DELEGATIONS = Builder(Delegation)
 _MESSAGE_KEYS = ("seq", "role", "data", "created_at")
 _COLUMNS = ("root_id", "position", "conversation_id", "ancestry", "kind", "version", "at")
 _STORED = (*_COLUMNS, "payload", "seq_low", "seq_high")
-# The kinds whose events carry their conversation's message count.
-_COUNTED = frozenset({EventKind.MESSAGES_APPENDED, EventKind.TRANSCRIPT_REPLACED})
 
 _BUMP = Prepared(
     update(C)
@@ -258,9 +256,8 @@ def _row(event: Event) -> dict[str, Any]:
             carried["m"] = [_copy(m) for m in messages]
     if event.delegation is not None:
         carried["d"] = dump(event.delegation)
-    count = event.message_count
-    if count is not None and count != _last_seq(event.messages):
-        carried["n"] = count  # a replace that wrote nothing: its count is not its last seq
+    if event.count_without_messages is not None:
+        carried["n"] = event.count_without_messages
     return {
         "root_id": event.root_id,
         "position": event.position,
@@ -273,12 +270,6 @@ def _row(event: Event) -> dict[str, Any]:
         "seq_low": low,
         "seq_high": high,
     }
-
-
-def _last_seq(messages: Sequence[Message] | None) -> int | None:
-    """The last seq of an append's or a replace's messages: its conversation's message
-    count after it (what either writes goes at the end)."""
-    return messages[-1].seq if messages else None
 
 
 def _copy(message: Message) -> list[Any]:
@@ -304,12 +295,8 @@ def _event(
             for m in carried["m"]
         )
     delegation = _DELEGATIONS.load(carried["d"]) if "d" in carried else None
-    kind = kind if isinstance(kind, EventKind) else EventKind(kind)
-    count = carried.get("n")
-    if count is None and kind in _COUNTED:
-        count = _last_seq(messages)
     return Event(
-        kind=kind,
+        kind=kind if isinstance(kind, EventKind) else EventKind(kind),
         conversation_id=conversation_id,
         ancestry=tuple(ancestry.split()),
         workspace_type=workspace[0],
@@ -319,7 +306,7 @@ def _event(
         messages=messages,
         delegation=delegation,
         position=position,
-        message_count=count,
+        count_without_messages=carried.get("n"),
     )
 
 

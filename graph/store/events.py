@@ -28,6 +28,8 @@ from graph.store.tables import Conversation, Delegation, Message
 
 # Unread events a subscriber may hold before its queue is dropped for the log (the default).
 QUEUE_SIZE = 1000
+# The kinds whose events say their conversation's message count after them.
+_COUNTED = frozenset({EventKind.MESSAGES_APPENDED, EventKind.TRANSCRIPT_REPLACED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,9 +50,9 @@ class Event:
     position: int = 0
     # The root's event counter as the row was written (a deleted root's last position).
     head: int | None = None
-    # Of an append or a replace: the conversation's message count after it (a replace's
-    # messages are only those it wrote past the prefix it kept, perhaps none).
-    message_count: int | None = None
+    # Of a replace that wrote no message (it cut the transcript, or saved it unchanged):
+    # the conversation's message count after it. Otherwise `message_count` says it.
+    count_without_messages: int | None = None
 
     def numbered(self, position: int) -> Event:
         """This event at `position` in its tree's log (dataclasses.replace without its
@@ -67,8 +69,19 @@ class Event:
             self.delegation,
             position,
             self.head,
-            self.message_count,
+            self.count_without_messages,
         )
+
+    @property
+    def message_count(self) -> int | None:
+        """Of an append or a replace: the conversation's message count after it. What
+        either writes goes at the end, so its last message's seq says it, unless a replace
+        wrote none."""
+        if self.kind not in _COUNTED:
+            return None
+        if self.messages:
+            return self.messages[-1].seq
+        return self.count_without_messages
 
     @property
     def root_id(self) -> str:

@@ -71,7 +71,8 @@ def decode_event(raw: bytes | str) -> Event:
         messages=None if e["messages"] is None else tuple(_MESSAGES.load(m) for m in e["messages"]),
         delegation=None if e["delegation"] is None else _DELEGATIONS.load(e["delegation"]),
         position=e["position"],
-        message_count=e.get("message_count"),  # absent from a replica not upgraded yet
+        # Absent from a replica not upgraded yet.
+        count_without_messages=e.get("count_without_messages"),
     )
 
 

@@ -28,7 +28,7 @@ def an_event(version: int = 4, kind: EventKind = EventKind.MESSAGES_APPENDED) ->
         delegation=None,
         position=0,
         head=9,
-        message_count=3,
+        count_without_messages=3,
     )
 
 
@@ -37,7 +37,7 @@ def test_numbered_keeps_every_field_but_the_position() -> None:
     # A field added to Event and forgotten in `numbered` fails here.
     assert event.numbered(7) == dataclasses.replace(event, position=7)
     fields = [f.name for f in dataclasses.fields(Event)]
-    assert fields[-3:] == ["position", "head", "message_count"]
+    assert fields[-3:] == ["position", "head", "count_without_messages"]
 
 
 async def version_of(stream: AsyncIterator[Event | Lost | None]) -> int:

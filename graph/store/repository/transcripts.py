@@ -111,12 +111,7 @@ class Transcripts(Part):
         stored = await self._insert(
             conversation, messages, conversation.message_count - len(messages) + 1
         )
-        self.repo.publish(
-            EventKind.MESSAGES_APPENDED,
-            conversation,
-            messages=stored,
-            message_count=conversation.message_count,
-        )
+        self.repo.publish(EventKind.MESSAGES_APPENDED, conversation, messages=stored)
         return conversation, stored
 
     async def replace(
@@ -183,7 +178,7 @@ class Transcripts(Part):
             EventKind.TRANSCRIPT_REPLACED,
             conversation,
             messages=written,
-            message_count=conversation.message_count,
+            count_without_messages=None if written else conversation.message_count,
         )
         return conversation
 
