@@ -70,6 +70,7 @@ SESSION_ID = "inspector-session-1"
 BIG = 123456789012345678901234567890
 DASH = "\N{EN DASH}"  # as in the transcript's "Messages 1 to 100 of 10,000" line
 
+DELETE_CONVERSATION = "mutation($id: ID!) { deleteConversation(input: {id: $id}) { deleted } }"
 CREATE_CONVERSATION = """mutation($input: CreateConversationInput!) {
   createConversation(input: $input) { conversation { id } userErrors { code message } } }"""
 APPEND = """mutation($id: ID!, $messages: [JSON!]!) {
@@ -965,6 +966,67 @@ async def test_a_long_transcript_is_read_in_windows(
             await expect(status).to_have_text(f"Messages 1{DASH}100 of 10,000", timeout=TIMEOUT_MS)
             await expect(messages.first).to_contain_text("message 1")
             await expect(messages.first.locator(".seq")).to_have_text("#1")
+
+
+async def test_live_changes_reach_an_earlier_window_the_head_and_an_open_panel(
+    live_server: LiveServer, chromium: Chromium
+) -> None:
+    """Three things the page showed stale: a transcript replaced while the reader was on its
+    first messages (the replaced ones stayed, "of 601" after a replace to two); the head's
+    version and last update after an append; a child's panel, open and "Running", after the
+    child was deleted."""
+    token = await live_server.token(workspace="site:inspector", owner="user:ada")
+    replace = """mutation($id: ID!, $messages: [JSON!]!) {
+      replaceTranscript(input: {conversationId: $id, messages: $messages}) {
+        conversation { version } userErrors { code } } }"""
+    head = "query($id: ID!) { conversation(id: $id) { version updatedAt } }"
+    async with live_server.client(token) as gql:
+        created = await ok(gql, CREATE_CONVERSATION, {"input": {"title": "Windowed"}})
+        cid = created["conversation"]["id"]
+        batch = [{"role": "user", "content": f"orig {i}"} for i in range(1, 301)]
+        await ok(gql, APPEND, {"id": cid, "messages": batch})
+        child = await delegate(gql, cid, ("planner", "researcher"), "Look it up")
+        async with inspector(live_server, chromium, "inspector-live-stale.png") as browser:
+            page = browser.page
+            await sign_in(page, token)
+            await page.locator(".conv-row").filter(has_text="Windowed").click()
+            await expect(page.locator("#live")).to_have_text("Live", timeout=TIMEOUT_MS)
+            panel = page.locator(".tabpanel-transcript")
+            status = panel.locator(".transcript-status")
+            await expect(status).to_have_text(f"Messages 201{DASH}300 of 300", timeout=TIMEOUT_MS)
+
+            # The head follows an append: version and last update, as the API has them.
+            await ok(gql, APPEND, {"id": cid, "messages": [{"role": "user", "content": "late"}]})
+            now = (await gql(head, {"id": cid}))["conversation"]
+
+            def fact(term: str) -> Locator:
+                return page.locator(".facts .fact").filter(has=page.locator("dt", has_text=term))
+
+            await expect(fact("Version").locator("dd")).to_have_text(
+                str(now["version"]), timeout=LIVE_MS
+            )
+            await expect(fact("Updated").locator("time")).to_have_attribute(
+                "datetime", now["updatedAt"], timeout=LIVE_MS
+            )
+
+            # On the first messages, a replace that keeps none of them is read anew.
+            await panel.get_by_role("button", name="First messages").click()
+            await expect(status).to_have_text(f"Messages 1{DASH}100 of 301", timeout=TIMEOUT_MS)
+            fresh = [{"role": "user", "content": f"NEW {i}"} for i in (1, 2)]
+            await ok(gql, replace, {"id": cid, "messages": fresh})
+            await expect(status).to_have_text(f"Messages 1{DASH}2 of 2", timeout=LIVE_MS)
+            await expect(panel.locator(".msg")).to_have_count(2)
+            await expect(panel.locator(".msg").first).to_contain_text("NEW 1")
+            await expect(page.get_by_role("tab", name="Transcript (2)")).to_be_visible()
+
+            # A child's panel closes when the child is deleted.
+            await page.get_by_role("tab", name=re.compile("^Delegations")).click()
+            await node(page, "Look it up").locator(".tnode-open").click()
+            await expect(page.locator(".panel")).to_be_visible(timeout=TIMEOUT_MS)
+            deleted = await gql(DELETE_CONVERSATION, {"id": child["child"]})
+            assert deleted["deleteConversation"]["deleted"], deleted
+            await expect(page.locator(".panel")).to_have_count(0, timeout=LIVE_MS)
+            await expect(node(page, "Look it up")).to_have_count(0, timeout=LIVE_MS)
 
 
 async def test_the_list_pages_with_load_more(live_server: LiveServer, chromium: Chromium) -> None:

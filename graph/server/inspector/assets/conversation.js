@@ -801,11 +801,29 @@ export class ConversationView {
   /** Read a transcript's latest messages (again) until a read succeeds, as read() reads the
    * head (see retry); its failures are shown in it, with the time of the next try. Resolves
    * to whether it was read. One reload per transcript at a time (retry's key). */
-  reloadTranscript(transcript) {
+  reloadTranscript(transcript, { kept } = {}) {
     const what = `the ${transcript.label.charAt(0).toLowerCase()}${transcript.label.slice(1)}`;
     const show = showFailure(transcript, what);
     const gone = () => transcript.destroyed;
-    return this.retry(() => transcript.refresh(), { what, key: transcript, show, gone });
+    return this.retry(() => transcript.refresh({ kept }), { what, key: transcript, show, gone });
+  }
+
+  /** A fact of the head, shown anew without reading the conversation again. */
+  setFact(term, ...value) {
+    const dt = [...this.headEl.querySelectorAll(".facts dt")].find((x) => x.textContent === term);
+    if (dt) fill(dt.nextElementSibling, ...value);
+  }
+
+  /** An event of this conversation that the head is not read again for (an append) moved
+   * its version and its last update: the head shows them. */
+  moved(version, at) {
+    if (!this.conv || typeof version !== "number" || version <= this.conv.version) return;
+    this.conv.version = version;
+    this.setFact("Version", String(version));
+    if (at) {
+      this.conv.updatedAt = at;
+      this.setFact("Updated", timeEl(at));
+    }
   }
 
   countChanged(conversationId, count, at = null) {
@@ -813,8 +831,7 @@ export class ConversationView {
     if (conversationId === this.id && this.conv && count !== this.conv.messageCount) {
       this.conv.messageCount = count;
       this.tabButtons.transcript.textContent = `Transcript (${formatNumber(count)})`;
-      const dt = [...this.headEl.querySelectorAll(".facts dt")].find((x) => x.textContent === "Messages");
-      if (dt) dt.nextElementSibling.textContent = formatNumber(count);
+      this.setFact("Messages", formatNumber(count));
     }
     this.app.listTouch(conversationId, at ? { messageCount: count, updatedAt: at } : { messageCount: count });
     if (this.tree) this.tree.messagesAppended(conversationId, count);
@@ -832,15 +849,22 @@ export class ConversationView {
         const count = messages.length ? Math.max(...messages.map((m) => m.seq)) : null;
         if (here && this.transcript) this.transcript.appended(messages);
         if (inPanel) this.panel.transcript.appended(messages);
+        if (here) this.moved(event.version, event.at);
         this.countChanged(cid, count, event.at);
         break;
       }
-      case "TRANSCRIPT_REPLACED":
-        if (here && this.transcript) this.reloadTranscript(this.transcript);
-        if (inPanel) this.reloadTranscript(this.panel.transcript);
+      case "TRANSCRIPT_REPLACED": {
+        // The replace kept the transcript's first `kept` messages as they were (null: not
+        // known); the rest of a window is read again.
+        const count = event.messageCount;
+        const kept = typeof count === "number" ? count - (event.messages || []).length : null;
+        if (here && this.transcript) this.reloadTranscript(this.transcript, { kept });
+        if (inPanel) this.reloadTranscript(this.panel.transcript, { kept });
         if (here) this.refreshHead();
+        this.countChanged(cid, count, event.at);
         if (this.tree) this.refreshTree();
         break;
+      }
       case "DELEGATION_CREATED":
       case "DELEGATION_COMPLETED": {
         const d = event.delegation;
@@ -871,7 +895,17 @@ export class ConversationView {
         if (here) {
           this.deleted = true;
           this.showNotice("This conversation has just been deleted");
-        } else if (this.tree) this.refreshTree();
+        } else {
+          if (inPanel) {
+            // Its transcript is gone: the panel would go on showing it as it was, running.
+            const within = this.panel.el.contains(document.activeElement);
+            const { targetTier } = this.panel.node.d;
+            this.closePanel({ restoreFocus: false });
+            if (within) this.focusTitle();
+            announce(`The transcript of ${targetTier} was deleted`);
+          }
+          if (this.tree) this.refreshTree();
+        }
         break;
       default:
         break;

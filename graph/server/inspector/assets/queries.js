@@ -133,7 +133,7 @@ export function eventsSubscription({ withCursor }) {
   const vars = withCursor ? "$id: ID!, $after: String" : "$id: ID!";
   return `subscription InspectorEvents(${vars}) {
   conversationEvents(${args}) {
-    kind conversationId version at${withCursor ? " cursor" : ""}
+    kind conversationId version at messageCount${withCursor ? " cursor" : ""}
     messages { ${MESSAGE_FIELDS} }
     delegation {
       ${DELEGATION_FIELDS}

@@ -309,12 +309,17 @@ export class TranscriptView {
     });
   }
 
-  /** The first read, or the transcript was replaced, or events may have been missed: read the
-   * latest again (once the load in flight ended). Throws what the read throws: the caller
-   * shows it, and may try again. */
-  async refresh() {
+  /** The first read, or the transcript was replaced (`kept`: how many of its first messages
+   * the replace left as they were, null when not known), or events may have been missed:
+   * read the latest again (once the load in flight ended). A reader on an earlier window
+   * stays there, told of later messages, unless a replace changed the window itself: it
+   * then reads the latest too. Throws what the read throws: the caller shows it, and may
+   * try again. */
+  async refresh({ kept } = {}) {
     while (this.loading) await this.idle;
-    if (this.hasAfter) {
+    const last = this.items.length ? this.items[this.items.length - 1].seq : 0;
+    const windowKept = kept === undefined || (kept !== null && last <= kept);
+    if (this.hasAfter && windowKept) {
       this.unseen = Math.max(this.unseen, 1);
       this.update();
       return;
