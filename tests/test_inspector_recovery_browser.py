@@ -1090,3 +1090,74 @@ async def test_two_snapshots_saved_in_a_row_leave_the_latest_list_shown(
         await asyncio.sleep(0.5)  # the answer is shown, whatever it has
         await expect(page.locator("details.snapshot")).to_have_count(2)
         await expect(panel).to_contain_text("2 compaction snapshots:")
+
+
+LIST_READ = "InspectorConversations("
+LIST_ERROR = ".list-pane .error"
+
+
+async def test_a_list_read_again_that_fails_keeps_its_rows_and_is_tried_again(
+    live_server: LiveServer, chromium: Chromium
+) -> None:
+    """A Refresh while the server was out of reach emptied the list and said so, and nothing
+    read it again: once the server was back, the list stayed empty until a person thought to
+    press Refresh again."""
+    token = await live_server.token(workspace="site:recovery", owner="user:ada", label=LABEL)
+    failures: list[Fail] = [unreachable, unavailable(1)]
+    asked: list[float] = []
+
+    async def list_reads(route: Route) -> None:
+        if LIST_READ not in (route.request.post_data or ""):
+            await route.fallback()
+            return
+        asked.append(time.monotonic())
+        if failures:
+            await failures.pop(0)(route)
+            return
+        await route.fallback()
+
+    async with live_server.client(token) as gql:
+        for title in ("One", "Two"):
+            await ok(gql, CREATE_CONVERSATION, {"input": {"title": title}})
+        async with inspector(live_server, chromium, "inspector-list-retry.png") as browser:
+            browser.expected_console.append(FAILED_LOADS)
+            page = browser.page
+            await sign_in(page, token)
+            rows = page.locator(".conv-row")
+            await expect(rows).to_have_count(2, timeout=TIMEOUT_MS)
+            await page.route(GRAPHQL, list_reads)
+            await ok(gql, CREATE_CONVERSATION, {"input": {"title": "Three"}})
+            await page.locator(".list-pane [data-action=refresh]").click()
+            await expect(page.locator(LIST_ERROR)).to_contain_text(
+                "Could not read the list again (trying again in", timeout=TIMEOUT_MS
+            )
+            await expect(rows).to_have_count(2)  # what it read before, meanwhile
+            await expect(rows).to_have_count(3, timeout=TIMEOUT_MS)
+            await expect(page.locator(LIST_ERROR)).to_be_hidden()
+            assert len(asked) == 3, asked
+
+
+async def test_the_list_follows_a_rename_and_a_delete_of_the_open_conversation(
+    live_server: LiveServer, chromium: Chromium
+) -> None:
+    """The list's rows followed live message counts but kept a renamed conversation's old
+    title, and a deleted one's row, a link to "not found"."""
+    token = await live_server.token(workspace="site:recovery", owner="user:ada", label=LABEL)
+    async with live_server.client(token) as gql:
+        kept = (await ok(gql, CREATE_CONVERSATION, {"input": {"title": "Kept"}}))["conversation"]
+        made = await ok(gql, CREATE_CONVERSATION, {"input": {"title": "Before"}})
+        cid = made["conversation"]["id"]
+        async with inspector(live_server, chromium, "inspector-list-follows.png") as browser:
+            page = browser.page
+            await sign_in(page, token)
+            rows = page.locator(".conv-row")
+            await expect(rows).to_have_count(2, timeout=TIMEOUT_MS)
+            await rows.filter(has_text="Before").click()
+            await expect(page.locator("#live")).to_have_text("Live", timeout=TIMEOUT_MS)
+            renamed = await gql(RENAME, {"id": cid, "title": "After"})
+            assert renamed["updateConversation"]["userErrors"] == []
+            await expect(page.locator("#conv-title")).to_have_text("After", timeout=LIVE_MS)
+            await expect(rows.filter(has_text="After")).to_have_count(1, timeout=LIVE_MS)
+            assert (await gql(DELETE, {"id": cid}))["deleteConversation"]["deleted"]
+            await expect(rows).to_have_count(1, timeout=LIVE_MS)
+            await expect(rows.first).to_have_attribute("data-id", kept["id"])

@@ -114,6 +114,7 @@ function signOut(message) {
     // nothing stored
   }
   if (state.view) state.view.destroy && state.view.destroy();
+  if (state.list) state.list.destroy();
   if (state.ws) state.ws.dispose();
   Object.assign(state, { viewer: null, ws: null, list: null, view: null, viewKey: null });
   dom.app.replaceChildren();
@@ -132,7 +133,13 @@ function onAuthError() {
 
 // -- after sign-in ---------------------------------------------------------------
 
-const BASE_CAPABILITIES = { figures: false, ownerTypeFilter: false, eventCursor: false, readCursor: false };
+const BASE_CAPABILITIES = {
+  figures: false,
+  ownerTypeFilter: false,
+  eventCursor: false,
+  readCursor: false,
+  eventMessageCount: false,
+};
 // Tries of the question before the page goes on without its answer (about 15 s of backoff).
 const CAPABILITY_TRIES = 5;
 
@@ -171,6 +178,7 @@ function capabilitiesOf(data) {
     ownerTypeFilter: filterFields.has("ownerType"),
     eventCursor: eventFields.has("cursor") && Boolean(events && events.args.some((a) => a.name === "after")),
     readCursor: conversationFields.has("eventCursor"),
+    eventMessageCount: eventFields.has("messageCount"),
   };
 }
 
@@ -219,6 +227,9 @@ const appForViews = {
     return state.capabilities;
   },
   onAuthError,
+  listRemove(id) {
+    if (state.list) state.list.remove(id);
+  },
   listTouch(id, changes) {
     if (state.list) state.list.touch(id, changes);
   },

@@ -252,6 +252,9 @@ export class ConversationView {
     this.conv = data.conversation;
     this.renderHead();
     this.showError(null);
+    // Its row in the list shows what this read saw (a rename, an update made elsewhere).
+    const { title, messageCount, updatedAt } = this.conv;
+    this.app.listTouch(this.id, { title, messageCount, updatedAt });
   }
 
   /** Resolves after `ms`, or once endWait(key); the notice saying meanwhile when `what` is
@@ -703,7 +706,7 @@ export class ConversationView {
 
   subscribe() {
     const withCursor = this.app.capabilities.eventCursor;
-    const query = eventsSubscription({ withCursor });
+    const query = eventsSubscription({ withCursor, withCount: this.app.capabilities.eventMessageCount });
     this.subscribedAt = Date.now();
     this.unsubscribe = this.app.ws.subscribe(
       {
@@ -892,6 +895,7 @@ export class ConversationView {
         if (here) this.refreshHead();
         break;
       case "CONVERSATION_DELETED":
+        this.app.listRemove(cid);
         if (here) {
           this.deleted = true;
           this.showNotice("This conversation has just been deleted");

@@ -2,7 +2,7 @@
 // search, and the owner type for ADMIN/SERVICE tokens), keyset pages of PAGE rows.
 
 import { debounce, formatNumber, h, timeEl } from "./dom.js";
-import { AuthError, GraphQLError, describeError } from "./gql.js";
+import { AuthError, GraphQLError, describeError, isTransient, retryDelayMs } from "./gql.js";
 import { CONVERSATIONS } from "./queries.js";
 
 const PAGE = 50;
@@ -18,6 +18,10 @@ export class ConversationList {
     this.hasNext = false;
     this.selected = null;
     this.generation = 0;
+    // A read that failed for a passing reason (the server out of reach, restarting) is tried
+    // again, the rows read before kept meanwhile.
+    this.failures = 0;
+    this.retryTimer = null;
 
     const field = (label, input) => h("label", { class: "field" }, h("span", {}, label), input);
     this.search = h("input", { type: "search", name: "search", autocomplete: "off", spellcheck: "false" });
@@ -97,6 +101,7 @@ export class ConversationList {
 
   async load() {
     const generation = ++this.generation;
+    clearTimeout(this.retryTimer);
     this.el.setAttribute("aria-busy", "true");
     try {
       const data = await this.request(CONVERSATIONS, { filter: this.filter(), first: PAGE });
@@ -108,12 +113,22 @@ export class ConversationList {
       this.rows.clear();
       this.list.replaceChildren();
       this.add(data.conversations);
+      this.failures = 0;
       this.showError(null);
       if (focused && !this.focusRow(focused.closest(".conv-row")?.dataset.id)) this.focusTitle();
     } catch (err) {
-      if (generation !== this.generation) return;
+      if (generation !== this.generation || this.destroyed) return;
       if (err instanceof AuthError) {
         this.onAuthError(err);
+        return;
+      }
+      if (isTransient(err)) {
+        // The rows read before stay (they were right a moment ago); the read is tried again.
+        const wait = retryDelayMs(err, this.failures++);
+        this.retryTimer = setTimeout(() => {
+          if (generation === this.generation && !this.destroyed) this.load();
+        }, wait);
+        this.showError(err, wait);
         return;
       }
       this.rows.clear();
@@ -150,13 +165,22 @@ export class ConversationList {
     }
   }
 
-  showError(err) {
+  /** Show `err` (none: hide the error); `retryMs`: when the read is tried again. */
+  showError(err, retryMs = null) {
     this.error.hidden = !err;
     let text = err ? describeError(err) : "";
     if (err instanceof GraphQLError && this.ownerType && this.ownerType.value) {
       text = `The server refused the filter (owner type ${this.ownerType.value.toLowerCase()}): ${text}`;
     }
+    if (err && retryMs !== null) {
+      text = `Could not read the list again (trying again in ${Math.max(1, Math.round(retryMs / 1000))} s): ${text}`;
+    }
     this.error.textContent = text;
+  }
+
+  destroy() {
+    this.destroyed = true;
+    clearTimeout(this.retryTimer);
   }
 
   add(connection) {
@@ -224,7 +248,18 @@ export class ConversationList {
     }
   }
 
-  /** Live: a conversation of the list changed (its message count, its update time). */
+  /** Live: a conversation of the list was deleted: its row goes (its link would lead to
+   * "not found"). */
+  remove(id) {
+    const row = this.rows.get(id);
+    if (!row) return;
+    const hadFocus = row.li.contains(document.activeElement);
+    row.li.remove();
+    this.rows.delete(id);
+    if (hadFocus) this.focusTitle();
+  }
+
+  /** Live: a conversation of the list changed (its title, message count, update time). */
   touch(id, changes) {
     const row = this.rows.get(id);
     if (!row) return;

@@ -125,15 +125,16 @@ export const SESSION_HISTORY = `query InspectorSessionHistory($sessionId: String
   }
 }`;
 
-/** The event subscription; `cursor`/`after` only when the server has them. */
-export function eventsSubscription({ withCursor }) {
+/** The event subscription; `cursor`/`after` and `messageCount` only when the server has
+ * them. */
+export function eventsSubscription({ withCursor, withCount }) {
   const args = withCursor
     ? "conversationId: $id, includeDescendants: true, after: $after"
     : "conversationId: $id, includeDescendants: true";
   const vars = withCursor ? "$id: ID!, $after: String" : "$id: ID!";
   return `subscription InspectorEvents(${vars}) {
   conversationEvents(${args}) {
-    kind conversationId version at messageCount${withCursor ? " cursor" : ""}
+    kind conversationId version at${withCount ? " messageCount" : ""}${withCursor ? " cursor" : ""}
     messages { ${MESSAGE_FIELDS} }
     delegation {
       ${DELEGATION_FIELDS}
