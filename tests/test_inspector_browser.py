@@ -692,11 +692,14 @@ async def test_the_list_fits_a_phone_screen(live_server: LiveServer, chromium: C
             await expect(panel).to_contain_text("Found three entries since v1.9.")
             await no_horizontal_scroll(page)
             assert await page.locator(".topbar").evaluate("el => el.inert")
+            # The skip link too: Tab went from the panel's last control to it, out of the panel.
+            assert await page.locator("[data-skip]").evaluate("el => el.inert")
             await page.screenshot(path=str(ARTIFACTS / "inspector-phone-panel.png"))
             # Escape closes the panel, then the conversation.
             await page.keyboard.press("Escape")
             await expect(panel).to_have_count(0)
             assert not await page.locator(".topbar").evaluate("el => el.inert")
+            assert not await page.locator("[data-skip]").evaluate("el => el.inert")
             await page.keyboard.press("Escape")
             await expect(page.locator(".list-pane")).to_be_visible()
             await expect(rows.filter(has_text="Release planning")).to_be_focused()

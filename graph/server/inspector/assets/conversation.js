@@ -596,6 +596,7 @@ export class ConversationView {
 
   setBehindInert(on) {
     const behind = [
+      document.querySelector("[data-skip]"),
       document.querySelector(".topbar"),
       document.getElementById("figures"),
       document.querySelector(".list-pane"),
