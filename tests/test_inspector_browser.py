@@ -1032,6 +1032,40 @@ async def test_live_changes_reach_an_earlier_window_the_head_and_an_open_panel(
             await expect(node(page, "Look it up")).to_have_count(0, timeout=LIVE_MS)
 
 
+async def test_a_transcript_drawn_anew_keeps_the_keyboard_on_its_message(
+    live_server: LiveServer, chromium: Chromium
+) -> None:
+    """Another client's replaceTranscript makes the page draw the messages anew: the focus of
+    a keyboard or screen-reader user on one of them fell to the page's start."""
+    token = await live_server.token(workspace="site:inspector", owner="user:ada")
+    replace = """mutation($id: ID!, $messages: [JSON!]!) {
+      replaceTranscript(input: {conversationId: $id, messages: $messages}) {
+        conversation { version } userErrors { code } } }"""
+    messages = [{"role": "user", "content": f"line {i}"} for i in range(1, 6)]
+    async with live_server.client(token) as gql:
+        created = await ok(gql, CREATE_CONVERSATION, {"input": {"title": "Focused"}})
+        cid = created["conversation"]["id"]
+        await ok(gql, APPEND, {"id": cid, "messages": messages})
+        async with inspector(live_server, chromium, "inspector-focus-kept.png") as browser:
+            page = browser.page
+            await sign_in(page, token)
+            await page.locator(".conv-row").filter(has_text="Focused").click()
+            await expect(page.locator("#live")).to_have_text("Live", timeout=TIMEOUT_MS)
+            third = page.locator(".tabpanel-transcript .msg").nth(2)
+            await expect(third).to_contain_text("line 3", timeout=TIMEOUT_MS)
+            await third.get_by_role("button", name="Raw JSON").focus()
+            more = [*messages, {"role": "assistant", "content": "line 6"}]
+            await ok(gql, replace, {"id": cid, "messages": more})
+            await expect(page.locator(".tabpanel-transcript .msg")).to_have_count(
+                6, timeout=LIVE_MS
+            )
+            focused = await page.evaluate(
+                "() => document.activeElement.closest('.msg')?.textContent ?? "
+                "document.activeElement.tagName"
+            )
+            assert "line 3" in focused, focused
+
+
 async def test_the_list_pages_with_load_more(live_server: LiveServer, chromium: Chromium) -> None:
     """Keyset pages of 50: "Load more" brings the rest, each conversation once, newest first."""
     token = await live_server.token(workspace="site:inspector", owner="user:ada")

@@ -169,9 +169,20 @@ export class TranscriptView {
       const page = conv.messages;
       this.total = page.totalCount;
       this.onCount(conv.messageCount);
+      // The messages are drawn anew (a replace, events missed): the keyboard's focus, when
+      // it was on one of them, comes back to the message of the same seq, not to the page's
+      // start.
+      const active = document.activeElement;
+      const held = this.list.contains(active) ? this.items.find((i) => i.li.contains(active)) : null;
       this.items = [];
       this.list.replaceChildren();
       this.add(page.edges, "end");
+      const again = held && !focus ? this.items.find((i) => i.seq === held.seq) : null;
+      if (again) {
+        const article = again.li.firstElementChild;
+        article.tabIndex = -1;
+        article.focus({ preventScroll: true });
+      }
       this.hasBefore = where === "first" ? false : page.pageInfo.hasPreviousPage;
       this.hasAfter = where === "first" ? page.pageInfo.hasNextPage : false;
       this.unseen = 0;
