@@ -1066,6 +1066,35 @@ async def test_a_transcript_drawn_anew_keeps_the_keyboard_on_its_message(
             assert "line 3" in focused, focused
 
 
+async def test_a_huge_message_is_shown_cut_with_a_button_for_the_rest(
+    live_server: LiveServer, chromium: Chromium
+) -> None:
+    """A message of 200,000 characters was drawn whole: a column 67,000 pixels tall. Past
+    8,000 characters the page shows the start, cut before an emoji rather than through it,
+    and a button that shows the rest."""
+    token = await live_server.token(workspace="site:inspector", owner="user:ada")
+    huge = "a" * 7_999 + "\N{GRINNING FACE}" + "b" * 50_000
+    async with live_server.client(token) as gql:
+        created = await ok(gql, CREATE_CONVERSATION, {"input": {"title": "Huge"}})
+        cid = created["conversation"]["id"]
+        await ok(gql, APPEND, {"id": cid, "messages": [{"role": "user", "content": huge}]})
+        async with inspector(live_server, chromium, "inspector-huge-message.png") as browser:
+            page = browser.page
+            await sign_in(page, token)
+            await page.locator(".conv-row").filter(has_text="Huge").click()
+            message = page.locator(".tabpanel-transcript .msg").first
+            text = message.locator(".msg-text")
+            await expect(text).to_have_text(
+                "a" * 7_999 + "\N{HORIZONTAL ELLIPSIS}", timeout=TIMEOUT_MS
+            )
+            assert (await message.bounding_box() or {"height": 0})["height"] < 5_000
+            await message.get_by_role("button", name="Show all 58,001 characters").click()
+            await expect(text).to_have_text(huge)
+            await expect(message.get_by_role("button", name=re.compile("^Show all"))).to_have_count(
+                0
+            )
+
+
 async def test_the_list_pages_with_load_more(live_server: LiveServer, chromium: Chromium) -> None:
     """Keyset pages of 50: "Load more" brings the rest, each conversation once, newest first."""
     token = await live_server.token(workspace="site:inspector", owner="user:ada")

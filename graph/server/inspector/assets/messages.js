@@ -27,12 +27,33 @@ export function jsonDetails(summary, value, { open = false, className = "" } = {
   );
 }
 
+// A text longer than this is shown cut, with a button for the rest: a message of a few
+// hundred thousand characters drew a column tens of thousands of pixels tall.
+const SHOWN_CHARS = 8000;
+
+/** A message's text: whole, or its first SHOWN_CHARS characters and a button for the rest. */
+function textBlock(text) {
+  if (text.length <= SHOWN_CHARS) return h("div", { class: "msg-text" }, text);
+  // Not between the two halves of a surrogate pair.
+  const cut = /[\uD800-\uDBFF]/.test(text[SHOWN_CHARS - 1]) ? SHOWN_CHARS - 1 : SHOWN_CHARS;
+  const el = h("div", { class: "msg-text" }, `${text.slice(0, cut)}…`);
+  const all = h("button", { type: "button", class: "quiet small show-all" },
+    `Show all ${formatNumber(text.length)} characters`);
+  all.addEventListener("click", () => {
+    el.textContent = text;
+    all.remove();
+    el.tabIndex = -1;
+    el.focus({ preventScroll: true });
+  });
+  return h("div", { class: "msg-long" }, el, all);
+}
+
 /** Text of a content value: strings as they are, text parts joined, anything else as JSON. */
 function contentBlock(content) {
   if (content === null || content === undefined || content === "") return null;
-  if (typeof content === "string") return h("div", { class: "msg-text" }, content);
+  if (typeof content === "string") return textBlock(content);
   if (Array.isArray(content) && content.every((p) => isObject(p) && typeof p.text === "string")) {
-    return h("div", { class: "msg-text" }, content.map((p) => p.text).join("\n\n"));
+    return textBlock(content.map((p) => p.text).join("\n\n"));
   }
   return h("pre", { class: "json msg-json", tabindex: "0" }, toJSONText(content));
 }
@@ -102,8 +123,7 @@ export function renderMessage(message) {
     const value = typeof content === "string" ? parsedArguments(content) : content;
     body.append(
       typeof value === "string"
-        ? h("details", { class: "json-details tool-result" }, h("summary", {}, label),
-          h("div", { class: "msg-text" }, value))
+        ? h("details", { class: "json-details tool-result" }, h("summary", {}, label), textBlock(value))
         : jsonDetails(label, value ?? null, { className: "tool-result" }),
     );
   } else {
