@@ -28,6 +28,7 @@ from tests.migrations import columns_after
 from tests.operations import APPEND, CREATE
 from tests.pg_databases import admin
 from tests.tcp_proxy import in_front_of
+from tests.test_http import serving
 
 VIEWER = "{ viewer { workspace { key } } }"
 
@@ -228,27 +229,24 @@ async def test_a_replica_started_before_its_database_was_made_waits_for_it() -> 
     settings = Settings(
         database_url=_with_db(PG_URL, name), secret="test-secret", sweep_interval_seconds=0
     )
-    app = create_app(settings)
     headers = {"Authorization": "Bearer cvg_" + "x" * 43}
     try:
-        async with app.router.lifespan_context(app):
-            transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
-                assert (await http.get("/readyz")).status_code == 503
-                away = await http.post("/graphql", json={"query": VIEWER}, headers=headers)
-                assert away.status_code == 503, away.text
-                assert away.json()["errors"][0]["extensions"]["code"] == "DATABASE_UNAVAILABLE"
-                await admin(PG_URL, f'CREATE DATABASE "{name}"')
-                await upgrade(settings)
-                # Ready once its event listener, retrying, has connected too.
-                for _ in range(100):
-                    if (ready := await http.get("/readyz")).status_code == 200:
-                        break
-                    await asyncio.sleep(0.1)
-                assert ready.status_code == 200, ready.text
-                gql = GraphQLClient(http, await Server(app, settings).token())
-                created = (await gql(CREATE))["createConversation"]
-                assert created["userErrors"] == [], created
+        async with serving(settings) as (server, http):
+            assert (await http.get("/readyz")).status_code == 503
+            away = await http.post("/graphql", json={"query": VIEWER}, headers=headers)
+            assert away.status_code == 503, away.text
+            assert away.json()["errors"][0]["extensions"]["code"] == "DATABASE_UNAVAILABLE"
+            await admin(PG_URL, f'CREATE DATABASE "{name}"')
+            await upgrade(settings)
+            # Ready once its event listener, retrying, has connected too.
+            for _ in range(100):
+                if (ready := await http.get("/readyz")).status_code == 200:
+                    break
+                await asyncio.sleep(0.1)
+            assert ready.status_code == 200, ready.text
+            gql = GraphQLClient(http, await server.token())
+            created = (await gql(CREATE))["createConversation"]
+            assert created["userErrors"] == [], created
     finally:
         await admin(PG_URL, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
