@@ -474,6 +474,21 @@ def bootstrap_token(settings: Settings) -> str | None:
     return token
 
 
+def bootstrap_notice(token: str, settings: Settings) -> str:
+    """What `serve` prints with the bootstrap token: the token, and where to use it. With
+    port 0 the system picks the port once uvicorn listens, after this is printed."""
+    where = (
+        f"http://{settings.host}:{settings.port}/graphql"
+        if settings.port
+        else "/graphql at the address uvicorn says it is running on (port 0: the system's pick)"
+    )
+    return (
+        "\nNo API token existed, so an ADMIN token was created for workspace "
+        "default:default, owner system:admin. It is shown only this once:\n\n"
+        f"    {token}\n\nOpen {where} and put it in the Authorization header.\n"
+    )
+
+
 def _bootstrap_when_ready(settings: Settings) -> str | None:
     """`bootstrap_token`, unless the database cannot take it yet (not migrated, or away): a
     replica started before the migration, or while its database is down, still starts, out
@@ -543,13 +558,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         upgrade_blocking(settings)
     token = _bootstrap_when_ready(settings)
     if token is not None:
-        print(
-            "\nNo API token existed, so an ADMIN token was created for workspace "
-            "default:default, owner system:admin. It is shown only this once:\n\n"
-            f"    {token}\n\nOpen http://{settings.host}:{settings.port}/graphql and put it in "
-            "the Authorization header.\n",
-            flush=True,
-        )
+        print(bootstrap_notice(token, settings), flush=True)
     sockets = OpenSockets()
     app = create_app(settings, sockets=sockets)
     heap.settle()
