@@ -188,6 +188,38 @@ def test_ctrl_c_stops_a_command_in_one_line(tmp_path: Path) -> None:
     assert out == b""
 
 
+def test_ctrl_c_while_waiting_for_sqlites_write_lock_ends_without_a_traceback(cli: Cli) -> None:
+    """The cancelled wait made SQLAlchemy terminate the connection the aiosqlite way, which
+    the inline SQLite connection did not offer: a traceback ("terminate_force_close() not
+    implemented by this DBAPI shim"), then "database is locked", exit 1. It stops once the
+    wait for the lock ends, in one line."""
+    path = Path(cli.url.removeprefix("sqlite+aiosqlite:///"))
+    env = clean_env(
+        CONVOGRAPH_DATABASE_URL=cli.url,
+        CONVOGRAPH_SECRET=SECRET,
+        CONVOGRAPH_SQLITE_BUSY_TIMEOUT_MS="3000",
+    )
+    command = [sys.executable, "-m", "graph", "token", "create"]
+    command += ["--workspace", "site:1", "--owner", "user:u"]
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as holder:
+        holder.execute("BEGIN IMMEDIATE")
+        process = subprocess.Popen(
+            command, env=env, cwd=cli.cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        try:
+            assert process.stderr is not None
+            said = process.stderr.readline().decode()  # it says when it meets the lock
+            assert "met a lock" in said, said
+            process.send_signal(signal.SIGINT)
+            out, err = process.communicate(timeout=60)
+        finally:
+            process.kill()
+        holder.execute("ROLLBACK")
+    assert process.returncode == 130, err.decode()
+    assert err.decode() == "interrupted: what was not committed was rolled back\n"
+    assert out == b"" and cli.tokens() == []
+
+
 @pytest.mark.parametrize("revision", ["9999", "", "head", "0017x"])
 async def test_a_downgrade_to_no_lower_revision_is_refused_saying_so(
     cli: Cli, revision: str

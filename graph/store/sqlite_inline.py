@@ -128,6 +128,12 @@ class InlineConnection:
     async def close(self) -> None:
         self._connection.close()
 
+    def stop(self) -> None:
+        """Close at once: SQLAlchemy's aiosqlite adapter calls this (aiosqlite's way to end
+        its thread) to terminate a connection whose close was cancelled, as a Ctrl-C while
+        a command waits for the write lock cancels it; without it, a traceback."""
+        self._connection.close()
+
     def data_version(self) -> int:
         """SQLite's `PRAGMA data_version` of this connection: it moves when another
         connection commits to the file, never on this one's own commits."""
