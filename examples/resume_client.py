@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,18 +19,30 @@ from websockets.typing import Subprotocol
 
 EVENTS = """subscription($id: ID!, $after: String) {
   conversationEvents(conversationId: $id, after: $after) {
-    kind version cursor messages { seq data } } }"""
+    kind conversationId version cursor messages { seq data } } }"""
 CREATE = """mutation { createConversation(input: {title: "watched"}) {
   conversation { id } userErrors { code } } }"""
+DELETE = """mutation($id: ID!) { deleteConversation(input: {id: $id}) {
+  deleted userErrors { code } } }"""
 APPEND = """mutation($id: ID!, $text: String!) { appendMessages(input: {conversationId: $id,
   messages: [{role: "user", content: $text}]}) { messages { seq } userErrors { code } } }"""
+
+
+# What ends a stream for good: a resume would be refused the same way.
+FINAL = {"NOT_FOUND", "FORBIDDEN", "UNAUTHENTICATED", "INVALID_INPUT", "CURSOR_EXPIRED"}
+# A WebSocket the server closed for its token (4401, 4403) or for a request it refuses (4400).
+REFUSED_CLOSES = {4400, 4401, 4403}
 
 
 def events(client: Client, conversation_id: str, after: str | None) -> Iterator[dict[str, Any]]:
     """The conversation's events after the cursor `after`, for as long as the caller reads:
     when the socket drops, or the server ends the stream, subscribe again with the cursor of
-    the last event seen. Only CURSOR_EXPIRED ends it (read the state anew)."""
+    the last event seen, after a wait that doubles while it keeps failing. It ends after the
+    conversation's own CONVERSATION_DELETED; it raises Failed when the server refuses the
+    stream for good (CURSOR_EXPIRED: read the state anew; NOT_FOUND: the conversation is
+    gone; FORBIDDEN or a closed 4401/4403: the token no longer reads it)."""
     url = client.url.replace("http", "ws", 1)
+    delay = 0.5
     while True:
         try:
             with connect(
@@ -48,17 +61,27 @@ def events(client: Client, conversation_id: str, after: str | None) -> Iterator[
                         ws.send(json.dumps({"type": "pong"}))
                     elif message["type"] == "next" and not message["payload"].get("errors"):
                         event = message["payload"]["data"]["conversationEvents"]
-                        after = event["cursor"]
+                        after, delay = event["cursor"], 0.5
                         yield event
-                    else:  # the server ended the stream: resume, unless the cursor expired
+                        if (
+                            event["kind"] == "CONVERSATION_DELETED"
+                            and event["conversationId"] == conversation_id
+                        ):
+                            return  # gone: nothing more will come
+                    else:  # the server ended the stream: resume, unless for good
                         errors = message["payload"] if message["type"] == "error" else []
                         errors = errors or message.get("payload", {}).get("errors") or [{}]
-                        extensions = errors[0].get("extensions", {})
-                        if extensions.get("code") == "CURSOR_EXPIRED":
-                            raise Failed("CURSOR_EXPIRED: read the current state, then follow")
+                        code = errors[0].get("extensions", {}).get("code")
+                        if code in FINAL:
+                            raise Failed(f"{code}: {errors[0].get('message')}")
                         break
-        except (ConnectionClosed, OSError):
-            continue  # dropped: the same cursor resumes it
+        except ConnectionClosed as closed:
+            if closed.rcvd is not None and closed.rcvd.code in REFUSED_CLOSES:
+                raise Failed(f"closed {closed.rcvd.code}: {closed.rcvd.reason}") from None
+        except OSError:
+            pass  # the server out of reach: the same cursor resumes it
+        time.sleep(delay)
+        delay = min(delay * 2, 30.0)
 
 
 def flow(client: Client) -> None:
@@ -101,6 +124,15 @@ def flow(client: Client) -> None:
         if text == "live again":
             break
     check(seen == ["missed one", "missed two", "live again"], f"resumed with {seen}")
+
+    # A deleted conversation ends its stream for good (the loop does not resubscribe).
+    last = None
+    for event in events(client, cid, first["cursor"]):
+        last = event
+        if event["messages"] and event["messages"][0]["data"]["content"] == "live again":
+            client.mutate(DELETE, "deleteConversation", id=cid)
+    check(last is not None and last["kind"] == "CONVERSATION_DELETED", f"ended with {last}")
+    print("stream ended: the conversation was deleted")
 
 
 if __name__ == "__main__":

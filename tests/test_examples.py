@@ -113,6 +113,9 @@ async def test_resume_example(live_server: LiveServer) -> None:
     assert code == 0, out + err
     assert "disconnected" in out and out.rstrip().endswith("OK")
     assert "resumed MESSAGES_APPENDED" in out and "live again" in out
+    # Its loop ends with the conversation: it resubscribed forever, some 260 times a second,
+    # each refused NOT_FOUND.
+    assert "stream ended: the conversation was deleted" in out
 
 
 async def test_examples_exit_non_zero_on_errors(live_server: LiveServer) -> None:
