@@ -67,20 +67,37 @@ def _durations_joined(given: list[str]) -> list[str]:
     return joined
 
 
-def _settings(args: argparse.Namespace, *, creates: bool = False) -> Settings:
+def _settings(
+    args: argparse.Namespace, *, creates: bool = False, serving: bool = False
+) -> Settings:
     """The settings of the environment and the flags. Only a command that `creates` the
     database (migrate, serve) may be given a SQLite file that does not exist: any other
-    would create it, empty, and a directory and a secret beside it, for a mistyped path."""
-    for variable, meant in misspelled(os.environ):
-        logging.getLogger("convograph").warning(
-            "%s is not a setting and is ignored: did you mean %s?", variable, meant
+    would create it, empty, and a directory and a secret beside it, for a mistyped path.
+    When `serving`, the log is set up from them before anything is said in it: a warning
+    said before went out in Python's default format, in a JSON log a line no shipper reads."""
+    misspelt = list(misspelled(os.environ))
+
+    def warn() -> None:
+        for variable, meant in misspelt:
+            logging.getLogger("convograph").warning(
+                "%s is not a setting and is ignored: did you mean %s?", variable, meant
+            )
+
+    try:
+        settings = Settings.from_env(
+            database_url=getattr(args, "database_url", None),
+            host=getattr(args, "host", None),
+            port=getattr(args, "port", None),
+            migrate_on_start=False if getattr(args, "no_migrate", False) else None,
         )
-    settings = Settings.from_env(
-        database_url=getattr(args, "database_url", None),
-        host=getattr(args, "host", None),
-        port=getattr(args, "port", None),
-        migrate_on_start=False if getattr(args, "no_migrate", False) else None,
-    )
+    except SettingsError:
+        warn()  # a misspelt variable may be why a setting is missing
+        raise
+    if serving:
+        from graph.server.logs import configure_logging
+
+        configure_logging(settings)
+    warn()
     path = settings.sqlite_path
     if not creates and path is not None and not path.exists():
         raise SettingsError(
@@ -543,17 +560,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from graph.app import create_app
     from graph.server import heap
     from graph.server.header_timeout import with_header_deadline
-    from graph.server.logs import configure_logging
     from graph.server.shutdown import serve
     from graph.server.sockets import OpenSockets
     from graph.store.migrate import upgrade_blocking
 
-    settings = _settings(args, creates=True)
+    settings = _settings(args, creates=True, serving=True)
     if (reason := _cannot_listen(settings, args)) is not None:
         print(f"error: {reason}", file=sys.stderr)
         return 1
     _writable(settings)
-    configure_logging(settings)
     if settings.migrate_on_start:
         upgrade_blocking(settings)
     token = _bootstrap_when_ready(settings)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -459,7 +460,9 @@ async def test_sweep_removes_only_expired_conversations(cli: Cli) -> None:
 class Served:
     """`python -m graph serve` in the background; its stdout is collected as it comes."""
 
-    def __init__(self, database_url: str, cwd: Path, *flags: str) -> None:
+    def __init__(
+        self, database_url: str, cwd: Path, *flags: str, env: dict[str, str] | None = None
+    ) -> None:
         self.port = free_port()
         self.lines: list[str] = []
         self.log = cwd / f"serve-{self.port}.log"
@@ -467,7 +470,7 @@ class Served:
         with self.log.open("w") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "graph", *command],
-                env=clean_env(),
+                env=clean_env(**(env or {})),
                 cwd=cwd,
                 stdout=subprocess.PIPE,
                 stderr=log,
@@ -531,8 +534,8 @@ def serve(tmp_path: Path) -> Iterator[Callable[..., Served]]:
     """Start servers in tmp_path; every one still running is stopped after the test."""
     started: list[Served] = []
 
-    def start(database_url: str, *flags: str) -> Served:
-        started.append(Served(database_url, tmp_path, *flags))
+    def start(database_url: str, *flags: str, env: dict[str, str] | None = None) -> Served:
+        started.append(Served(database_url, tmp_path, *flags, env=env))
         started[-1].wait_until_up()
         return started[-1]
 
@@ -712,6 +715,21 @@ def test_a_misspelled_setting_is_named_not_silently_ignored(tmp_path: Path) -> N
     warned = [line for line in result.stderr.splitlines() if "did you mean" in line]
     assert len(warned) == 1, result.stderr
     assert "CONVOGRAPH_ENCRYPTON_KEY" in warned[0] and "CONVOGRAPH_ENCRYPTION_KEY" in warned[0]
+
+
+def test_serve_warns_of_a_misspelled_setting_in_its_log_format(
+    tmp_path: Path, serve: Callable[..., Served]
+) -> None:
+    """The warning went out before the log was set up, in Python's default format: in a JSON
+    log, a line no log shipper reads."""
+    env = {"CONVOGRAPH_LOG_FORMAT": "json", "CONVOGRAPH_ENCRYPTON_KEY": "x"}
+    server = serve(f"sqlite+aiosqlite:///{tmp_path}/db.sqlite", env=env)
+    server.stop()
+    lines = server.log.read_text().splitlines()
+    warned = [line for line in lines if "did you mean" in line]
+    assert len(warned) == 1, lines
+    record = json.loads(warned[0])
+    assert record["level"] == "warning" and "CONVOGRAPH_ENCRYPTION_KEY" in record["message"]
 
 
 @pytest.mark.parametrize(
