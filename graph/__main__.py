@@ -647,7 +647,12 @@ def parser() -> argparse.ArgumentParser:
     create = with_db(tsub.add_parser("create", help="issue a token (printed once)"))
     create.add_argument("--workspace", required=True, help="TYPE:ID, e.g. site:42")
     create.add_argument("--owner", required=True, help="TYPE:KEY, e.g. user:alice")
-    create.add_argument("--scope", default="write", choices=["read", "write", "admin", "service"])
+    create.add_argument(
+        "--scope",
+        default="write",
+        choices=["read", "write", "admin", "service"],
+        help="default: write",
+    )
     create.add_argument("--label")
     create.add_argument(
         "--expires-in",
