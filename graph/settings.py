@@ -45,6 +45,8 @@ _MAX_BUSY_TIMEOUT_MS = 2**31 - 1
 # The slowest rate limit: one request every 1,000 seconds (a smaller positive rate is no
 # limit at all in floating point: the bucket's arithmetic gives NaN).
 _MIN_RATE = 0.001
+# A sweep more often than this is a loop: at 0.001 s an idle server kept 40% of a core busy.
+_MIN_SWEEP_INTERVAL = 0.1
 _URLSAFE = str.maketrans("-_", "+/")
 # The settings a file may give instead (a mounted secret), by the file's setting: one of the
 # two, never both.
@@ -189,6 +191,13 @@ class Settings(BaseModel):
     def _rate(cls, value: float) -> float:
         if 0 < value < _MIN_RATE:
             raise ValueError(f"must be 0 (no limit) or at least {_MIN_RATE}")
+        return value
+
+    @field_validator("sweep_interval_seconds")
+    @classmethod
+    def _sweep_interval(cls, value: float) -> float:
+        if 0 < value < _MIN_SWEEP_INTERVAL:
+            raise ValueError(f"must be 0 (no sweep) or at least {_MIN_SWEEP_INTERVAL}")
         return value
 
     @field_validator("rate_limit_burst")

@@ -64,6 +64,8 @@ def test_the_statement_timeout_fits_postgresqls(monkeypatch: pytest.MonkeyPatch)
         # 1/rate overflowed to infinity, and the bucket's NaN refused nothing.
         ("RATE_LIMIT_PER_SECOND", "1e-309", "at least 0.001"),
         ("RATE_LIMIT_PER_SECOND", "0.0009", "at least 0.001"),
+        # A sweep every millisecond kept an idle server's core 40% busy.
+        ("SWEEP_INTERVAL_SECONDS", "0.001", "0 (no sweep) or at least 0.1"),
     ],
 )
 def test_a_number_the_server_could_not_use_is_refused_by_name(
@@ -81,6 +83,8 @@ def test_a_number_the_server_could_not_use_is_refused_by_name(
         ("SQLITE_BUSY_TIMEOUT_MS", str(2**31 - 1)),
         ("RATE_LIMIT_PER_SECOND", "0"),
         ("RATE_LIMIT_PER_SECOND", "0.001"),
+        ("SWEEP_INTERVAL_SECONDS", "0"),
+        ("SWEEP_INTERVAL_SECONDS", "0.1"),
     ],
 )
 def test_the_largest_and_smallest_usable_numbers_are_taken(
