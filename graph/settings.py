@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import difflib
 import math
 import os
 from collections.abc import Mapping
@@ -435,6 +436,31 @@ def _edits(a: str, b: str) -> int:
     return row[-1]
 
 
+# convograph's own loggers (tests/unit/test_settings.py holds this to the code's): a name
+# under "convograph." that is none of them is a typo, which set the level of nothing.
+LOGGERS = frozenset(
+    {
+        "convograph",
+        "convograph.access",
+        "convograph.auth",
+        "convograph.compression",
+        "convograph.db",
+        "convograph.encryption",
+        "convograph.errors",
+        "convograph.events",
+        "convograph.http",
+        "convograph.limits",
+        "convograph.notify",
+        "convograph.quotas",
+        "convograph.retention",
+        "convograph.search_index",
+        "convograph.services",
+        "convograph.storage",
+        "convograph.ws",
+    }
+)
+
+
 def logger_levels(spec: str) -> dict[str, str]:
     """`"convograph.access=warning, sqlalchemy.engine=info"` -> {logger name: level}."""
     levels: dict[str, str] = {}
@@ -442,12 +468,20 @@ def logger_levels(spec: str) -> dict[str, str]:
         if not item.strip():
             continue
         name, sep, level = item.partition("=")
-        level = level.strip().lower()
-        if not sep or not name.strip():
+        name, level = name.strip(), level.strip().lower()
+        if not sep or not name:
             raise ValueError(f"takes LOGGER=LEVEL pairs, not {item!r}")
         if level not in LOG_LEVELS:
-            raise ValueError(f"the level of {name.strip()} must be one of {', '.join(LOG_LEVELS)}")
-        levels[name.strip()] = level
+            raise ValueError(f"the level of {name} must be one of {', '.join(LOG_LEVELS)}")
+        if name.startswith("convograph.") and name not in LOGGERS:
+            near = difflib.get_close_matches(name, sorted(LOGGERS), n=1)
+            hint = (
+                f": did you mean {near[0]}?"
+                if near
+                else f" (its loggers: {', '.join(sorted(LOGGERS))})"
+            )
+            raise ValueError(f"convograph has no logger {name}{hint}")
+        levels[name] = level
     return levels
 
 

@@ -5,11 +5,12 @@ a driver convograph does not speak, two master keys."""
 from __future__ import annotations
 
 import base64
+import re
 from pathlib import Path
 
 import pytest
 
-from graph.settings import Settings, SettingsError, misspelled
+from graph.settings import LOGGERS, Settings, SettingsError, misspelled
 
 KEY = base64.b64encode(b"k" * 32).decode()
 
@@ -215,3 +216,25 @@ def test_a_burst_without_a_rate_is_refused(monkeypatch: pytest.MonkeyPatch) -> N
     assert "CONVOGRAPH_RATE_LIMIT_BURST" in said and "RATE_LIMIT_PER_SECOND is 0" in said
     monkeypatch.setenv("CONVOGRAPH_RATE_LIMIT_PER_SECOND", "5")
     assert Settings.from_env().rate_limit_burst_size == 10
+
+
+def test_a_mistyped_convograph_logger_is_refused_with_the_name_it_likely_meant(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`convograph.acess=warning` was taken and set the level of no logger: the access log
+    stayed on."""
+    said = refusal(monkeypatch, LOG_LEVELS="convograph.acess=warning")
+    assert "CONVOGRAPH_LOG_LEVELS: " in said
+    assert "no logger convograph.acess: did you mean convograph.access?" in said
+    monkeypatch.setenv("CONVOGRAPH_LOG_LEVELS", "convograph.access=warning,uvicorn.error=info")
+    assert Settings.from_env().log_levels.startswith("convograph.access")
+
+
+def test_the_known_loggers_are_the_ones_the_code_makes() -> None:
+    graph = Path(__file__).resolve().parents[2] / "graph"
+    named = {
+        match
+        for source in graph.rglob("*.py")
+        for match in re.findall(r'getLogger\("(convograph[a-z_.]*)"\)', source.read_text())
+    }
+    assert named == LOGGERS
