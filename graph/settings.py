@@ -45,9 +45,12 @@ _MAX_INT = 2**63 - 1
 _MAX_BUSY_TIMEOUT_MS = 2**31 - 1
 # The slowest rate limit: one request every 1,000 seconds (a smaller positive rate is no
 # limit at all in floating point: the bucket's arithmetic gives NaN).
-_MIN_RATE = 0.001
-# A sweep more often than this is a loop: at 0.001 s an idle server kept 40% of a core busy.
-_MIN_SWEEP_INTERVAL = 0.1
+# The least value of a setting that 0 turns off, and what 0 means: a rate below 0.001 made
+# 1/rate overflow; a sweep every 0.001 s kept an idle server's core 40% busy.
+_OFF_OR_AT_LEAST = {
+    "rate_limit_per_second": (0.001, "no limit"),
+    "sweep_interval_seconds": (0.1, "no sweep"),
+}
 _URLSAFE = str.maketrans("-_", "+/")
 # The settings a file may give instead (a mounted secret), by the file's setting: one of the
 # two, never both.
@@ -187,18 +190,13 @@ class Settings(BaseModel):
             raise ValueError(f"must be at most {_MAX_INT:,}")
         return value
 
-    @field_validator("rate_limit_per_second")
+    @field_validator("rate_limit_per_second", "sweep_interval_seconds")
     @classmethod
-    def _rate(cls, value: float) -> float:
-        if 0 < value < _MIN_RATE:
-            raise ValueError(f"must be 0 (no limit) or at least {_MIN_RATE}")
-        return value
-
-    @field_validator("sweep_interval_seconds")
-    @classmethod
-    def _sweep_interval(cls, value: float) -> float:
-        if 0 < value < _MIN_SWEEP_INTERVAL:
-            raise ValueError(f"must be 0 (no sweep) or at least {_MIN_SWEEP_INTERVAL}")
+    def _off_or_at_least(cls, value: float, info: ValidationInfo) -> float:
+        # 0 turns each off; just above 0 it would run as a loop (or 1/rate overflow).
+        floor, off = _OFF_OR_AT_LEAST[info.field_name or ""]
+        if 0 < value < floor:
+            raise ValueError(f"must be 0 ({off}) or at least {floor}")
         return value
 
     @field_validator("rate_limit_burst")
