@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import base64
 import binascii
-import difflib
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -43,10 +42,10 @@ _YEAR = 366 * 24 * 3600.0
 _MAX_INT = 2**63 - 1
 # SQLite's busy timeout is a C int of milliseconds (a larger one is silently 0: no wait).
 _MAX_BUSY_TIMEOUT_MS = 2**31 - 1
-# The slowest rate limit: one request every 1,000 seconds (a smaller positive rate is no
-# limit at all in floating point: the bucket's arithmetic gives NaN).
-# The least value of a setting that 0 turns off, and what 0 means: a rate below 0.001 made
-# 1/rate overflow; a sweep every 0.001 s kept an idle server's core 40% busy.
+# The least value of a setting that 0 turns off, and what 0 means. The slowest rate limit is
+# one request every 1,000 seconds (a smaller positive rate is no limit at all in floating
+# point: the bucket's arithmetic gives NaN); a sweep every 0.001 s kept an idle server's
+# core 40% busy.
 _OFF_OR_AT_LEAST = {
     "rate_limit_per_second": (0.001, "no limit"),
     "sweep_interval_seconds": (0.1, "no sweep"),
@@ -407,14 +406,19 @@ def misspelled(environ: Mapping[str, str]) -> list[tuple[str, str]]:
         name = variable[len(ENV_PREFIX) :].upper()
         if name in known:
             continue
-        # The nearest setting (the first of the nearest), each distance counted once.
-        distance, meant = min(((_edits(name, k), k) for k in known), key=lambda d: d[0])
-        if distance <= _MAX_EDITS:
+        if (meant := _nearest(name, known)) is not None:
             found.append((variable, ENV_PREFIX + meant))
     return found
 
 
 _MAX_EDITS = 2
+
+
+def _nearest(name: str, known: Iterable[str]) -> str | None:
+    """The first of the names in `known` nearest to `name`, if one or two keystrokes away."""
+    # Each distance counted once.
+    distance, meant = min(((_edits(name, k), k) for k in known), key=lambda d: d[0])
+    return meant if distance <= _MAX_EDITS else None
 
 
 def _edits(a: str, b: str) -> int:
@@ -472,9 +476,9 @@ def logger_levels(spec: str) -> dict[str, str]:
         if level not in LOG_LEVELS:
             raise ValueError(f"the level of {name} must be one of {', '.join(LOG_LEVELS)}")
         if name.startswith("convograph.") and name not in LOGGERS:
-            near = difflib.get_close_matches(name, sorted(LOGGERS), n=1)
+            near = _nearest(name, sorted(LOGGERS))
             hint = (
-                f": did you mean {near[0]}?"
+                f": did you mean {near}?"
                 if near
                 else f" (its loggers: {', '.join(sorted(LOGGERS))})"
             )
