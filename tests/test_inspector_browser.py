@@ -73,6 +73,9 @@ DASH = "\N{EN DASH}"  # as in the transcript's "Messages 1 to 100 of 10,000" lin
 DELETE_CONVERSATION = "mutation($id: ID!) { deleteConversation(input: {id: $id}) { deleted } }"
 CREATE_CONVERSATION = """mutation($input: CreateConversationInput!) {
   createConversation(input: $input) { conversation { id } userErrors { code message } } }"""
+REPLACE = """mutation($id: ID!, $messages: [JSON!]!) {
+  replaceTranscript(input: {conversationId: $id, messages: $messages}) {
+    conversation { version } userErrors { code message } } }"""
 APPEND = """mutation($id: ID!, $messages: [JSON!]!) {
   appendMessages(input: {conversationId: $id, messages: $messages}) {
     messages { seq } userErrors { code message } } }"""
@@ -979,9 +982,6 @@ async def test_live_changes_reach_an_earlier_window_the_head_and_an_open_panel(
     version and last update after an append; a child's panel, open and "Running", after the
     child was deleted."""
     token = await live_server.token(workspace="site:inspector", owner="user:ada")
-    replace = """mutation($id: ID!, $messages: [JSON!]!) {
-      replaceTranscript(input: {conversationId: $id, messages: $messages}) {
-        conversation { version } userErrors { code } } }"""
     head = "query($id: ID!) { conversation(id: $id) { version updatedAt } }"
     async with live_server.client(token) as gql:
         created = await ok(gql, CREATE_CONVERSATION, {"input": {"title": "Windowed"}})
@@ -1016,7 +1016,7 @@ async def test_live_changes_reach_an_earlier_window_the_head_and_an_open_panel(
             await panel.get_by_role("button", name="First messages").click()
             await expect(status).to_have_text(f"Messages 1{DASH}100 of 301", timeout=TIMEOUT_MS)
             fresh = [{"role": "user", "content": f"NEW {i}"} for i in (1, 2)]
-            await ok(gql, replace, {"id": cid, "messages": fresh})
+            await ok(gql, REPLACE, {"id": cid, "messages": fresh})
             await expect(status).to_have_text(f"Messages 1{DASH}2 of 2", timeout=LIVE_MS)
             await expect(panel.locator(".msg")).to_have_count(2)
             await expect(panel.locator(".msg").first).to_contain_text("NEW 1")
@@ -1038,9 +1038,6 @@ async def test_a_transcript_drawn_anew_keeps_the_keyboard_on_its_message(
     """Another client's replaceTranscript makes the page draw the messages anew: the focus of
     a keyboard or screen-reader user on one of them fell to the page's start."""
     token = await live_server.token(workspace="site:inspector", owner="user:ada")
-    replace = """mutation($id: ID!, $messages: [JSON!]!) {
-      replaceTranscript(input: {conversationId: $id, messages: $messages}) {
-        conversation { version } userErrors { code } } }"""
     messages = [{"role": "user", "content": f"line {i}"} for i in range(1, 6)]
     async with live_server.client(token) as gql:
         created = await ok(gql, CREATE_CONVERSATION, {"input": {"title": "Focused"}})
@@ -1055,7 +1052,7 @@ async def test_a_transcript_drawn_anew_keeps_the_keyboard_on_its_message(
             await expect(third).to_contain_text("line 3", timeout=TIMEOUT_MS)
             await third.get_by_role("button", name="Raw JSON").focus()
             more = [*messages, {"role": "assistant", "content": "line 6"}]
-            await ok(gql, replace, {"id": cid, "messages": more})
+            await ok(gql, REPLACE, {"id": cid, "messages": more})
             await expect(page.locator(".tabpanel-transcript .msg")).to_have_count(
                 6, timeout=LIVE_MS
             )
