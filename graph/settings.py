@@ -172,7 +172,7 @@ class Settings(BaseModel):
     # is twice the rate, rounded up (see `rate_limit_burst_size`).
     rate_limit_burst: int | None = Field(default=None, gt=0)
     # Operations one token may run at once over all of this process's WebSockets; past it a
-    # `subscribe` closes its socket with 4429. 0 turns the cap off.
+    # `subscribe` is refused (LIMIT_EXCEEDED), its socket kept. 0 turns the cap off.
     max_subscriptions_per_token: int = Field(default=0, ge=0)
 
     @property

@@ -27,7 +27,7 @@ import websockets
 from graph.settings import Settings, SettingsError
 from tests.http_clients import http_client
 from tests.operations import CONVERSATION_EVENTS, CREATE, DELETE, TOUCH, VIEWER
-from tests.ws import RECEIVE_TIMEOUT, Closed, Session, session
+from tests.ws import RECEIVE_TIMEOUT, Session, session
 
 if TYPE_CHECKING:
     from tests.live_server import LiveServer, LiveServers
@@ -319,7 +319,12 @@ async def test_the_cap_counts_a_tokens_subscriptions_over_all_its_sockets(
 
             async with session(server, capped) as c:
                 await subscribe(c, "1", cid)
-                assert await c.closed() == (4429, CAP_REASON.format(3))
+                assert await ended(c, "1") == [over_the_cap("1", 3)]
+            # One too many on a socket that streams already: that operation is refused, the
+            # socket and its operations go on (a close would have ended them all, and
+            # graphql-ws clients do not reconnect after 4429).
+            await subscribe(a, "4", cid)
+            assert await ended(a, "4") == [over_the_cap("4", 3)]
             # Another token is not held back by this one's subscriptions.
             async with session(server, other) as d:
                 await subscribe(d, "1", cid)
@@ -334,11 +339,17 @@ async def test_the_cap_counts_a_tokens_subscriptions_over_all_its_sockets(
             await all_live(client, other, cid, {a: {"1", "3"}, b: {"1"}})
             async with session(server, capped) as e:
                 await subscribe(e, "1", cid)
-                assert await e.closed() == (4429, CAP_REASON.format(3))
-        assert await metric(client, "convograph_subscription_cap_refusals_total") == 2
+                assert await ended(e, "1") == [over_the_cap("1", 3)]
+        assert await metric(client, "convograph_subscription_cap_refusals_total") == 3
 
         # Sockets that closed gave back all their slots (the server notices a moment later).
         await fits(server, client, capped, other, cid, ops=3)
+
+
+def over_the_cap(op: str, cap: int) -> dict[str, Any]:
+    """The `error` message that refuses operation `op` past a cap of `cap`."""
+    error = {"message": CAP_REASON.format(cap), "extensions": {"code": "LIMIT_EXCEEDED"}}
+    return {"id": op, "type": "error", "payload": [error]}
 
 
 async def fits(
@@ -353,8 +364,8 @@ async def fits(
             try:
                 await all_live(client, writer, cid, {socket: {str(op) for op in range(ops)}})
                 return
-            except Closed as closed:
-                assert closed.code == 4429, closed
+            except AssertionError as refused:  # an `error` where `all_live` wanted a `next`
+                assert "LIMIT_EXCEEDED" in str(refused), refused
                 assert time.perf_counter() < deadline, "slots were not given back"
         await asyncio.sleep(0.1)
 
@@ -422,8 +433,9 @@ def test_the_burst_defaults_to_twice_the_rate() -> None:
 async def test_a_client_gone_as_the_cap_refuses_it_is_no_server_error(
     live_servers: LiveServers, database_url: str
 ) -> None:
-    """Closing the socket (4429) of a client that had already hung up raised
-    WebSocketDisconnect out of the app: a traceback logged at error level, per refusal."""
+    """Refusing the operation of a client that had already hung up (by closing its socket
+    with 4429, as the cap did before) raised WebSocketDisconnect out of the app: a
+    traceback logged at error level, per refusal."""
     server = await start(live_servers, database_url, **{CAP: "1"})
     capped, other = await server.token(label="capped"), await server.token(label="other")
     async with http(server) as client:

@@ -190,7 +190,7 @@ class LimitsCollector(Collector):
         yield CounterMetricFamily(
             "convograph_subscription_cap_refusals",
             "WebSocket operations refused because their token ran as many as its cap "
-            "(socket closed with 4429)",
+            "(a LIMIT_EXCEEDED error for the operation)",
             value=self.slots.refused,
         )
 

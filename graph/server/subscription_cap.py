@@ -1,7 +1,8 @@
 """The cap on operations one token runs at once over WebSockets (subscriptions, mostly).
 
 CONVOGRAPH_MAX_SUBSCRIPTIONS_PER_TOKEN operations, counted across every WebSocket of
-this process: a `subscribe` past it closes its socket with 4429 and the reason below.
+this process: a `subscribe` past it is answered with an `error` (code LIMIT_EXCEEDED, the
+reason below); the socket and the operations running on it go on.
 Queries and mutations sent over a WebSocket hold a slot too while they run (as strawberry's
 own per-connection limit counts them): whatever the operation, it is one more stream the
 server keeps open for that token.
@@ -12,11 +13,6 @@ the handler may release it on every path without counting twice.
 """
 
 from __future__ import annotations
-
-# The protocol's own code for "too many initialisation requests" (strawberry closes with it
-# too; the reason tells the two apart). graphql-ws clients take it as fatal and do not
-# reconnect, which is what a client over its cap should do.
-CLOSE_CODE = 4429
 
 
 class SubscriptionSlots:
@@ -29,7 +25,7 @@ class SubscriptionSlots:
 
     @property
     def reason(self) -> str:
-        """The close reason of a refused `subscribe`."""
+        """Why a `subscribe` past the cap is refused (its error's message)."""
         return f"too many subscriptions for this token (limit {self.cap})"
 
     def held(self, token_id: str) -> int:

@@ -5,7 +5,9 @@ opened gets FORBIDDEN for the operation and the socket is closed with 4403.
 
 Over the rate, the operation is answered with an `error` message (code RATE_LIMITED, with
 `retryAfterSeconds`) and the socket stays open, as an HTTP request gets a 429. Past the
-cap, the socket is closed with 4429. Either way the operation never runs.
+cap, likewise, with code LIMIT_EXCEEDED: the operations already running on the socket go
+on (closing it would end them too, and graphql-ws clients take 4429 as fatal). Either way
+the operation never runs.
 
 The slot is given back when strawberry forgets the operation (the client's `complete`, the
 server's `complete` or `error`, the socket closing) and, for every other way its task can
@@ -38,7 +40,7 @@ from graph.api.context import Context
 from graph.domain.errors import ErrorCode
 from graph.server.parameters import RefusedNumber
 from graph.server.rate_limit import RateLimit, rate_limited_error
-from graph.server.subscription_cap import CLOSE_CODE, Slot, SubscriptionSlots
+from graph.server.subscription_cap import Slot, SubscriptionSlots
 from graph.server.ws_shapes import problem
 
 logger = logging.getLogger("convograph.limits")
@@ -142,13 +144,17 @@ def limited_handler(
             slot = slots.take(principal.token_id)
             if slot is None:
                 logger.info(
-                    "closed a WebSocket with %d: token %s has %d operations running (limit %d)",
-                    CLOSE_CODE,
+                    "refused a WebSocket operation: token %s has %d operations running (limit %d)",
                     principal.token_id,
                     slots.held(principal.token_id),
                     slots.cap,
                 )
-                await self._close(CLOSE_CODE, slots.reason)
+                error = GraphQLFormattedError(
+                    message=slots.reason, extensions={"code": ErrorCode.LIMIT_EXCEEDED.value}
+                )
+                await self.send_message(
+                    ErrorMessage(id=message["id"], type="error", payload=[error])
+                )
                 return
             try:
                 await super().handle_subscribe(message)
