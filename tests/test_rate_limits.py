@@ -42,6 +42,9 @@ NO_REFILL = "0.01"
 
 TITLES = "{ conversations(first: 100) { nodes { title } } }"
 CAP_REASON = "too many subscriptions for this token (limit {})"
+# Strawberry's default for the operations one WebSocket runs at once.
+PER_SOCKET = 100
+PER_SOCKET_REASON = "too many operations on this WebSocket (limit {}): open another one"
 
 
 # -- HTTP ------------------------------------------------------------------------------------
@@ -396,6 +399,37 @@ async def test_every_way_a_subscription_ends_gives_its_slot_back(
         assert await metric(client, "convograph_subscription_cap_refusals_total") == 0
         # The socket closed: its slot comes back too.
         await fits(server, client, token, writer, cid, ops=1)
+
+
+async def test_past_the_operations_one_socket_may_run_that_one_is_refused_with_a_code(
+    live_server: LiveServer,
+) -> None:
+    """Strawberry's own cap of 100 operations per socket refused the 101st with a bare
+    "Subscription limit reached", no `extensions.code`: a dashboard following 300 roots
+    over one socket could not tell it from a failure."""
+    token = await live_server.token()
+    async with http(live_server) as client:
+        cid = await new_conversation(client, token, "t")
+        async with session(live_server, token) as socket:
+            ops = {str(n) for n in range(PER_SOCKET)}
+            for op in sorted(ops):
+                await subscribe(socket, op, cid)
+            await subscribe(socket, "over", cid)
+            (refused,) = await ended(socket, "over")
+            assert refused == {
+                "id": "over",
+                "type": "error",
+                "payload": [
+                    {
+                        "message": PER_SOCKET_REASON.format(PER_SOCKET),
+                        "extensions": {"code": "LIMIT_EXCEEDED"},
+                    }
+                ],
+            }
+            await all_live(client, token, cid, {socket: ops})  # the others stream on
+            await socket.complete("0")
+            await subscribe(socket, "next", cid)  # a place freed is taken at once
+            await all_live(client, token, cid, {socket: ops - {"0"} | {"next"}})
 
 
 # -- settings --------------------------------------------------------------------------------

@@ -52,6 +52,10 @@ REVOKED: Any = {
     "extensions": {"code": ErrorCode.FORBIDDEN.value},
 }
 
+# Strawberry's cap on the operations one socket runs at once (its GraphQL view's
+# `max_subscriptions_per_connection`), refused here with a code and the number.
+PER_SOCKET_REASON = "too many operations on this WebSocket (limit {}): open another one"
+
 Handler = BaseGraphQLTransportWSHandler[Context, None]
 
 
@@ -136,6 +140,17 @@ def limited_handler(
             if too_big is not None:
                 error = GraphQLFormattedError(
                     message=too_big, extensions={"code": ErrorCode.LIMIT_EXCEEDED.value}
+                )
+                await self.send_message(
+                    ErrorMessage(id=message["id"], type="error", payload=[error])
+                )
+                return
+            per_socket = self.max_subscriptions_per_connection
+            if per_socket is not None and len(self.operations) >= per_socket:
+                # Strawberry's own check would refuse it with no code and no number.
+                error = GraphQLFormattedError(
+                    message=PER_SOCKET_REASON.format(per_socket),
+                    extensions={"code": ErrorCode.LIMIT_EXCEEDED.value},
                 )
                 await self.send_message(
                     ErrorMessage(id=message["id"], type="error", payload=[error])
