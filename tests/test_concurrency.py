@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -152,6 +153,47 @@ async def test_clients_appending_to_one_conversation_lose_and_repeat_nothing(
         for n in range(CLIENTS):
             mine = [text for text, _ in transcript if text.startswith(f"c{n}-")]
             assert mine == [text for text, _ in batches[n]]
+    probe.assert_clean(live_server)
+
+
+CREATED_AT = """query($id: ID!, $after: String) { conversation(id: $id) { updatedAt
+  messages(first: 100, after: $after) {
+    nodes { seq createdAt } pageInfo { endCursor hasNextPage } } } }"""
+
+
+async def test_racing_appends_are_timed_in_the_order_of_their_seqs(
+    live_server: LiveServer,
+) -> None:
+    """A message's createdAt follows its seq, and the conversation's updatedAt is its last
+    write's: on PostgreSQL each write took its instant before it waited for the
+    conversation's row, so about half of 200 racing appends were timed before the message
+    that precedes them (a dashboard sorting by time, or reading what changed since a time,
+    saw them out of order or not at all)."""
+    probe = Probe()
+    token = await live_server.token()
+    async with connections(live_server, token, RACERS) as clients:
+        cid = await new_conversation(probe, clients[0])
+
+        async def appends(client: GraphQLClient, n: int) -> None:
+            for i in range(8):
+                data = await probe.call(client, APPEND, {"id": cid, "m": [turn(f"{n}-{i}")]})
+                assert data["appendMessages"]["userErrors"] == [], data
+
+        await asyncio.gather(*(appends(c, n) for n, c in enumerate(clients)))
+        stamps: list[tuple[int, str]] = []
+        after = None
+        while True:
+            read = await probe.call(clients[0], CREATED_AT, {"id": cid, "after": after})
+            page = read["conversation"]["messages"]
+            stamps += [(m["seq"], m["createdAt"]) for m in page["nodes"]]
+            if not page["pageInfo"]["hasNextPage"]:
+                break
+            after = page["pageInfo"]["endCursor"]
+        times = [datetime.fromisoformat(at) for _, at in stamps]
+        assert [seq for seq, _ in stamps] == list(range(1, RACERS * 8 + 1))
+        backwards = [stamps[i] for i in range(1, len(times)) if times[i] < times[i - 1]]
+        assert backwards == []
+        assert datetime.fromisoformat(read["conversation"]["updatedAt"]) == times[-1]
     probe.assert_clean(live_server)
 
 

@@ -92,6 +92,12 @@ class Repository:
     def _now(self) -> datetime:
         return datetime.now(UTC)
 
+    def not_before(self, instant: datetime) -> None:
+        """From now on, the unit of work's instant is at least `instant` (a conversation's
+        last update, found once its row is held: see versions._statement)."""
+        if instant > self._now:
+            self.__dict__["_now"] = instant
+
     def publish(self, kind: EventKind, conversation: Conversation, **extra: Any) -> None:
         self.events.append(Event.of(kind, conversation, **extra))
 
