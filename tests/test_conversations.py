@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import re
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -351,6 +352,11 @@ async def test_update_sets_and_clears_expires_at(gql: GraphQLClient) -> None:
     await gql(UPDATE, {"input": {"id": created["id"], "expiresAt": at.isoformat()}})
     stored = await get(gql, created["id"])
     assert stored is not None and ts(stored["expiresAt"]) == at
+    # One shape for every instant, whole seconds included (they lost their fraction: a
+    # fixed-width parser read two formats).
+    assert stored["expiresAt"] == at.strftime("%Y-%m-%dT%H:%M:%S.000000+00:00")
+    for field in ("createdAt", "updatedAt"):
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00", stored[field])
     await gql(UPDATE, {"input": {"id": created["id"], "expiresAt": None}})
     stored = await get(gql, created["id"])
     assert stored is not None and stored["expiresAt"] is None

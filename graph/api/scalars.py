@@ -99,7 +99,9 @@ def _parse_datetime(value: Any) -> datetime:
 
 
 def _serialize_datetime(value: datetime) -> str:
-    return value.isoformat()
+    # Always with microseconds: isoformat() leaves the fraction out when it is zero, and a
+    # client reading a fixed width got two shapes.
+    return value.isoformat(timespec="microseconds")
 
 
 def _bigint(value: Any) -> int:
