@@ -10,6 +10,7 @@ of several operations runs only the one `operationName` names.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from typing import Any
 
@@ -418,3 +419,34 @@ def test_the_operation_name_the_request_gave_is_readable() -> None:
             query=COUNT, schema=schema, allowed_operations=(), provided_operation_name=name
         )
         assert provided_operation_name(execution) == name
+
+
+PERSISTED = {"persistedQuery": {"version": 1, "sha256Hash": "0" * 64}}
+
+
+@pytest.mark.parametrize("accept", [GRAPHQL_RESPONSE_JSON, JSON])
+async def test_a_persisted_query_by_its_hash_alone_says_persisted_queries_are_not_kept(
+    gql: GraphQLClient, accept: str
+) -> None:
+    """An automatic persisted query (Apollo's and urql's links send the hash first) got
+    "No GraphQL query found", which no such client understands: its query failed instead
+    of being sent again with its text. Now the answer is the one they look for."""
+    refused = {
+        "errors": [
+            {
+                "message": "PersistedQueryNotSupported",
+                "extensions": {"code": "PERSISTED_QUERY_NOT_SUPPORTED"},
+            }
+        ]
+    }
+    response = await post(gql, {"extensions": PERSISTED}, accept)
+    assert (response.status_code, response.json()) == (400, refused)
+    response = await gql.http.get(
+        "/graphql",
+        params={"extensions": json.dumps(PERSISTED)},
+        headers={"Authorization": f"Bearer {gql.token}", "Accept": accept},
+    )
+    assert (response.status_code, response.json()) == (400, refused)
+    # The client's retry, with the text: run as any query (the hash is not looked at).
+    response = await post(gql, {"query": VIEWER, "extensions": PERSISTED}, accept)
+    assert response.status_code == 200 and "errors" not in response.json()

@@ -95,10 +95,20 @@ ws_logger = logging.getLogger("convograph.ws")
 NOT_ACCEPTABLE = f"Accept allows none of the media types served here: {', '.join(SERVED)}"
 # Strawberry's words for it are "Can't get GraphQL operation type".
 NO_OPERATION = "the document holds no operation to run (only fragments)"
+# Automatic persisted queries (a hash in `extensions.persistedQuery`, no `query`): the
+# message and code by which Apollo's and urql's clients learn that a server keeps none,
+# and send the query's text from then on.
+PERSISTED_QUERY_NOT_SUPPORTED = "PersistedQueryNotSupported"
+
+
+class PersistedQueryRefused(Exception):
+    """A request that names a persisted query by its hash and sends no query text."""
 
 
 def _http_error(request: Request, exc: HTTPException) -> Response:
     refused = exc.__cause__
+    if isinstance(refused, PersistedQueryRefused):
+        return error_response(400, exc.reason, code="PERSISTED_QUERY_NOT_SUPPORTED")
     if isinstance(refused, CannotGetOperationTypeError):
         # A request error like any other (an operation that cannot be chosen): 200 with
         # `"data": null` in application/json, 400 in graphql-response+json.
@@ -335,6 +345,12 @@ class GraphQLEndpoint(GraphQL[Context, None]):
     ) -> GraphQLRequestData | list[GraphQLRequestData]:
         data = await super().parse_http_body(request)
         for item in data if isinstance(data, list) else [data]:
+            if (
+                item.query is None
+                and isinstance(item.extensions, dict)
+                and "persistedQuery" in item.extensions
+            ):
+                raise HTTPException(400, PERSISTED_QUERY_NOT_SUPPORTED) from PersistedQueryRefused()
             check_operation_name(item)
             problem = self.query_problem(item.query)
             if problem is not None:

@@ -33,9 +33,13 @@ STATUS_CODES = {
 }
 
 
-def error_response(status: int, message: str, **headers: str) -> JSONResponse:
-    """A refusal before GraphQL runs: `{"errors": [{"message", "extensions": {"code"}}]}`."""
-    error = {"message": message, "extensions": {"code": STATUS_CODES.get(status, "BAD_REQUEST")}}
+def error_response(
+    status: int, message: str, *, code: str | None = None, **headers: str
+) -> JSONResponse:
+    """A refusal before GraphQL runs: `{"errors": [{"message", "extensions": {"code"}}]}`,
+    the code its status's unless given."""
+    code = code or STATUS_CODES.get(status, "BAD_REQUEST")
+    error = {"message": message, "extensions": {"code": code}}
     return JSONResponse({"errors": [error]}, status_code=status, headers=headers)
 
 
