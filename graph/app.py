@@ -10,11 +10,12 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import Mount, Route, WebSocketRoute
 
 from graph.api.schema import build_schema
 from graph.server.access_log import AccessLog
-from graph.server.auth import TokenBackend, refusal
+from graph.server.auth import OWNER_HEADER, TokenBackend, refusal
 from graph.server.endpoint import GraphQLEndpoint
 from graph.server.errors import http_exception
 from graph.server.health import Health
@@ -33,7 +34,7 @@ from graph.server.schema_gate import SchemaGate
 from graph.server.sockets import OpenSockets
 from graph.server.static_files import StaticFilesWithHeaders
 from graph.services import BACKGROUND_STOP_SECONDS, Services, build_services
-from graph.settings import Settings
+from graph.settings import Settings, cors_origins
 from graph.store.migration_state import MigrationState
 from graph.store.retention import sweep_forever
 
@@ -106,9 +107,29 @@ def create_app(
             Middleware(InFlightMiddleware, in_flight=services.db.in_flight),
             Middleware(RequestIdMiddleware),
             Middleware(AccessLog, metrics=metrics),
+            *cors(settings),
         ],
         exception_handlers={HTTPException: http_exception},
         lifespan=lifespan,
     )
     app.state.services = services
     return app
+
+
+def cors(settings: Settings) -> list[Middleware]:
+    """Starlette's CORS middleware for CONVOGRAPH_CORS_ORIGINS, if any: a browser page of
+    those origins may call /graphql with a bearer token (no cookies: credentials stay off).
+    Inside the access log, so that a preflight is logged and has its request id."""
+    origins = cors_origins(settings.cors_origins)
+    if not origins:
+        return []
+    return [
+        Middleware(
+            CORSMiddleware,
+            allow_origins=origins,
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type", OWNER_HEADER, "X-Request-Id"],
+            expose_headers=["Retry-After", "WWW-Authenticate", "X-Request-Id"],
+            max_age=600,
+        )
+    ]

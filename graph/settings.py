@@ -104,6 +104,9 @@ class Settings(BaseModel):
     # Who may read /metrics: "loopback" (open to 127.0.0.1/::1, an ADMIN token otherwise),
     # "token" (an ADMIN token always), "open" or "closed".
     metrics: Literal["loopback", "token", "open", "closed"] = "loopback"
+    # Origins whose browser pages may call /graphql (CORS), comma-separated, or "*": e.g.
+    # "https://dash.example.org,http://localhost:5173". Empty: none but the server's own.
+    cors_origins: str = ""
 
     max_messages_per_call: int = Field(default=1000, gt=0)
     max_message_bytes: int = Field(default=1024 * 1024, gt=0)
@@ -285,6 +288,12 @@ class Settings(BaseModel):
         logger_levels(value)
         return value
 
+    @field_validator("cors_origins")
+    @classmethod
+    def _cors_origins(cls, value: str) -> str:
+        cors_origins(value)
+        return value
+
     @classmethod
     def from_env(cls, **overrides: Any) -> Settings:
         """Settings from the environment; `overrides` (e.g. CLI flags) win when not None."""
@@ -461,6 +470,24 @@ LOGGERS = frozenset(
         "convograph.ws",
     }
 )
+
+
+def cors_origins(spec: str) -> list[str]:
+    """`"https://a.example, http://localhost:5173"` -> the origins, as a browser sends them
+    (`scheme://host[:port]`, no path); `"*"` alone is any origin."""
+    origins = [item.strip() for item in spec.split(",") if item.strip()]
+    if origins == ["*"]:
+        return origins
+    for origin in origins:
+        scheme, sep, rest = origin.partition("://")
+        if origin == "*":
+            raise ValueError("takes * alone, or a list of origins without it")
+        if scheme not in ("http", "https") or not sep or not rest or any(c in rest for c in "/?#"):
+            raise ValueError(
+                f"takes origins as a browser sends them, scheme://host[:port] with no path "
+                f"(https://dash.example.org), not {origin!r}"
+            )
+    return [origin.lower() for origin in origins]
 
 
 def logger_levels(spec: str) -> dict[str, str]:

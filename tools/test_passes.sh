@@ -26,14 +26,15 @@ SLOW_WORKERS="${CONVOGRAPH_TEST_WORKERS:-$CORES}"
 # prepared statements, the GraphQL-over-HTTP audit, the per-process rate limits, the pages in
 # a browser, the native adapters and the examples (which reach the store only through the API
 # that the other files test on both backends), the wheel's install test, SQLite's group
-# commit, the HTTP keep-alive, a body read through a stalled event loop, and this script's
-# own test (which runs it against a fake pytest).
+# commit, the CORS headers, the HTTP keep-alive, a body read through a stalled event loop,
+# and this script's own test (which runs it against a fake pytest).
 SQLITE_ONLY=(
   tests/unit
   tests/test_prepared.py
   tests/test_group_commit.py
   tests/test_graphql_over_http_audit.py
   tests/test_rate_limits.py
+  tests/test_cors.py
   tests/test_keep_alive.py
   tests/test_body_stall.py
   tests/test_inspector_browser.py
