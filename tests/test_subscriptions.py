@@ -260,6 +260,32 @@ async def test_an_operation_without_a_query_is_an_error_message(live_server: Liv
     assert message["payload"][0]["extensions"] == {"code": "GRAPHQL_VALIDATION_FAILED"}, message
 
 
+async def test_a_variable_that_does_not_coerce_is_a_request_error_naming_it(
+    live_server: LiveServer,
+) -> None:
+    """As over HTTP: the message names the variable, the error points at its definition and
+    has no path (no field ran). It came placed at the subscription's field, its message
+    without the variable's name."""
+    query = "subscription Follow($id: ID!) { conversationEvents(conversationId: $id) { kind } }"
+    async with connect(live_server, token=await live_server.token()) as socket:
+        await socket.init()
+        for variables in ({}, {"id": None}, {"id": [1]}):
+            await socket.send(
+                {
+                    "id": "1",
+                    "type": "subscribe",
+                    "payload": {"query": query, "variables": variables},
+                }
+            )
+            message = await socket.receive()
+            assert message["type"] == "error" and message["id"] == "1", message
+            (error,) = message["payload"]
+            assert error["message"].startswith("Variable '$id'"), error
+            assert error["locations"] == [{"line": 1, "column": 21}], error  # `$id: ID!`
+            assert "path" not in error, error
+            assert error["extensions"] == {"code": "GRAPHQL_VALIDATION_FAILED"}, error
+
+
 async def test_a_subscribe_may_give_its_optional_fields_as_null(
     live_server: LiveServer, alice: GraphQLClient
 ) -> None:

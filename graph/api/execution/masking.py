@@ -122,20 +122,22 @@ def _locate_stream_errors(
     and `locations` a field's error has over HTTP, and a client that routes errors by path
     found nothing there."""
     errors = getattr(result, "errors", None)
-    if not errors or document is None:
-        return
-    if all(e.path is not None or e.original_error is None for e in errors):
+    if not errors or document is None or not any(map(_unlocated, errors)):
         return
     field = _subscribed_field(document, operation_name)
     if field is None:
         return
     key = (field.alias or field.name).value
     result.errors = [
-        located_error(e.original_error, [field], [key])
-        if e.path is None and e.original_error is not None
-        else e
-        for e in errors
+        located_error(e.original_error, [field], [key]) if _unlocated(e) else e for e in errors
     ]
+
+
+def _unlocated(error: GraphQLError) -> bool:
+    """An error the stream raised: no path, no place in the document. A request error (a
+    variable that does not coerce) has its place, the variable's definition, and stays a
+    request error with its own message."""
+    return error.path is None and not error.nodes and error.original_error is not None
 
 
 def _subscribed_field(document: DocumentNode, operation_name: str | None) -> FieldNode | None:
