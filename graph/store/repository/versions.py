@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from sqlalchemy import and_, bindparam, case, func, or_, select, update
+from sqlalchemy import and_, bindparam, case, or_, select, update
 
 from graph.domain import ids
 from graph.domain.conversations import lock_refusal
@@ -133,8 +133,7 @@ class Versions(Part):
         if found.values:
             record = CONVERSATIONS.many(found.keys, found.values)[0]
             if bump_version:
-                if returning:  # PostgreSQL: the later instant (see _statement)
-                    self.repo.not_before(record.updated_at)
+                self.repo.not_before(record.updated_at)  # the later instant (_statement)
                 if not record.ancestry:
                     self.repo.positions.took(record.id, record.event_position)
             return record
@@ -223,17 +222,14 @@ def _statement(
         column = C.c[CONVERSATIONS.column(name)]
         changes[name] = column + bindparam(f"add_{name}", type_=column.type)
     if bump_version:
-        # On PostgreSQL a writer takes its instant before it waits for the row: the one that
-        # gets the row after another may hold an earlier instant, and its messages and event
-        # would be timed before the other's. The later of the two keeps every write's time in
-        # the order of the row's versions (the unit of work then writes with it:
-        # Repository.not_before). SQLite's writers take their instants in their commit order.
-        changes.update(
-            version=C.c.version + 1,
-            updated_at=func.greatest(C.c.updated_at, now, type_=UTCDateTime())
-            if returning
-            else now,
-        )
+        # A writer takes its instant before it has the row (on PostgreSQL it may then wait
+        # for it): the one that gets the row after another may hold an earlier instant, and
+        # its messages and event would be timed before the other's. The later of the two keeps
+        # every write's time in the order of the row's versions, whatever the clock does (the
+        # unit of work then writes with it: Repository.not_before). SQLite stores instants as
+        # fixed-width text, which compares as the instants do.
+        later = case((C.c.updated_at > now, C.c.updated_at), else_=now)
+        changes.update(version=C.c.version + 1, updated_at=later)
         # A root takes its event's position in the same statement (event_log.Reserved).
         changes["event_position"] = C.c.event_position + case((C.c.ancestry == "", 1), else_=0)
     written = (
