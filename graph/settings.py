@@ -120,6 +120,9 @@ class Settings(BaseModel):
     max_query_tokens: int = Field(default=5000, gt=0)
     max_selected_fields: int = Field(default=2000, gt=0)
     max_directives: int = Field(default=200, ge=0)
+    # The field values one execution may complete (api/execution/answer_size.py): what
+    # bounds a query that walks a tree down and back up.
+    max_result_values: int = Field(default=200_000, gt=0)
     # graphql-core's budget for checking that same-named fields can merge (pairwise, so
     # n same-named fields cost about 4·n²). Real documents spend tens.
     max_merge_checks: int = Field(default=10_000, gt=0)

@@ -9,6 +9,7 @@ from functools import lru_cache, partial
 
 from strawberry.schema.config import StrawberryConfig
 
+from graph.api.execution.answer_size import bounded
 from graph.api.execution.documents import CachedDocuments, DocumentCache
 from graph.api.execution.error_log import Schema
 from graph.api.execution.limits import Limits, bound_merge_checks
@@ -35,6 +36,7 @@ def build_schema(settings: Settings | None = None) -> Schema:
         max_aliases=settings.max_aliases,
         max_fields=settings.max_selected_fields,
         max_directives=settings.max_directives,
+        max_values=settings.max_result_values,
     )
     return _schema(limits, max_tokens=settings.max_query_tokens)
 
@@ -60,6 +62,7 @@ def _schema(limits: Limits, *, max_tokens: int) -> Schema:
             partial(SearchGate, cache=documents),
             OperationReads,
         ],
+        execution_context_class=bounded(limits.max_values),
         config=StrawberryConfig(
             scalar_map=dict(SCALAR_MAP),
             default_resolver=field_value,

@@ -38,6 +38,8 @@ class Limits:
     max_aliases: int
     max_fields: int
     max_directives: int
+    # The field values one execution may complete (answer_size.py).
+    max_values: int = 200_000
 
 
 @dataclass(frozen=True, slots=True)
