@@ -12,6 +12,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from graph.api.schema import build_schema
 from graph.server.access_log import AccessLog
@@ -39,6 +40,8 @@ from graph.store.migration_state import MigrationState
 from graph.store.retention import sweep_forever
 
 __all__ = ["build_services", "create_app"]
+
+GRAPHQL_PATH = "/graphql"
 
 
 def create_app(
@@ -91,8 +94,8 @@ def create_app(
 
     app = Starlette(
         routes=[
-            Route("/graphql", endpoint, methods=["GET", "POST"], middleware=authenticated),
-            WebSocketRoute("/graphql", endpoint, middleware=authenticated),
+            Route(GRAPHQL_PATH, endpoint, methods=["GET", "POST"], middleware=authenticated),
+            WebSocketRoute(GRAPHQL_PATH, endpoint, middleware=authenticated),
             Route("/healthz", health.healthz),
             Route("/readyz", health.readyz),
             Route("/metrics", metrics_endpoint(settings, metrics, backend)),
@@ -117,19 +120,34 @@ def create_app(
 
 
 def cors(settings: Settings) -> list[Middleware]:
-    """Starlette's CORS middleware for CONVOGRAPH_CORS_ORIGINS, if any: a browser page of
-    those origins may call /graphql with a bearer token (no cookies: credentials stay off).
+    """Starlette's CORS middleware for CONVOGRAPH_CORS_ORIGINS, if any, on /graphql alone: a
+    browser page of those origins may call the API with a bearer token (no cookies:
+    credentials stay off); /metrics, the health checks and the pages stay the server's own.
     Inside the access log, so that a preflight is logged and has its request id."""
     origins = cors_origins(settings.cors_origins)
     if not origins:
         return []
-    return [
-        Middleware(
-            CORSMiddleware,
+    return [Middleware(GraphQLOnly, origins=origins)]
+
+
+class GraphQLOnly:
+    """CORSMiddleware for the requests to /graphql; every other path passes by it. (As a
+    route's own middleware it would come after the route's method check, which refuses a
+    preflight's OPTIONS first.)"""
+
+    def __init__(self, app: ASGIApp, *, origins: list[str]) -> None:
+        self.app = app
+        self.cors = CORSMiddleware(
+            app,
             allow_origins=origins,
             allow_methods=["GET", "POST"],
             allow_headers=["Authorization", "Content-Type", OWNER_HEADER, "X-Request-Id"],
             expose_headers=["Retry-After", "WWW-Authenticate", "X-Request-Id"],
             max_age=600,
         )
-    ]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] == GRAPHQL_PATH:
+            await self.cors(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)

@@ -477,20 +477,30 @@ LOGGERS = frozenset(
 
 def cors_origins(spec: str) -> list[str]:
     """`"https://a.example, http://localhost:5173"` -> the origins, as a browser sends them
-    (`scheme://host[:port]`, no path); `"*"` alone is any origin."""
+    (`scheme://host[:port]`, lower case, no path, no default port); `"*"` alone is any."""
     origins = [item.strip() for item in spec.split(",") if item.strip()]
     if origins == ["*"]:
         return origins
-    for origin in origins:
-        scheme, sep, rest = origin.partition("://")
+    found = []
+    for given in origins:
+        origin = given.lower()
+        scheme, sep, host = origin.partition("://")
         if origin == "*":
             raise ValueError("takes * alone, or a list of origins without it")
-        if scheme not in ("http", "https") or not sep or not rest or any(c in rest for c in "/?#"):
+        if (
+            scheme not in ("http", "https")
+            or not sep
+            or not host
+            or any(c in host for c in "/?#@\\")
+            or any(c.isspace() for c in host)
+        ):
             raise ValueError(
                 f"takes origins as a browser sends them, scheme://host[:port] with no path "
-                f"(https://dash.example.org), not {origin!r}"
+                f"(https://dash.example.org), not {given!r}"
             )
-    return [origin.lower() for origin in origins]
+        default = ":443" if scheme == "https" else ":80"
+        found.append(origin.removesuffix(default))  # a browser leaves the default port out
+    return found
 
 
 def logger_levels(spec: str) -> dict[str, str]:

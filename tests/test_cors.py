@@ -7,7 +7,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from graph.settings import Settings, SettingsError
+from graph.settings import Settings, SettingsError, cors_origins
 from tests.conftest import GraphQLClient
 from tests.operations import VIEWER
 
@@ -57,6 +57,21 @@ async def test_a_page_of_another_origin_is_not_let_in(gql: GraphQLClient) -> Non
     assert "access-control-allow-origin" not in response.headers
 
 
+@pytest.mark.parametrize("path", ["/metrics", "/healthz", "/readyz", "/ui"])
+async def test_only_the_api_is_opened_to_other_origins(gql: GraphQLClient, path: str) -> None:
+    """/metrics is open to loopback by default: a page of an allowed origin (or of any, with
+    `*`) in a browser on the server's host read it once CORS covered every path."""
+    response = await gql.http.get(path, headers={"Origin": DASHBOARD})
+    assert "access-control-allow-origin" not in response.headers
+    preflight = await gql.http.options(path, headers={"Origin": DASHBOARD, **PREFLIGHT})
+    assert "access-control-allow-origin" not in preflight.headers
+
+
+def test_origins_are_kept_as_a_browser_sends_them() -> None:
+    given = "HTTPS://Dash.Example.org:443, http://localhost:5173, http://a.example:80"
+    assert cors_origins(given) == [DASHBOARD, "http://localhost:5173", "http://a.example"]
+
+
 def test_without_the_setting_no_origin_is_let_in() -> None:
     """The default: the app has no CORS middleware, so no page of another origin reads it."""
     from graph.app import cors
@@ -65,7 +80,15 @@ def test_without_the_setting_no_origin_is_let_in() -> None:
 
 
 @pytest.mark.parametrize(
-    "value", ["dash.example.org", "https://dash.example.org/app", "ftp://x", "*, https://a.b"]
+    "value",
+    [
+        "dash.example.org",
+        "https://dash.example.org/app",
+        "ftp://x",
+        "*, https://a.b",
+        "https://a b",
+        "https://user@a.example",
+    ],
 )
 def test_a_malformed_origin_is_refused_naming_the_variable(
     monkeypatch: pytest.MonkeyPatch, value: str
