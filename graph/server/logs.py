@@ -30,7 +30,7 @@ FIELDS = (
 class JSONFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, object] = {
-            "time": datetime.fromtimestamp(record.created, UTC).isoformat(),
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="microseconds"),
             "level": record.levelname.lower(),
             "logger": record.name,
             "message": record.getMessage(),

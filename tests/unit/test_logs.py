@@ -53,3 +53,14 @@ def test_records_skip_the_caller_thread_and_process_lookups(
     assert record.threadName is None and record.processName is None and record.process is None
     line = orjson.loads(capsys.readouterr().err.splitlines()[-1])
     assert line["message"] == "hello world" and line["request_id"] == "r1"
+
+
+def test_a_json_line_on_a_whole_second_keeps_its_microseconds() -> None:
+    """One shape for every line's time, as for the API's instants (isoformat() drops a
+    fraction of zero: a shipper parsing a fixed width read two formats)."""
+    from graph.server.logs import JSONFormatter
+
+    record = logging.LogRecord("convograph.test", logging.INFO, __file__, 1, "m", None, None)
+    record.created = 1_767_225_600.0  # 2026-01-01T00:00:00 UTC
+    line = orjson.loads(JSONFormatter().format(record))
+    assert line["time"] == "2026-01-01T00:00:00.000000+00:00"

@@ -84,8 +84,9 @@ class Repository:
         return scope.params(self.principal)
 
     def now(self) -> datetime:
-        """The instant of this unit of work: every row it writes carries the same one (as
-        PostgreSQL's now() is its transaction's start)."""
+        """The instant of this unit of work, taken at its first use: the rows it writes carry
+        it, raised to a conversation's last update once the conversation's row is held
+        (not_before), so that a conversation's time never goes back as its versions go up."""
         return self._now
 
     @once

@@ -48,7 +48,7 @@ from graph.store.keyring import new_lock_token
 from graph.store.quotas import usage_of_row
 from graph.store.repository import search
 from graph.store.repository.base import Part, alive
-from graph.store.repository.versions import CONVERSATIONS
+from graph.store.repository.versions import CONVERSATIONS, after_last_write
 from graph.store.sql import IDS_PER_STATEMENT, Prepared, Rows
 from graph.store.tables import Conversation
 from graph.store.tables import conversation as C
@@ -400,11 +400,13 @@ class Conversations(Part):
                 (" " + C.c.ancestry + " ").like(f"% {root.id} %"),
                 C.c.expires_at.is_distinct_from(expiry),
             )
-            .values(expires_at=expiry, version=C.c.version + 1, updated_at=now)
+            .values(expires_at=expiry, version=C.c.version + 1, updated_at=after_last_write(now))
             .returning(*C.c),
             self.params(expires_at=expires_at),
         )
         changed = CONVERSATIONS.many(found.keys, found.values)
+        for child in changed:  # their events are timed in their versions' order
+            self.repo.not_before(child.updated_at)
         # Told top down, siblings oldest first: not in the order the rows happened to come.
         return sorted(changed, key=lambda c: (len(c.ancestors), c.created_at, c.id))
 
@@ -447,7 +449,9 @@ class Conversations(Part):
             self.repo.usage.freed(deleted, messages=messages, size=size)
         else:
             self.repo.usage.deleted(deleted)  # kept right if an earlier run counted it
-        # When it was deleted: the row's updated_at is its last write's time.
+        # When it was deleted: not before its last write (whose instant may be later than
+        # this unit of work's, taken before it had the row: see versions._statement).
+        self.repo.not_before(deleted.updated_at)
         self.repo.publish(EventKind.CONVERSATION_DELETED, deleted, at=self.repo.now())
         await self._parent_lost_one(deleted)
         return True
@@ -566,6 +570,7 @@ class Conversations(Part):
                 if quotas_on:
                     messages, size = held.get(conversation.id, (0, 0))
                     self.repo.usage.freed(conversation, messages=messages, size=size)
+                self.repo.not_before(conversation.updated_at)
                 self.repo.publish(EventKind.CONVERSATION_DELETED, conversation, at=self.repo.now())
                 # A child transcript that expired alone (its own expiry, set by a release
                 # before they were refused) leaves its parent as an explicit delete does.

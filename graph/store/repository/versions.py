@@ -228,14 +228,18 @@ def _statement(
         # every write's time in the order of the row's versions, whatever the clock does (the
         # unit of work then writes with it: Repository.not_before). SQLite stores instants as
         # fixed-width text, which compares as the instants do.
-        later = case((C.c.updated_at > now, C.c.updated_at), else_=now)
-        changes.update(version=C.c.version + 1, updated_at=later)
+        changes.update(version=C.c.version + 1, updated_at=after_last_write(now))
         # A root takes its event's position in the same statement (event_log.Reserved).
         changes["event_position"] = C.c.event_position + case((C.c.ancestry == "", 1), else_=0)
     written = (
         update(C).where(*where).values({CONVERSATIONS.column(k): v for k, v in changes.items()})
     )
     return Prepared(written.returning(*C.c) if returning else written)
+
+
+def after_last_write(now: Any) -> Any:
+    """A conversation's new `updated_at`: the writer's instant, or the row's own if later."""
+    return case((C.c.updated_at > now, C.c.updated_at), else_=now)
 
 
 # The row of the conversation a write has just updated (SQLite, see `_statement`).
