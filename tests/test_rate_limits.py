@@ -430,6 +430,7 @@ async def test_past_the_operations_one_socket_may_run_that_one_is_refused_with_a
             await socket.complete("0")
             await subscribe(socket, "next", cid)  # a place freed is taken at once
             await all_live(client, token, cid, {socket: ops - {"0"} | {"next"}})
+        assert await metric(client, "convograph_socket_operation_cap_refusals_total") == 1
 
 
 # -- settings --------------------------------------------------------------------------------

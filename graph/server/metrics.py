@@ -193,6 +193,12 @@ class LimitsCollector(Collector):
             "(a LIMIT_EXCEEDED error for the operation)",
             value=self.slots.refused,
         )
+        yield CounterMetricFamily(
+            "convograph_socket_operation_cap_refusals",
+            "WebSocket operations refused because their socket ran as many as one socket may "
+            "(100; a LIMIT_EXCEEDED error for the operation)",
+            value=self.slots.refused_on_a_socket,
+        )
 
 
 class Metrics:

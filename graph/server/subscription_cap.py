@@ -21,6 +21,8 @@ class SubscriptionSlots:
     def __init__(self, cap: int) -> None:
         self.cap = cap
         self.refused = 0  # for the metrics
+        # Operations refused past the operations one socket runs at once (transport_ws.py).
+        self.refused_on_a_socket = 0
         self._held: dict[str, int] = {}
 
     @property

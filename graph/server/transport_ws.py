@@ -147,6 +147,7 @@ def limited_handler(
                 return
             per_socket = self.max_subscriptions_per_connection
             if per_socket is not None and len(self.operations) >= per_socket:
+                slots.refused_on_a_socket += 1
                 # Strawberry's own check would refuse it with no code and no number.
                 error = GraphQLFormattedError(
                     message=PER_SOCKET_REASON.format(per_socket),
@@ -176,7 +177,7 @@ def limited_handler(
             finally:
                 operation = self.operations.get(message["id"])
                 if operation is None or operation.task is None:
-                    slot.release()  # refused by strawberry (a bad payload, its own limit)
+                    slot.release()  # refused by strawberry (a payload it does not take)
                 else:
                     self.slots[message["id"]] = slot
                     operation.task.add_done_callback(self._on_done(message["id"], slot))
