@@ -657,6 +657,31 @@ async def test_a_stream_that_keeps_failing_is_tried_again_less_and_less_often(
         await expect(notice(s.page)).to_be_hidden()
 
 
+async def test_a_subscribe_refused_for_a_limit_is_sent_again_from_the_same_cursor(
+    live_server: LiveServer, chromium: Chromium
+) -> None:
+    """A `subscribe` refused for a limit (the token's subscriptions, the socket's operations)
+    never started: nothing was missed past the page's cursor. The page waits, subscribes
+    again from the same cursor, and reads nothing again (it read the conversation and every
+    transcript again at each refusal, a loop while the token stayed over its cap)."""
+    limit = {
+        "message": "too many subscriptions for this token (limit 1)",
+        "extensions": {"code": "LIMIT_EXCEEDED"},
+    }
+    async with conversation_open(live_server, chromium, "inspector-limit.png") as s:
+        s.relay.refuse.extend([[limit]] * 2)
+        s.relay.end_stream([UNAVAILABLE])  # a new read, then subscribes refused twice
+        await expect(notice(s.page)).to_contain_text("Live updates paused: too many")
+        await until(lambda: len(s.relay.subscribes) == 4, "a subscribe the server takes")
+        assert [sub.refused for sub in s.relay.subscribes[1:]] == [True, True, False]
+        _, cursor = s.reads.answered[-1]
+        assert len(s.reads.asked) == 2  # the first read, and the one after the stream ended
+        assert {sub.after for sub in s.relay.subscribes[1:]} == {cursor}
+        await s.write("Written once it took")
+        await s.shows("Written once it took", within_ms=TIMEOUT_MS)
+        await expect(notice(s.page)).to_be_hidden()
+
+
 async def test_a_deleted_conversation_or_a_revoked_token_ends_live_updates_for_good(
     live_server: LiveServer, chromium: Chromium
 ) -> None:

@@ -23,6 +23,8 @@ const TABS = [
 const SNAPSHOT_RENDER_LIMIT = 200;
 // What a stream can end with that no new read or stream would mend.
 const FINAL_CODES = new Set(["NOT_FOUND", "FORBIDDEN"]);
+// What refuses a `subscribe` before its stream starts: a limit, which a later one may fit.
+const NOT_STARTED_CODES = new Set(["LIMIT_EXCEEDED", "RATE_LIMITED"]);
 // Why a stream ended, for a person: the server's own message is written for a client's code
 // ("read the state, subscribe anew"), which this page does for them. (A stream that falls
 // behind is not ended: the server reads what it missed from its log.)
@@ -724,7 +726,7 @@ export class ConversationView {
           const event = payload.data && payload.data.conversationEvents;
           if (event) this.handle(event);
         },
-        error: (errors) => this.streamEnded(errors),
+        error: (errors) => this.streamRefused(errors),
         complete: () => this.streamEnded([]),
         onReconnect: () => {
           // Without cursors the stream cannot say what was missed: read it all again.
@@ -732,6 +734,30 @@ export class ConversationView {
         },
       },
     );
+  }
+
+  /** The server answered the `subscribe` with an `error`. Refused before it started, for a
+   * limit of the token's or the socket's (LIMIT_EXCEEDED, RATE_LIMITED), the stream missed
+   * nothing past the page's cursor: wait, then subscribe again from it, without reading the
+   * page again (which each refusal would otherwise repeat, whole transcripts included). */
+  async streamRefused(errors) {
+    const list = Array.isArray(errors) ? errors : [errors];
+    const limit = list.find((e) => e && e.extensions && NOT_STARTED_CODES.has(e.extensions.code));
+    if (!limit || !this.lastCursor || this.destroyed) {
+      this.streamEnded(errors);
+      return;
+    }
+    if (this.unsubscribe) this.unsubscribe();
+    this.unsubscribe = null;
+    this.showNotice(`Live updates paused: ${limit.message}`);
+    const quick = Date.now() - this.subscribedAt < STREAM_SETTLED_MS;
+    const failures = quick ? this.streamFailures : 0;
+    this.streamFailures = failures + 1;
+    await this.wait(retryDelayMs(new GraphQLError(list), failures), { what: "live updates", key: "subscribe" });
+    this.setActivity("subscribe", null);
+    if (this.destroyed) return;
+    this.showNotice(null);
+    this.subscribe();
   }
 
   /** The stream ended: with errors, or completed by the server (it stops, or the
