@@ -281,7 +281,7 @@ async def server(settings: Settings) -> AsyncIterator[Server]:
 @pytest.fixture
 async def anon(server: Server) -> AsyncIterator[GraphQLClient]:
     transport = httpx.ASGITransport(app=server.app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
         yield GraphQLClient(http, None)
 
 

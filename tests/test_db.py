@@ -39,7 +39,7 @@ async def test_every_sqlite_mode_keeps_writes_whole(
     async with app.router.lifespan_context(app):
         server = Server(app, settings)
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
             gql = GraphQLClient(http, await server.token())
             cid = (await gql(CREATE))["createConversation"]["conversation"]["id"]
 

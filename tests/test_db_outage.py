@@ -57,7 +57,7 @@ async def proxied(  # type: ignore[no-untyped-def]
 async def clients(server: Server) -> AsyncIterator[tuple[httpx.AsyncClient, GraphQLClient]]:
     token = await server.token()
     transport = httpx.ASGITransport(app=server.app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
         yield http, GraphQLClient(http, token)
 
 
@@ -107,7 +107,7 @@ async def test_a_database_refusing_new_sessions_is_unavailable_not_an_internal_e
         starting = create_app(server.settings)  # another replica, started meanwhile
         async with starting.router.lifespan_context(starting):
             transport = httpx.ASGITransport(app=starting)
-            async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+            async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
                 other = GraphQLClient(http, gql.token)
                 assert (await other.post(CREATE)).status_code == 503
                 proxy.accept_sessions()

@@ -158,7 +158,7 @@ async def serving(settings: Settings) -> AsyncIterator[tuple[Server, GraphQLClie
     async with app.router.lifespan_context(app):
         server = Server(app, settings)
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
             yield server, GraphQLClient(http, await server.token())
 
 
@@ -885,7 +885,7 @@ async def test_a_wrong_master_key_found_after_a_start_without_the_database_makes
             await proxy.start()
             server = Server(app, wrong)
             transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+            async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
                 gql = GraphQLClient(http, await server.token())
                 for query, variables in ((read, {"id": seeded.conversation}), (CREATE, {})):
                     errors = (await gql.post(query, variables)).json()["errors"]

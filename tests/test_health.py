@@ -61,7 +61,7 @@ async def unmigrated(empty_database_url: str, tmp_path: Path) -> AsyncIterator[A
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
             yield App(settings, http)
 
 
@@ -149,7 +149,7 @@ async def test_a_server_with_quotas_starts_on_an_unmigrated_database_and_counts_
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
             ready = await http.get("/readyz")
             assert ready.status_code == 503 and "not migrated" in ready.json()["status"]
             await upgrade(settings)
@@ -203,7 +203,7 @@ async def test_a_database_back_from_an_outage_unmigrated_says_so_at_once(
     try:
         async with app.router.lifespan_context(app):
             transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+            async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
                 away = await http.post("/graphql", json={"query": VIEWER}, headers=headers)
                 assert away.status_code == 503, away.text
                 assert away.json()["errors"][0]["extensions"]["code"] == "DATABASE_UNAVAILABLE"

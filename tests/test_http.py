@@ -376,7 +376,7 @@ async def serving(settings: Settings) -> AsyncIterator[tuple[Server, httpx.Async
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
             yield Server(app, settings), http
 
 

@@ -385,7 +385,7 @@ STEPS = st.lists(
 @pytest.fixture
 async def world(server: Server) -> AsyncIterator[World]:
     transport = httpx.ASGITransport(app=server.app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
         clients = [
             GraphQLClient(http, await server.token(p.workspace, p.owner, p.scope), p.acting_for)
             for p in PRINCIPALS

@@ -162,7 +162,8 @@ def metrics_client(settings: Settings) -> ClientFactory:
         app = create_app(settings.replace(metrics=mode))
         async with app.router.lifespan_context(app):
             transport = httpx.ASGITransport(app=app, client=(client_ip, 40000))
-            async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+            base = "http://127.0.0.1:8000"  # the Host a scraper on this machine sends
+            async with httpx.AsyncClient(transport=transport, base_url=base) as http:
                 yield http, Server(app, settings)
 
     return make
@@ -180,6 +181,26 @@ async def test_loopback_reads_metrics_without_a_token(
         response = await http.get("/metrics")
         assert response.status_code == 200
         assert "convograph_graphql_active_subscriptions 0.0" in response.text
+
+
+@pytest.mark.parametrize(
+    ("host", "status"),
+    [
+        ("localhost:8000", 200),
+        ("[::1]:8000", 200),
+        ("127.0.0.2", 200),
+        ("rebind.example:8000", 401),
+    ],
+)
+async def test_loopback_is_open_only_to_a_host_that_names_loopback(
+    metrics_client: ClientFactory, host: str, status: int
+) -> None:
+    """A page of another site whose name was pointed at 127.0.0.1 (DNS rebinding) reaches the
+    server from loopback, its Host that site's: it read the metrics without a token."""
+    async with metrics_client("loopback") as (http, _):
+        response = await http.get("/metrics", headers={"Host": host})
+        assert response.status_code == status, response.text
+        assert ("convograph_" in response.text) == (status == 200)
 
 
 async def test_other_addresses_need_an_admin_token(metrics_client: ClientFactory) -> None:
@@ -283,7 +304,7 @@ async def test_database_errors_are_counted_while_postgresql_is_away(
         async with app.router.lifespan_context(app):
             token = await Server(app, proxied).token()
             transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+            async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
                 gql = GraphQLClient(http, token)
                 assert (await gql(CREATE))["createConversation"]["userErrors"] == []
                 before = await scrape(http)

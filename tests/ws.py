@@ -299,7 +299,7 @@ async def connect_app(
     transport = ASGIWebSocketTransport(app)
     ws: AsyncWebSocketSession
     async with (
-        httpx.AsyncClient(transport=transport, base_url="http://test") as http,
+        httpx.AsyncClient(transport=transport, base_url="http://localhost") as http,
         aconnect_ws("/graphql", http, subprotocols=list(subprotocols), headers=headers) as ws,
     ):
         yield Session(_InProcess(ws), ws.subprotocol)

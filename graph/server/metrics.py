@@ -306,6 +306,13 @@ def is_loopback(host: str | None) -> bool:
     return bool(address.is_loopback or (mapped is not None and mapped.is_loopback))
 
 
+def names_loopback(hostname: str | None) -> bool:
+    """Whether a request's Host names this machine's loopback: a browser on this machine
+    sends the name of the page it was sent to, and a page of another site whose name was
+    made to point to 127.0.0.1 (DNS rebinding) would otherwise read what loopback may."""
+    return hostname == "localhost" or is_loopback(hostname)
+
+
 def metrics_endpoint(settings: Settings, metrics: Metrics, backend: TokenBackend) -> Any:
     """The /metrics handler, guarded as `settings.metrics` says. The mode decides first: a
     token is looked up only where the mode asks for one, so that an open or loopback scrape
@@ -318,7 +325,7 @@ def metrics_endpoint(settings: Settings, metrics: Metrics, backend: TokenBackend
         if mode == "closed":
             return JSONResponse({"errors": [{"message": "metrics are disabled"}]}, 404)
         client = request.client.host if request.client else None
-        if mode == "loopback" and is_loopback(client):
+        if mode == "loopback" and is_loopback(client) and names_loopback(request.url.hostname):
             return None
         try:
             found = await backend.authenticate(request)
