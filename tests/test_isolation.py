@@ -347,3 +347,35 @@ async def test_owner_keys_with_colons_and_unicode(
     for neighbour in neighbours:
         other = anon.as_(await server.token(owner=neighbour))
         assert await peek(other, records) == NOTHING, neighbour
+
+
+async def test_naming_another_tenants_child_neither_waits_for_its_tree_nor_holds_it(
+    server: Server, gql: GraphQLClient
+) -> None:
+    """On PostgreSQL a write locks its tree's root first. Another workspace's append to a
+    child transcript it names by id locked that root before any scope was checked: its
+    NOT_FOUND came only once the tree's writer committed (4.5 s behind a 5 s write in the
+    review), which told that the id exists and when its tree is written, and any token
+    could queue in that tree's lock. Now only a root the caller may write is locked."""
+    import asyncio
+
+    if server.settings.database_url.startswith("sqlite"):
+        pytest.skip("PostgreSQL only: SQLite's writers hold the database, not a tree")
+    delegate = """mutation($id: ID!) { createDelegation(input: {parentConversationId: $id,
+      delegatingTier: "a", targetTier: "b", task: "t"}) { delegation { childConversation {
+      id } } } }"""
+    append = """mutation($id: ID!) { appendMessages(input: {conversationId: $id, messages:
+      [{role: "user", content: "x"}]}) { userErrors { code field } } }"""
+    root_id = (await mutate(gql, "createConversation", {"title": "victim"}))["conversation"]["id"]
+    made = await gql(delegate, {"id": root_id})
+    child = made["createDelegation"]["delegation"]["childConversation"]["id"]
+    other = gql.as_(await server.token(workspace="site:2"))
+    assert gql.token is not None
+    victim = await server.services.uow.authenticate(gql.token)
+    assert victim is not None
+    async with server.services.uow.write(victim) as repo:
+        await repo.versions.bump(root_id)  # the victim's write holds its tree's root
+        answer = await asyncio.wait_for(other(append, {"id": child}), timeout=5)
+    assert answer["appendMessages"]["userErrors"] == [
+        {"code": "NOT_FOUND", "field": ["conversationId"]}
+    ]

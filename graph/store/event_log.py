@@ -29,7 +29,7 @@ that reference them (`keep_messages`), in the same transaction.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -50,6 +50,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 
 from graph.domain.conversations import root_of
 from graph.domain.events import EventKind
+from graph.store import scope
 from graph.store.encryption import seal_payloads
 from graph.store.events import Event, EventBroker
 from graph.store.rows import Builder, dump
@@ -149,10 +150,19 @@ _ROOTS: dict[str, str] = {}
 _ROOTS_KEPT = 100_000
 
 
-async def lock_tree(sql: Sql, conversation_id: str, *, ancestry: str | None = None) -> None:
+async def lock_tree(
+    sql: Sql,
+    conversation_id: str,
+    *,
+    ancestry: str | None = None,
+    within: tuple[scope.Reach, Mapping[str, Any]] | None = None,
+) -> None:
     """Lock the root of `conversation_id`'s tree, first (PostgreSQL; see the module doc).
 
     A caller that has read the conversation's `ancestry` passes it: nothing is read again.
+    A principal's write passes `within`, its write reach and the scope's parameters: only a
+    root it may write is locked (a tree's rows share its owner), so that naming another
+    tenant's conversation neither waits behind that tree's writers nor holds them up.
     """
     if sql.is_sqlite:
         return
@@ -167,8 +177,22 @@ async def lock_tree(sql: Sql, conversation_id: str, *, ancestry: str | None = No
         if len(_ROOTS) >= _ROOTS_KEPT:
             _ROOTS.clear()
         _ROOTS[conversation_id] = root
-    if root != conversation_id:  # a write to the root locks it by itself
+    if root == conversation_id:  # a write to the root locks it by itself
+        return
+    if within is None:
         await sql.rows(_LOCK, {"id": root})
+    else:
+        reach, params = within
+        await sql.rows(row_lock(reach), {**params, "id": root})
+
+
+@functools.cache
+def row_lock(reach: scope.Reach) -> Prepared:
+    """A conversation's row (`id`), locked if it is within `reach` (the scope's parameters
+    bound): a principal locks only what it may write."""
+    return Prepared(
+        select(C.c.id).where(C.c.id == bindparam("id"), scope.clause(C, reach)).with_for_update()
+    )
 
 
 async def lock_trees(sql: Sql, conversations: Iterable[tuple[str, str]]) -> None:

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from sqlalchemy import (
     ColumnElement,
     and_,
-    bindparam,
     exists,
     func,
     not_,
@@ -42,14 +41,11 @@ from graph.store import event_log, scope
 from graph.store.encryption import conversation_ref
 from graph.store.repository.base import Part, alive
 from graph.store.rows import Builder
-from graph.store.sql import Prepared
 from graph.store.tables import Delegation
 from graph.store.tables import conversation as C
 from graph.store.tables import delegation as D
 
 DELEGATIONS = Builder(Delegation)
-# The parent conversation's row, locked (PostgreSQL) without a write.
-_LOCK_PARENT = Prepared(select(C.c.id).where(C.c.id == bindparam("id")).with_for_update())
 IDEMPOTENCY_KEY = [
     "workspace_type",
     "workspace_id",
@@ -200,9 +196,11 @@ class Delegations(Part):
                 return first
             # A racing create with the key: locked out until it has committed (and is found
             # below), before this one bumps the parent for nothing.
-            await event_log.lock_tree(self.sql, parent_id)
+            writable = self.reach(C, scope.Access.WRITE)
+            within = (writable, self.repo.scope_params)
+            await event_log.lock_tree(self.sql, parent_id, within=within)
             if not self.sql.is_sqlite:  # SQLite: the write transaction holds the database
-                await self.sql.rows(_LOCK_PARENT, {"id": parent_id})
+                await self.sql.rows(event_log.row_lock(writable), self.params(id=parent_id))
             if (first := await self._by_key(key, parent_id)) is not None:
                 return first
         # Bumping the parent proves it exists and is writable, and serialises with its writers.
@@ -282,9 +280,13 @@ class Delegations(Part):
         did = ids.parse(delegation_id, what="delegation", field="delegationId")
         mine = self._visible(scope.Access.WRITE)
         if not self.sql.is_sqlite:  # the tree's root is locked before this row
-            above = await self.sql.rows(select(D.c.parent_conversation_id).where(D.c.id == did))
+            # Of a delegation the caller may write: another tenant's locks nothing.
+            above = await self.sql.rows(
+                select(D.c.parent_conversation_id).where(D.c.id == did, mine), self.params()
+            )
             if above.values:
-                await event_log.lock_tree(self.sql, above.values[0][0])
+                within = (self.reach(C, scope.Access.WRITE), self.repo.scope_params)
+                await event_log.lock_tree(self.sql, above.values[0][0], within=within)
         stored: str | bytes | None = summary
         if summary is not None and (encryption := self.sql.encryption) is not None:
             # Only a delegation the caller may write: sealing makes its child's data key

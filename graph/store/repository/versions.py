@@ -101,9 +101,10 @@ class Versions(Part):
         bump_version: bool,
     ) -> Conversation:
         cid = ids.parse(conversation_id, what="conversation", field=field)
-        if bump_version:  # a write with an event: its tree's root is locked first
-            await event_log.lock_tree(self.sql, cid, ancestry=ancestry)
         reach = self.reach(C, scope.Access.WRITE)
+        if bump_version:  # a write with an event: its tree's root is locked first
+            within = (reach, self.repo.scope_params)
+            await event_log.lock_tree(self.sql, cid, ancestry=ancestry, within=within)
         returning = not self.sql.is_sqlite
         statement = _statement(
             tuple(sorted(values)),
