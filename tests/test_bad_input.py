@@ -748,6 +748,25 @@ async def test_an_integer_past_4300_digits_is_refused_saying_the_limit(gql: Grap
     assert b'"transcript":[{"role":"user","content":' + most + b"}]" in read.content
 
 
+async def test_a_body_of_many_long_integers_is_refused_before_it_holds_the_server(
+    gql: GraphQLClient,
+) -> None:
+    """Each long integer's conversion grows with the square of its digits, on the event
+    loop: a 32 MB body of 7,800 integers of 4,300 digits held every other request for three
+    seconds. A body's long integers may hold a million digits in all."""
+    cid = await create(gql)
+    numbers = b",".join([b"7" * 4000] * 300)
+    body = b'{"query": %s, "variables": {"id": "%s", "m": [{"role": "user", "content": [%s]}]}}'
+    response = await gql.post_body(body % (orjson.dumps(APPEND), cid.encode(), numbers))
+    assert response.status_code == 400, response.text
+    limit = "a JSON document may hold at most 1,000,000 digits in integers of more than 64 digits"
+    assert response.json() == {
+        "errors": [{"message": limit, "extensions": {"code": "BAD_REQUEST"}}]
+    }
+    read = await gql.post(READ, {"id": cid})
+    assert read.json()["data"]["conversation"]["messageCount"] == 0
+
+
 async def test_a_number_past_a_doubles_range_in_a_body_is_refused_saying_so(
     gql: GraphQLClient,
 ) -> None:
