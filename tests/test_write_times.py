@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from graph.domain.delegations import NewDelegation
+from graph.domain.delegations import DelegationStatus, NewDelegation
 from graph.domain.events import EventKind
 from graph.domain.messages import PreparedMessage, prepare_messages
 from graph.domain.principal import Principal
@@ -73,3 +73,28 @@ async def test_a_roots_expiry_does_not_set_a_childs_time_back(
         child_update = next(e for e in updater.events if e.conversation_id == child)
     assert child_update.version > child_append.version
     assert child_update.at >= child_append.at, (child_update.at, child_append.at)
+
+
+async def test_a_completion_is_not_timed_before_the_parent_write_it_follows(
+    server: Server, gql: GraphQLClient
+) -> None:
+    """A completion under a root: the root is locked by the parent's bump, after the
+    completion took its instant (its completedAt)."""
+    uow, principal, cid = await setup(server, gql)
+    async with uow.write(principal) as repo:
+        made = await repo.delegations.create(
+            cid, NewDelegation(delegating_tier="a", target_tier="b", task="t", max_turns=None)
+        )
+    async with uow.write(principal) as completer:
+        completer.now()  # complete()'s first params(), before the parent's row is waited for
+        await asyncio.sleep(0.01)
+        async with uow.write(principal) as writer:  # an append to the parent gets in first
+            await writer.transcripts.append(cid, said("late"), expected_version=None)
+            appended = writer.events[-1]
+        done = await completer.delegations.complete(
+            made.id, status=DelegationStatus.COMPLETED, summary="s"
+        )
+        event = completer.events[0]
+    assert event.version > appended.version and event.at >= appended.at  # the event is raised
+    assert done.completed_at is not None
+    assert done.completed_at >= appended.at, (done.completed_at, appended.at, event.at)

@@ -311,6 +311,16 @@ class Delegations(Part):
         record = DELEGATIONS.many(found.keys, found.values)[0]
         assert record.status in FINAL
         parent = await self.repo.versions.bump(record.parent_conversation_id)
+        if record.completed_at is not None and parent.updated_at > record.completed_at:
+            # A writer of the parent got its row between this one's instant and its bump (a
+            # root is locked by the bump itself): completed when the parent moved, not before.
+            found = await self.sql.rows(
+                update(D)
+                .where(D.c.id == did)
+                .values(completed_at=parent.updated_at)
+                .returning(*D.c)
+            )
+            record = DELEGATIONS.many(found.keys, found.values)[0]
         self.repo.publish(EventKind.DELEGATION_COMPLETED, parent, delegation=record)
         # The child transcript shows its delegation (`parentDelegation`), whose status and
         # summary changed: its version moves too, and its own stream, which the parent's
