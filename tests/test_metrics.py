@@ -5,6 +5,7 @@ loopback and behind an ADMIN token from anywhere else, as the settings say."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -187,9 +188,14 @@ async def test_loopback_reads_metrics_without_a_token(
     ("host", "status"),
     [
         ("localhost:8000", 200),
+        ("LOCALHOST.", 200),
+        ("localhost.localdomain:9000", 200),
+        ("ip6-localhost", 200),
+        (f"{socket.gethostname()}:8000", 200),  # a scraper on this machine, by its name
         ("[::1]:8000", 200),
         ("127.0.0.2", 200),
         ("rebind.example:8000", 401),
+        ("0.0.0.0:8000", 401),
     ],
 )
 async def test_loopback_is_open_only_to_a_host_that_names_loopback(

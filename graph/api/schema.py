@@ -37,6 +37,9 @@ def build_schema(settings: Settings | None = None) -> Schema:
         max_fields=settings.max_selected_fields,
         max_directives=settings.max_directives,
         max_values=settings.max_result_values,
+        # An event carries at most a replaced transcript's messages: a hundred calls' worth,
+        # each with its fields.
+        max_event_values=max(settings.max_result_values, 1000 * settings.max_messages_per_call),
     )
     return _schema(limits, max_tokens=settings.max_query_tokens)
 
@@ -62,7 +65,7 @@ def _schema(limits: Limits, *, max_tokens: int) -> Schema:
             partial(SearchGate, cache=documents),
             OperationReads,
         ],
-        execution_context_class=bounded(limits.max_values),
+        execution_context_class=bounded(limits.max_values, event_limit=limits.max_event_values),
         config=StrawberryConfig(
             scalar_map=dict(SCALAR_MAP),
             default_resolver=field_value,

@@ -6,7 +6,9 @@ default global registry would refuse the second set of metrics with the same nam
 
 from __future__ import annotations
 
+import functools
 import ipaddress
+import socket
 from collections.abc import Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
@@ -306,11 +308,31 @@ def is_loopback(host: str | None) -> bool:
     return bool(address.is_loopback or (mapped is not None and mapped.is_loopback))
 
 
+# The names systems give loopback in /etc/hosts (Debian, Red Hat).
+_LOOPBACK_NAMES = frozenset(
+    {
+        "localhost",
+        "localhost.localdomain",
+        "localhost4",
+        "localhost6",
+        "ip6-localhost",
+        "ip6-loopback",
+    }
+)
+
+
+@functools.cache
+def _own_names() -> frozenset[str]:
+    return frozenset(n.lower() for n in (socket.gethostname(), socket.getfqdn()) if n)
+
+
 def names_loopback(hostname: str | None) -> bool:
-    """Whether a request's Host names this machine's loopback: a browser on this machine
-    sends the name of the page it was sent to, and a page of another site whose name was
-    made to point to 127.0.0.1 (DNS rebinding) would otherwise read what loopback may."""
-    return hostname == "localhost" or is_loopback(hostname)
+    """Whether a request's Host names this machine: loopback's addresses or names, or the
+    machine's own name (a scraper on it may use either). A page of another site whose name
+    was made to point to 127.0.0.1 (DNS rebinding) sends that site's name, and would
+    otherwise read what loopback may."""
+    name = (hostname or "").rstrip(".").lower()
+    return name in _LOOPBACK_NAMES or name in _own_names() or is_loopback(name)
 
 
 def metrics_endpoint(settings: Settings, metrics: Metrics, backend: TokenBackend) -> Any:

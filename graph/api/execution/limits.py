@@ -38,8 +38,9 @@ class Limits:
     max_aliases: int
     max_fields: int
     max_directives: int
-    # The field values one execution may complete (answer_size.py).
+    # The field values one execution may complete (answer_size.py), and one event's.
     max_values: int = 200_000
+    max_event_values: int = 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
