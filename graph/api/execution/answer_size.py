@@ -47,38 +47,43 @@ def bounded(limit: int, *, event_limit: int) -> type[StrawberryGraphQLCoreExecut
     """Strawberry's executor class, cutting an answer of more than `limit` field values (an
     event's: `event_limit`)."""
 
+    # Called as functions, not through super(): these run for every object and every leaf.
+    execute_fields = StrawberryGraphQLCoreExecutionContext.execute_fields
+    complete_leaf_value = StrawberryGraphQLCoreExecutionContext.complete_leaf_value
+
     class Bounded(StrawberryGraphQLCoreExecutionContext):
         completed = 0
         over = False
         cut: Any = None  # the path of the first object left out
 
-        def bound(self) -> int:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
             subscription = self.operation.operation is OperationType.SUBSCRIPTION
-            return event_limit if subscription else limit
+            self.limit = event_limit if subscription else limit
 
         def execute_fields(
             self, parent_type: Any, source_value: Any, path: Any, fields: Any, *rest: Any
         ) -> Any:
             self.completed += len(fields)
-            if self.over or self.completed > self.bound():
+            if self.completed > self.limit:
                 if not self.over:
                     self.over, self.cut = True, path
                 return {}
-            return super().execute_fields(parent_type, source_value, path, fields, *rest)
+            return execute_fields(self, parent_type, source_value, path, fields, *rest)
 
         def complete_leaf_value(self, return_type: Any, result: Any) -> Any:  # type: ignore[override]
             size = _SIZES.get(result.__class__)
             if size is not None:
                 self.completed += size(result)
-            return super().complete_leaf_value(return_type, result)
+            return complete_leaf_value(return_type, result)
 
         def build_response(self, data: Any, *rest: Any) -> Any:
             response = super().build_response(data, *rest)
-            if not self.over and self.completed <= self.bound():
+            if not self.over and self.completed <= self.limit:
                 return response
             cut = self.cut.as_list() if self.cut is not None else list(data or ())[:1]
             kind = self.operation.operation
-            error = too_large(self.bound(), kind, path=cut or None)
+            error = too_large(self.limit, kind, path=cut or None)
             if kind is OperationType.MUTATION:  # its writes were made: say what they answered
                 return ExecutionResult(data, [*(getattr(response, "errors", None) or ()), error])
             return ExecutionResult(None, [error])
