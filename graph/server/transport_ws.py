@@ -71,6 +71,13 @@ class InitRefused(Exception):
         self.reason = reason
 
 
+def over_a_limit(reason: str) -> GraphQLFormattedError:
+    """The error of an operation refused for a limit (LIMIT_EXCEEDED), saying which."""
+    return GraphQLFormattedError(
+        message=reason, extensions={"code": ErrorCode.LIMIT_EXCEEDED.value}
+    )
+
+
 def limited_handler(
     rate_limit: RateLimit,
     slots: SubscriptionSlots,
@@ -126,36 +133,22 @@ def limited_handler(
             if still_live is not None and not await still_live(principal):
                 # HTTP refuses a revoked or expired token from the next request on; so does
                 # a socket opened before, for a query or a mutation as for a subscription.
-                refused = ErrorMessage(id=message["id"], type="error", payload=[REVOKED])
-                await self.send_message(refused)
+                await self._refuse(message, REVOKED)
                 await self._close(REVOKED_CLOSE_CODE, REVOKED_REASON)
                 return
             wait = rate_limit.take(principal.token_id)
             if wait:
-                error = rate_limited_error(rate_limit, wait)
-                refused = ErrorMessage(id=message["id"], type="error", payload=[error])
-                await self.send_message(refused)
+                await self._refuse(message, rate_limited_error(rate_limit, wait))
                 return
             too_big = query_problem(message["payload"].get("query"))
             if too_big is not None:
-                error = GraphQLFormattedError(
-                    message=too_big, extensions={"code": ErrorCode.LIMIT_EXCEEDED.value}
-                )
-                await self.send_message(
-                    ErrorMessage(id=message["id"], type="error", payload=[error])
-                )
+                await self._refuse(message, over_a_limit(too_big))
                 return
             per_socket = self.max_subscriptions_per_connection
             if per_socket is not None and len(self.operations) >= per_socket:
                 slots.refused_on_a_socket += 1
                 # Strawberry's own check would refuse it with no code and no number.
-                error = GraphQLFormattedError(
-                    message=PER_SOCKET_REASON.format(per_socket),
-                    extensions={"code": ErrorCode.LIMIT_EXCEEDED.value},
-                )
-                await self.send_message(
-                    ErrorMessage(id=message["id"], type="error", payload=[error])
-                )
+                await self._refuse(message, over_a_limit(PER_SOCKET_REASON.format(per_socket)))
                 return
             slot = slots.take(principal.token_id)
             if slot is None:
@@ -165,12 +158,7 @@ def limited_handler(
                     slots.held(principal.token_id),
                     slots.cap,
                 )
-                error = GraphQLFormattedError(
-                    message=slots.reason, extensions={"code": ErrorCode.LIMIT_EXCEEDED.value}
-                )
-                await self.send_message(
-                    ErrorMessage(id=message["id"], type="error", payload=[error])
-                )
+                await self._refuse(message, over_a_limit(slots.reason))
                 return
             try:
                 await super().handle_subscribe(message)
@@ -181,6 +169,10 @@ def limited_handler(
                 else:
                     self.slots[message["id"]] = slot
                     operation.task.add_done_callback(self._on_done(message["id"], slot))
+
+        async def _refuse(self, message: SubscribeMessage, error: Any) -> None:
+            """Answer `message` with one `error` for its operation, which never runs."""
+            await self.send_message(ErrorMessage(id=message["id"], type="error", payload=[error]))
 
         def forget_id(self, id: str) -> None:
             super().forget_id(id)
