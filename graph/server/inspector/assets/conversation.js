@@ -750,14 +750,21 @@ export class ConversationView {
     if (this.unsubscribe) this.unsubscribe();
     this.unsubscribe = null;
     this.showNotice(`Live updates paused: ${limit.message}`);
-    const quick = Date.now() - this.subscribedAt < STREAM_SETTLED_MS;
-    const failures = quick ? this.streamFailures : 0;
-    this.streamFailures = failures + 1;
+    const failures = this.streamFailed();
     await this.wait(retryDelayMs(new GraphQLError(list), failures), { what: "live updates", key: "subscribe" });
     this.setActivity("subscribe", null);
     if (this.destroyed) return;
     this.showNotice(null);
     this.subscribe();
+  }
+
+  /** Count a stream that failed: how many failed in a row before it (each within
+   * STREAM_SETTLED_MS of its subscribe), which the next wait backs off by. */
+  streamFailed() {
+    const quick = Date.now() - this.subscribedAt < STREAM_SETTLED_MS;
+    const failures = quick ? this.streamFailures : 0;
+    this.streamFailures = failures + 1;
+    return failures;
   }
 
   /** The stream ended: with errors, or completed by the server (it stops, or the
@@ -791,9 +798,7 @@ export class ConversationView {
     this.showNotice(`Out of date: live updates stopped (${why})`);
     // A stream that fails again at once must not turn into a loop of reads: from the second
     // failure in a row, wait as after a failed read (and always as long as the server asks).
-    const quick = Date.now() - this.subscribedAt < STREAM_SETTLED_MS;
-    const failures = quick ? this.streamFailures : 0;
-    this.streamFailures = failures + 1;
+    const failures = this.streamFailed();
     const asked = err && err.retryAfterMs !== null;
     if (failures || asked) {
       // A key of its own: a read of the head (after an event) may be waiting too.
