@@ -8,8 +8,9 @@ from sqlalchemy import ColumnElement, Table, bindparam, or_
 from sqlalchemy.dialects import postgresql, sqlite
 
 from graph.domain.principal import Principal
-from graph.store import scope
+from graph.store import event_log, scope
 from graph.store.sql import Sql
+from graph.store.tables import conversation as C
 
 if TYPE_CHECKING:
     from graph.store.repository import Repository
@@ -32,6 +33,12 @@ class Part:
     def params(self, **values: Any) -> dict[str, Any]:
         """`values` with the scope's parameters (and `now`, which `alive` binds)."""
         return {**self.repo.scope_params, "now": self.repo.now(), **values}
+
+    async def lock_tree(self, conversation_id: str, *, ancestry: str | None = None) -> None:
+        """Lock the root of a conversation's tree before writing it (PostgreSQL), if the
+        principal may write it (event_log.lock_tree)."""
+        within = (self.reach(C, scope.Access.WRITE), self.repo.scope_params)
+        await event_log.lock_tree(self.sql, conversation_id, ancestry=ancestry, within=within)
 
     def insert(self, table: Table) -> sqlite.Insert | postgresql.Insert:
         """A dialect insert, so that `on_conflict_do_nothing` works on both backends."""

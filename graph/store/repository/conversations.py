@@ -424,7 +424,7 @@ class Conversations(Part):
         if not doomed.values:
             return False
         ancestry: str = doomed.values[0][0]
-        await event_log.lock_tree(self.sql, cid, ancestry=ancestry)
+        await self.lock_tree(cid, ancestry=ancestry)
         await self._keep_logged_messages([(cid, ancestry)])
         below = await self._below(cid) if self.sql.encryption is not None else []
         quotas_on = self.repo.settings.quotas_on

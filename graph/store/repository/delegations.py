@@ -196,10 +196,9 @@ class Delegations(Part):
                 return first
             # A racing create with the key: locked out until it has committed (and is found
             # below), before this one bumps the parent for nothing.
-            writable = self.reach(C, scope.Access.WRITE)
-            within = (writable, self.repo.scope_params)
-            await event_log.lock_tree(self.sql, parent_id, within=within)
+            await self.lock_tree(parent_id)
             if not self.sql.is_sqlite:  # SQLite: the write transaction holds the database
+                writable = self.reach(C, scope.Access.WRITE)
                 await self.sql.rows(event_log.row_lock(writable), self.params(id=parent_id))
             if (first := await self._by_key(key, parent_id)) is not None:
                 return first
@@ -285,8 +284,7 @@ class Delegations(Part):
                 select(D.c.parent_conversation_id).where(D.c.id == did, mine), self.params()
             )
             if above.values:
-                within = (self.reach(C, scope.Access.WRITE), self.repo.scope_params)
-                await event_log.lock_tree(self.sql, above.values[0][0], within=within)
+                await self.lock_tree(above.values[0][0])
         stored: str | bytes | None = summary
         if summary is not None and (encryption := self.sql.encryption) is not None:
             # Only a delegation the caller may write: sealing makes its child's data key

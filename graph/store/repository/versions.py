@@ -19,7 +19,7 @@ from graph.domain import ids
 from graph.domain.conversations import lock_refusal
 from graph.domain.errors import DomainError, ErrorCode, conflict, count_conflict, not_found
 from graph.domain.events import EventKind
-from graph.store import event_log, scope
+from graph.store import scope
 from graph.store.repository.base import Part, alive
 from graph.store.rows import Builder
 from graph.store.sql import Prepared, Rows
@@ -101,10 +101,9 @@ class Versions(Part):
         bump_version: bool,
     ) -> Conversation:
         cid = ids.parse(conversation_id, what="conversation", field=field)
-        reach = self.reach(C, scope.Access.WRITE)
         if bump_version:  # a write with an event: its tree's root is locked first
-            within = (reach, self.repo.scope_params)
-            await event_log.lock_tree(self.sql, cid, ancestry=ancestry, within=within)
+            await self.lock_tree(cid, ancestry=ancestry)
+        reach = self.reach(C, scope.Access.WRITE)
         returning = not self.sql.is_sqlite
         statement = _statement(
             tuple(sorted(values)),
